@@ -1,0 +1,277 @@
+"""LongMemEval loading: local .json/.json.gz or the Hugging Face hub → validated `Case`s.
+
+Every failure names the file (and, for schema errors, the record and field) so a user can fix the input.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from harness.session.events import Event
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+AGENT_AUTHOR = "lme-eval-agent"  # the reference seeds assistant turns with the agent's name as author
+BASE_TIMESTAMP = 1_700_000_000.0  # synthetic, monotonic timestamps (the reference uses created_at + i ms)
+
+REQUIRED_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "question_id": str,
+    "question_type": str,
+    "question": str,
+    "answer": (str, int, float, bool, list, dict),
+    "haystack_sessions": list,
+}
+
+
+class DataError(ValueError):
+    """Bad dataset input; the message names the file and, where it applies, the record and field."""
+
+
+@dataclass(frozen=True)
+class Turn:
+    role: str
+    content: str
+    has_answer: bool = False
+
+
+@dataclass(frozen=True)
+class Case:
+    question_id: str
+    question_type: str
+    question: str
+    answer: str
+    question_date: str
+    sessions: tuple[tuple[Turn, ...], ...]
+    session_ids: tuple[str, ...]
+    session_dates: tuple[str, ...]
+    answer_session_ids: tuple[str, ...]
+
+    @property
+    def is_abstention(self) -> bool:
+        return self.question_id.endswith("_abs")
+
+    @property
+    def n_turns(self) -> int:
+        return sum(len(s) for s in self.sessions)
+
+    def events(self) -> list[Event]:
+        """One event per turn, all sessions flattened in file order (reference §3.1).
+
+        Ids are deterministic (`e0000`, ...) so that identical re-runs send identical requests
+        and hit the response cache; timestamps are synthetic and 1 ms apart.
+        """
+        out: list[Event] = []
+        i = 0
+        for sid, turns in zip(self.session_ids, self.sessions):
+            for t in turns:
+                out.append(
+                    Event(
+                        id=f"e{i:04d}",
+                        index=i,
+                        role=t.role,
+                        content=t.content,
+                        timestamp=BASE_TIMESTAMP + 0.001 * (i + 1),
+                        author="user" if t.role == "user" else AGENT_AUTHOR,
+                        source_session=sid,
+                        has_answer=t.has_answer,
+                    )
+                )
+                i += 1
+        return out
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_json_bytes(path: Path) -> bytes:
+    """The uncompressed JSON bytes of `path` (gzip detected by magic number, not by name)."""
+    if not path.exists():
+        raise DataError(f"{path}: dataset file not found")
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            return gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as e:
+            raise DataError(f"{path}: corrupt gzip data ({e})") from e
+    return raw
+
+
+def _answer_text(value: Any) -> str:
+    # The reference keeps non-string answers as their raw JSON text (e.g. 3 → "3").
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def parse_case(row: Any, where: str) -> Case:
+    if not isinstance(row, dict):
+        raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
+    qid = row.get("question_id", "?")
+    for name, typ in REQUIRED_FIELDS.items():
+        if name not in row:
+            raise DataError(f"{where} (question_id={qid}): missing field '{name}'")
+        if not isinstance(row[name], typ):
+            raise DataError(f"{where} (question_id={qid}): field '{name}' has type {type(row[name]).__name__}")
+    sessions: list[tuple[Turn, ...]] = []
+    for si, sess in enumerate(row["haystack_sessions"]):
+        if not isinstance(sess, list):
+            raise DataError(f"{where} (question_id={qid}): field 'haystack_sessions[{si}]' is not a list")
+        turns = []
+        for ti, t in enumerate(sess):
+            f = f"haystack_sessions[{si}][{ti}]"
+            if not isinstance(t, dict) or not isinstance(t.get("role"), str) or not isinstance(t.get("content"), str):
+                raise DataError(f"{where} (question_id={qid}): field '{f}' needs string 'role' and 'content'")
+            if t["role"] not in ("user", "assistant"):
+                raise DataError(f"{where} (question_id={qid}): field '{f}.role' is {t['role']!r}")
+            turns.append(Turn(t["role"], t["content"], bool(t.get("has_answer", False))))
+        sessions.append(tuple(turns))
+    n = len(sessions)
+    sids = row.get("haystack_session_ids") or [f"s{i}" for i in range(n)]
+    dates = row.get("haystack_dates") or [""] * n
+    if len(sids) != n or len(dates) != n:
+        raise DataError(f"{where} (question_id={qid}): haystack_session_ids/haystack_dates length differs from haystack_sessions")
+    return Case(
+        question_id=qid,
+        question_type=row["question_type"].strip(),
+        question=row["question"],
+        answer=_answer_text(row["answer"]),
+        question_date=str(row.get("question_date") or ""),
+        sessions=tuple(sessions),
+        session_ids=tuple(str(s) for s in sids),
+        session_dates=tuple(str(d) for d in dates),
+        answer_session_ids=tuple(str(s) for s in row.get("answer_session_ids") or ()),
+    )
+
+
+def parse_cases(data: bytes, source: str) -> list[Case]:
+    try:
+        rows = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DataError(f"{source}: invalid JSON ({e})") from e
+    if not isinstance(rows, list):
+        raise DataError(f"{source}: expected a JSON array of questions, got {type(rows).__name__}")
+    return [parse_case(r, f"{source}[{i}]") for i, r in enumerate(rows)]
+
+
+def select(
+    cases: Iterable[Case], question_types: Sequence[str] | None = None, limit: int | None = None,
+    question_ids: Sequence[str] | None = None,
+) -> list[Case]:
+    """Filter by type (case-insensitive), stable-sort by question_id, then keep the first `limit` (reference §2)."""
+    out = list(cases)
+    if question_types:
+        wanted = {t.strip().lower() for t in question_types}
+        out = [c for c in out if c.question_type.lower() in wanted]
+    if question_ids:
+        ids = set(question_ids)
+        out = [c for c in out if c.question_id in ids]
+    out.sort(key=lambda c: c.question_id)
+    if limit is not None:
+        if limit < 0:
+            raise DataError(f"limit must be >= 0, got {limit}")
+        out = out[:limit]
+    return out
+
+
+def default_data_dirs() -> list[Path]:
+    dirs = []
+    if os.environ.get("LME_DATA_DIR"):
+        dirs.append(Path(os.environ["LME_DATA_DIR"]))
+    dirs += [REPO_ROOT.parent / "shared" / "data" / "longmemeval", REPO_ROOT / "data" / "longmemeval"]
+    return dirs
+
+
+def find_local(filename: str, search_dirs: Sequence[str | Path] | None = None) -> Path | None:
+    for d in list(search_dirs or []) + default_data_dirs():
+        p = Path(d).expanduser() / filename
+        if p.exists():
+            return p
+    return None
+
+
+@dataclass
+class LongMemEvalSource:
+    """A dataset config (Hydra `dataset=` group): where the file is, how to verify and filter it.
+
+    Resolution order: explicit `path`; `filename` in the search dirs (`$LME_DATA_DIR`,
+    `../shared/data/longmemeval/` next to the repo); the Hugging Face hub (`hf_repo`/`hf_filename`
+    at `hf_revision`), downloaded raw so non-string answers keep their JSON text.
+    """
+
+    name: str = "longmemeval"
+    path: str | None = None
+    filename: str | None = None
+    search_dirs: Sequence[str] = ()
+    sha256: str | None = None
+    question_types: Sequence[str] | None = ("single-session-user",)
+    question_ids: Sequence[str] | None = None
+    limit: int | None = None
+    hf_repo: str | None = "xiaowu0162/longmemeval-cleaned"
+    hf_filename: str | None = None
+    hf_revision: str = "main"
+    hf_sha256: str | None = None
+
+    def resolve(self) -> tuple[str, bytes, str | None]:
+        """(source description, uncompressed bytes, expected sha256)."""
+        if self.path:
+            p = Path(self.path).expanduser()
+            return str(p), read_json_bytes(p), self.sha256
+        if self.filename:
+            p = find_local(self.filename, self.search_dirs)
+            if p is not None:
+                return str(p), read_json_bytes(p), self.sha256
+        if self.hf_repo and self.hf_filename:
+            p = _hf_download(self.hf_repo, self.hf_filename, self.hf_revision)
+            return f"hf://{self.hf_repo}@{self.hf_revision}/{self.hf_filename}", read_json_bytes(p), self.hf_sha256
+        raise DataError(
+            f"dataset '{self.name}': no file found (path={self.path!r}, filename={self.filename!r} in "
+            f"{[str(d) for d in list(self.search_dirs) + default_data_dirs()]}) and no hub source configured"
+        )
+
+    def load(self) -> tuple[list[Case], dict[str, Any]]:
+        """The selected cases and provenance (source, sha256, counts)."""
+        source, data, expected = self.resolve()
+        digest = sha256_bytes(data)
+        if expected and digest != expected:
+            raise DataError(f"{source}: sha256 mismatch: expected {expected}, got {digest}")
+        all_cases = parse_cases(data, source)
+        cases = select(all_cases, self.question_types, self.limit, self.question_ids)
+        if not cases:
+            raise DataError(f"{source}: no question matches question_types={list(self.question_types or [])}")
+        return cases, {"source": source, "sha256": digest, "verified": bool(expected), "n_total": len(all_cases),
+                       "n_selected": len(cases)}
+
+
+def _hf_download(repo: str, filename: str, revision: str) -> Path:
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError as e:  # pragma: no cover - datasets depends on huggingface_hub
+        raise DataError(f"hf://{repo}/{filename}: huggingface_hub is not installed") from e
+    try:
+        return Path(hf_hub_download(repo_id=repo, filename=filename, revision=revision, repo_type="dataset"))
+    except Exception as e:  # network errors come in many types; all mean "not reachable"
+        raise DataError(f"hf://{repo}@{revision}/{filename}: download failed ({type(e).__name__}: {e})") from e
+
+
+def info(path: str | Path) -> dict[str, Any]:
+    """Facts about a dataset file (the `lme-harness data info` command)."""
+    p = Path(path)
+    data = read_json_bytes(p)
+    cases = parse_cases(data, str(p))
+    types: dict[str, int] = {}
+    for c in cases:
+        types[c.question_type] = types.get(c.question_type, 0) + 1
+    return {
+        "path": str(p),
+        "questions": len(cases),
+        "question_types": dict(sorted(types.items())),
+        "abstention": sum(c.is_abstention for c in cases),
+        "with_evidence_label": sum(any(t.has_answer for s in c.sessions for t in s) for c in cases),
+        "turns_mean": round(sum(c.n_turns for c in cases) / max(len(cases), 1), 1),
+        "sha256": sha256_bytes(data),
+        "bytes_uncompressed": len(data),
+    }

@@ -1,0 +1,229 @@
+"""The one place every model call goes through (openai SDK, any OpenAI-compatible base URL).
+
+It owns timeouts, bounded retries (exponential backoff with jitter, honouring Retry-After), a
+concurrency limit, the content-keyed response cache and token accounting.
+"""
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import openai
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
+
+from harness.llm.cache import ResponseCache, request_key
+from harness.llm.types import ChatResult, LLMError, Message, Usage
+
+RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504}
+MAX_RETRY_AFTER_S = 120.0
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError)):
+        return True
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in RETRYABLE_STATUS
+    return isinstance(exc, _MalformedResponse)
+
+
+class _MalformedResponse(Exception):
+    """The endpoint answered 200 with something that is not a chat completion."""
+
+
+def _retry_after_s(exc: BaseException | None) -> float | None:
+    resp = getattr(exc, "response", None)
+    headers = getattr(resp, "headers", None)
+    if not headers:
+        return None
+    value = headers.get("retry-after-ms")
+    if value is not None:
+        try:
+            return float(value) / 1000.0
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+@dataclass
+class CallStats:
+    """Thread-safe running totals, per purpose (answer, summary, judge, ...)."""
+
+    network_calls: int = 0
+    cache_hits: int = 0
+    retries: int = 0
+    failures: int = 0
+    tokens: dict[str, dict[str, int]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(int)))
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, result: ChatResult) -> None:
+        with self._lock:
+            if result.cached:
+                self.cache_hits += 1
+            else:
+                self.network_calls += 1
+            t = self.tokens[result.purpose]
+            t["calls"] += 1
+            t["prompt_tokens"] += result.usage.prompt_tokens
+            t["completion_tokens"] += result.usage.completion_tokens
+            t["cached_tokens"] += result.usage.cached_tokens or 0
+
+    def bump(self, name: str) -> None:
+        with self._lock:
+            setattr(self, name, getattr(self, name) + 1)
+
+    def as_dict(self) -> dict[str, Any]:
+        with self._lock:
+            return {"network_calls": self.network_calls, "cache_hits": self.cache_hits, "retries": self.retries,
+                    "failures": self.failures, "tokens": {k: dict(v) for k, v in self.tokens.items()}}
+
+
+class LLMClient:
+    """An OpenAI-compatible chat client implementing `ChatModel`.
+
+    `cache_namespace` identifies the endpoint in cache keys; it defaults to the base URL, and the
+    embedded server sets it to the model file's sha256 so a fresh random port still hits the cache.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        timeout_s: float = 120.0,
+        max_retries: int = 4,
+        backoff_base_s: float = 1.0,
+        backoff_max_s: float = 30.0,
+        concurrency: int = 4,
+        cache: ResponseCache | None = None,
+        use_cache: bool = True,
+        cache_namespace: str | None = None,
+        default_params: dict[str, Any] | None = None,
+        max_tokens_param: str = "max_tokens",
+    ):
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        self.base_url = base_url
+        self.model = model
+        self.cache = cache if use_cache else None
+        self.cache_namespace = cache_namespace or base_url
+        self.default_params = dict(default_params or {})
+        self.max_tokens_param = max_tokens_param
+        self.max_retries = max_retries
+        self.backoff_base_s = backoff_base_s
+        self.backoff_max_s = backoff_max_s
+        self.stats = CallStats()
+        self._sem = threading.BoundedSemaphore(concurrency)
+        # The SDK's own retries are off: this class owns retry policy so it is the same for every backend.
+        self._sdk = openai.OpenAI(base_url=base_url, api_key=api_key or "no-key", timeout=timeout_s, max_retries=0)
+
+    # -- public API -----------------------------------------------------------------------------
+    def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        purpose: str = "answer",
+        **params: Any,
+    ) -> ChatResult:
+        merged = {**self.default_params, **{k: v for k, v in params.items() if v is not None}}
+        msgs = [dict(m) for m in messages]
+        key = request_key(self.cache_namespace, self.model, msgs, list(tools) if tools else None, merged)
+        if self.cache is not None:
+            hit = self.cache.get(key)
+            if hit is not None:
+                result = _from_cache(hit, purpose)
+                self.stats.add(result)
+                return result
+        result = self._call_with_retries(msgs, tools, merged, purpose)
+        if self.cache is not None:
+            self.cache.put(key, _to_cache(result))
+        self.stats.add(result)
+        return result
+
+    # -- internals --------------------------------------------------------------------------------
+    def _wait_s(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        after = _retry_after_s(exc)
+        if after is not None:
+            return min(max(after, 0.0), MAX_RETRY_AFTER_S)
+        expo = min(self.backoff_max_s, self.backoff_base_s * 2 ** (state.attempt_number - 1))
+        return random.uniform(0, expo)  # full jitter
+
+    def _call_with_retries(self, msgs, tools, params, purpose) -> ChatResult:
+        def before_sleep(state: RetryCallState) -> None:
+            self.stats.bump("retries")
+
+        retrying = Retrying(
+            retry=retry_if_exception(_is_retryable),
+            stop=stop_after_attempt(self.max_retries + 1),
+            wait=self._wait_s,
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+        try:
+            return retrying(self._call_once, msgs, tools, params, purpose)
+        except Exception as e:
+            self.stats.bump("failures")
+            raise LLMError(f"{self.base_url} model={self.model}: {type(e).__name__}: {_short(e)}") from e
+
+    def _call_once(self, msgs, tools, params, purpose) -> ChatResult:
+        kwargs: dict[str, Any] = {"model": self.model, "messages": msgs}
+        if tools:
+            kwargs["tools"] = list(tools)
+        for k, v in params.items():
+            kwargs[self.max_tokens_param if k == "max_tokens" else k] = v
+        with self._sem:
+            t0 = time.perf_counter()
+            resp = self._sdk.chat.completions.create(**kwargs)
+            latency = time.perf_counter() - t0
+        choices = getattr(resp, "choices", None)
+        if not choices:
+            raise _MalformedResponse(f"response has no choices: {str(resp)[:200]}")
+        msg = choices[0].message
+        tool_calls = tuple(
+            {"id": tc.id, "type": "function", "function": {"name": tc.function.name, "arguments": tc.function.arguments or ""}}
+            for tc in (msg.tool_calls or [])
+        )
+        u = resp.usage
+        cached = None
+        details = getattr(u, "prompt_tokens_details", None) if u else None
+        if details is not None and getattr(details, "cached_tokens", None) is not None:
+            cached = int(details.cached_tokens)
+        usage = Usage(int(getattr(u, "prompt_tokens", 0) or 0), int(getattr(u, "completion_tokens", 0) or 0), cached)
+        return ChatResult(content=msg.content or "", tool_calls=tool_calls, usage=usage, latency_s=latency,
+                          model=resp.model or self.model, finish_reason=choices[0].finish_reason, purpose=purpose)
+
+
+def _short(e: BaseException, n: int = 300) -> str:
+    s = str(e)
+    return s if len(s) <= n else s[:n] + "..."
+
+
+def _to_cache(r: ChatResult) -> dict[str, Any]:
+    d = r.to_record()
+    d.pop("cached", None)
+    d.pop("purpose", None)
+    return d
+
+
+def _from_cache(d: dict[str, Any], purpose: str) -> ChatResult:
+    u = d.get("usage") or {}
+    return ChatResult(
+        content=d.get("content") or "",
+        tool_calls=tuple(d.get("tool_calls") or ()),
+        usage=Usage(u.get("prompt_tokens", 0), u.get("completion_tokens", 0), u.get("cached_tokens")),
+        latency_s=float(d.get("latency_s", 0.0)),
+        model=d.get("model", ""),
+        finish_reason=d.get("finish_reason"),
+        cached=True,
+        purpose=purpose,
+    )

@@ -1,0 +1,67 @@
+"""Value types of the LLM layer, shared by every caller (modes, summarizer, judges)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol, Sequence
+
+Message = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int | None = None  # reported by some endpoints (prompt caching)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    """One model response, from the network or the response cache.
+
+    `latency_s` is the wall time of the original network call (kept when replayed from cache,
+    so that cached re-runs report the latency that was measured).
+    """
+
+    content: str
+    tool_calls: tuple[dict[str, Any], ...]  # OpenAI shape: {"id", "type", "function": {"name", "arguments"}}
+    usage: Usage
+    latency_s: float
+    model: str
+    finish_reason: str | None = None
+    cached: bool = False
+    purpose: str = "answer"  # answer | summary | judge | ... (for accounting)
+
+    def to_record(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["tool_calls"] = list(self.tool_calls)
+        return d
+
+    def to_message(self) -> Message:
+        """The assistant message to append to a conversation."""
+        msg: Message = {"role": "assistant", "content": self.content or None}
+        if self.tool_calls:
+            msg["tool_calls"] = [dict(tc) for tc in self.tool_calls]
+        return msg
+
+
+class ChatModel(Protocol):
+    """What every model consumer depends on. `LLMClient` implements it; tests may script it."""
+
+    model: str
+
+    def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        purpose: str = "answer",
+        **params: Any,
+    ) -> ChatResult: ...
+
+
+class LLMError(RuntimeError):
+    """A model call that failed after retries; the message names the endpoint and the cause."""

@@ -1,0 +1,122 @@
+"""A scripted OpenAI-compatible HTTP server on loopback, for tests and overhead benchmarks.
+
+Real HTTP through the real openai SDK: a test hands it a `responder(request_json) -> Reply` and
+gets back every request it received. Only 127.0.0.1 is ever bound.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+
+@dataclass
+class Reply:
+    """What the server sends back: a chat completion body, or an error status / raw body."""
+
+    status: int = 200
+    body: Any = None  # dict → JSON; str/bytes → sent as is
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+
+
+def completion(content: str | None = "", tool_calls: list[dict] | None = None, *, prompt_tokens: int = 10,
+               completion_tokens: int = 5, model: str = "fake-model", finish_reason: str | None = None) -> Reply:
+    """A well-formed chat.completion reply."""
+    msg: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls:
+        msg["tool_calls"] = [
+            {"id": tc.get("id", f"call_{i}"), "type": "function",
+             "function": {"name": tc["name"], "arguments": tc["arguments"] if isinstance(tc["arguments"], str)
+                          else json.dumps(tc["arguments"])}}
+            for i, tc in enumerate(tool_calls)
+        ]
+    return Reply(body={
+        "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()), "model": model,
+        "choices": [{"index": 0, "message": msg, "finish_reason": finish_reason or ("tool_calls" if tool_calls else "stop")}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens},
+    })
+
+
+Responder = Callable[[dict[str, Any]], Reply]
+
+
+class FakeOpenAIServer:
+    """Context manager: `with FakeOpenAIServer(responder) as srv: client(base_url=srv.base_url)`."""
+
+    def __init__(self, responder: Responder):
+        self.responder = responder
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # keep test output clean
+                pass
+
+            def _send(self, reply: Reply) -> None:
+                if reply.delay_s:
+                    time.sleep(reply.delay_s)
+                body = reply.body
+                data = body if isinstance(body, bytes) else (
+                    body.encode() if isinstance(body, str) else json.dumps(body).encode())
+                self.send_response(reply.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in reply.headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self._send(Reply(body={"object": "list", "data": [{"id": "fake-model", "object": "model"}]}))
+
+            def do_POST(self) -> None:
+                n = int(self.headers.get("Content-Length") or 0)
+                req = json.loads(self.rfile.read(n) or b"{}")
+                req["_path"] = self.path
+                req["_auth"] = self.headers.get("Authorization")
+                with server._lock:
+                    server.requests.append(req)
+                try:
+                    reply = server.responder(req)
+                except Exception as e:  # a broken script must be visible, not a hung client
+                    reply = Reply(status=500, body={"error": {"message": f"responder failed: {e}"}})
+                self._send(reply)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def __enter__(self) -> "FakeOpenAIServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+def scripted(replies: list[Reply]) -> Responder:
+    """Answer requests with `replies` in order (the last one repeats)."""
+    it = iter(replies)
+    last: list[Reply] = []
+
+    def responder(_req: dict[str, Any]) -> Reply:
+        try:
+            last[:] = [next(it)]
+        except StopIteration:
+            pass
+        return last[0]
+
+    return responder

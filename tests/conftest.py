@@ -1,0 +1,48 @@
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.data.longmemeval import find_local
+
+DATA_ORACLE = "longmemeval_oracle_single_session_user.json.gz"
+DATA_S = "longmemeval_s_single_session_user.json.gz"
+
+
+@pytest.fixture(scope="session")
+def oracle_path() -> Path:
+    p = find_local(DATA_ORACLE)
+    if p is None:
+        pytest.fail(f"{DATA_ORACLE} not found: set LME_DATA_DIR or place ../shared/data/longmemeval next to the repo")
+    return p
+
+
+@pytest.fixture(scope="session")
+def s_path() -> Path:
+    p = find_local(DATA_S)
+    if p is None:
+        pytest.fail(f"{DATA_S} not found: set LME_DATA_DIR or place ../shared/data/longmemeval next to the repo")
+    return p
+
+
+def make_row(qid="q1", answer="Paris", question="Where did I go?", sessions=None, qtype="single-session-user"):
+    sessions = sessions or [[{"role": "user", "content": "I went to Paris last May.", "has_answer": True},
+                             {"role": "assistant", "content": "Nice trip!"}]]
+    return {"question_id": qid, "question_type": qtype, "question": question, "answer": answer,
+            "question_date": "2023/05/30", "haystack_session_ids": [f"s{i}" for i in range(len(sessions))],
+            "haystack_dates": ["2023/05/01"] * len(sessions), "haystack_sessions": sessions,
+            "answer_session_ids": ["s0"]}
+
+
+@pytest.fixture
+def write_dataset(tmp_path):
+    def _write(rows, name="data.json.gz", raw: bytes | None = None) -> Path:
+        p = tmp_path / name
+        if raw is not None:  # written as given
+            p.write_bytes(raw)
+        else:
+            data = json.dumps(rows).encode()
+            p.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+        return p
+    return _write

@@ -1,0 +1,84 @@
+import gzip
+
+import pytest
+
+from harness.data.longmemeval import DataError, LongMemEvalSource, info, parse_cases, select
+from tests.conftest import make_row
+
+
+def test_info_of_the_shared_s_file_matches_its_readme(s_path):
+    facts = info(s_path)
+    assert facts["questions"] == 70
+    assert facts["abstention"] == 6
+    assert facts["question_types"] == {"single-session-user": 70}
+    assert facts["sha256"] == "bfafb014e62e863d27afc8c36383f0bc8ba93e92f9ca52c32f99deaafdc84f1f"
+
+
+def test_source_filters_sorts_limits_and_verifies(write_dataset):
+    rows = [make_row("b2"), make_row("a1"), make_row("c3_abs"), make_row("z", qtype="multi-session")]
+    p = write_dataset(rows)
+    cases, prov = LongMemEvalSource(path=str(p), limit=2).load()
+    assert [c.question_id for c in cases] == ["a1", "b2"]
+    assert prov["n_total"] == 4 and prov["n_selected"] == 2
+    all_ssu, _ = LongMemEvalSource(path=str(p)).load()
+    assert [c.is_abstention for c in all_ssu] == [False, False, True]
+
+
+def test_sha256_mismatch_names_the_file(write_dataset):
+    p = write_dataset([make_row()])
+    with pytest.raises(DataError, match="sha256 mismatch") as e:
+        LongMemEvalSource(path=str(p), sha256="0" * 64).load()
+    assert str(p) in str(e.value)
+
+
+def test_numeric_answer_keeps_its_json_text():
+    cases = parse_cases(b'[' + __import__("json").dumps(make_row(answer=3)).encode() + b']', "x.json")
+    assert cases[0].answer == "3"
+
+
+@pytest.mark.parametrize("raw, message", [
+    (b"\x1f\x8b\x08\x00garbage", "corrupt gzip"),
+    (gzip.compress(b"[{not json"), "invalid JSON"),
+    (gzip.compress(b'{"a": 1}'), "expected a JSON array"),
+])
+def test_bad_files_give_one_clear_error(write_dataset, raw, message):
+    p = write_dataset(None, raw=raw)
+    with pytest.raises(DataError, match=message) as e:
+        LongMemEvalSource(path=str(p)).load()
+    assert str(p) in str(e.value)
+
+
+def test_missing_field_names_record_and_field(write_dataset):
+    row = make_row("q7")
+    del row["question"]
+    with pytest.raises(DataError, match=r"\[0\] \(question_id=q7\): missing field 'question'"):
+        LongMemEvalSource(path=str(write_dataset([row]))).load()
+
+
+def test_bad_turn_is_named(write_dataset):
+    row = make_row("q8", sessions=[[{"role": "robot", "content": "x"}]])
+    with pytest.raises(DataError, match=r"haystack_sessions\[0\]\[0\]\.role"):
+        LongMemEvalSource(path=str(write_dataset([row]))).load()
+
+
+def test_missing_file_is_named(tmp_path):
+    with pytest.raises(DataError, match="not found"):
+        LongMemEvalSource(path=str(tmp_path / "nope.json")).load()
+
+
+def test_events_are_flattened_in_file_order_with_stable_ids():
+    row = make_row(sessions=[[{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}],
+                             [{"role": "user", "content": "c", "has_answer": True}]])
+    case = parse_cases(__import__("json").dumps([row]).encode(), "x")[0]
+    ev = case.events()
+    assert [e.content for e in ev] == ["a", "b", "c"]
+    assert [e.id for e in ev] == ["e0000", "e0001", "e0002"]
+    assert [e.author for e in ev] == ["user", "lme-eval-agent", "user"]
+    assert ev[2].has_answer and ev[2].source_session == "s1"
+    assert all(a.timestamp < b.timestamp for a, b in zip(ev, ev[1:]))
+    assert case.events() == ev  # deterministic
+
+
+def test_select_rejects_negative_limit():
+    with pytest.raises(DataError):
+        select([], limit=-1)
