@@ -1,0 +1,58 @@
+"""Resolve a `model=` config into a live OpenAI-compatible endpoint and a client for it.
+
+Local models are pulled (sha256-verified) and served by the embedded llama.cpp server for the
+duration of the `with` block; remote models are used as configured.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from harness.llm.cache import ResponseCache
+from harness.llm.client import LLMClient
+from harness.llm.models import ModelError, ModelSpec, pull
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    spec: ModelSpec
+    base_url: str
+    api_key: str | None
+    cache_namespace: str  # stable identity of the model behind the URL, for cache keys
+
+
+@contextlib.contextmanager
+def open_endpoint(model_cfg: Any, *, log_dir: Path, progress: bool = True, n_threads: int | None = None) -> Iterator[Endpoint]:
+    spec = ModelSpec.from_config(model_cfg)
+    if not spec.is_local:
+        if spec.api_key in (None, "") and "api.openai.com" in (spec.base_url or ""):
+            raise ModelError(f"model {spec.name!r}: no API key (set OPENAI_API_KEY or model.api_key=...)")
+        yield Endpoint(spec, spec.base_url or "", spec.api_key, cache_namespace=spec.base_url or "")
+        return
+    from harness.llm.local_server import LlamaServer
+
+    pull(spec, progress=progress)
+    with LlamaServer(spec, log_path=Path(log_dir) / f"llama-server-{spec.name}.log", n_threads=n_threads) as server:
+        ns = f"llama.cpp:{spec.sha256}:n_ctx={spec.n_ctx}:{spec.chat_format}"
+        yield Endpoint(spec, server.base_url, None, cache_namespace=ns)
+
+
+def make_client(endpoint: Endpoint, client_cfg: Any, cache: ResponseCache | None) -> LLMClient:
+    """An `LLMClient` for `endpoint` with the retry/timeout/concurrency settings of `client_cfg`."""
+    c = dict(client_cfg or {})
+    return LLMClient(
+        base_url=endpoint.base_url,
+        model=endpoint.spec.model,
+        api_key=endpoint.api_key,
+        timeout_s=float(c.get("timeout_s", 300)),
+        max_retries=int(c.get("max_retries", 4)),
+        backoff_base_s=float(c.get("backoff_base_s", 1.0)),
+        backoff_max_s=float(c.get("backoff_max_s", 30.0)),
+        concurrency=int(c.get("concurrency", 4)),
+        cache=cache,
+        use_cache=cache is not None,
+        cache_namespace=endpoint.cache_namespace,
+        max_tokens_param=str(c.get("max_tokens_param", "max_tokens")),
+    )

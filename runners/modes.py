@@ -1,0 +1,231 @@
+"""The three context-management strategies, as interchangeable modes (Hydra `mode=` group).
+
+A mode turns (case, session) into one answer: it assembles the request, runs the model (and tools),
+and reports what it sent and spent. It never scores: scoring happens downstream on the record.
+"""
+from __future__ import annotations
+
+import bisect
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, Sequence
+
+from harness.data.longmemeval import Case
+from harness.llm.types import ChatModel, ChatResult, Message
+from harness.session.events import Event, Session
+
+# Reference texts (trpc-group/trpc-agent-go-benchmark @ 1edee87, summary/trpc-agent-go-impl/longmemeval.go:
+# lmeInstruction and lmeOnDemandInstruction), kept verbatim for parity with the published table.
+LME_INSTRUCTION = """You are a helpful assistant with access to prior conversation history. Answer the user's question based on what was discussed in past conversations.
+
+Rules:
+- Answer directly and concisely using only information from the conversation history.
+- If tools are available and important details may be hidden by session summary, inspect historical events before answering.
+- Do not fabricate information not present in the history."""
+
+LME_ONDEMAND_INSTRUCTION = """When session tools are available, treat this as a memory recall task.
+
+Required behavior:
+- Call session_search with scope=current_hidden before answering unless the visible summary already states the exact fact.
+- Use specific entities, names, and topics from the question in the search query.
+- If session_search returns hits but the context is insufficient, call session_load on the best hit.
+- Do not claim information is unavailable if session_search returned relevant hits."""
+
+
+class TokenCounter(Protocol):
+    def count(self, text: str) -> int: ...
+    def count_messages(self, messages: Sequence[Message]) -> int: ...
+
+
+@dataclass
+class CaseContext:
+    """Everything a mode may use for one case; built by the replay runner."""
+
+    case: Case
+    session: Session
+    model: ChatModel
+    generation: dict[str, Any]
+    context_window: int
+    token_counter: TokenCounter
+    token_ratio: float = 1.0  # model tokens per o200k token (safety factor for fitting a local model's window)
+    summaries: Any = None  # SummaryProvider (summary modes)
+    tools_factory: Callable[..., Any] | None = None  # (session, boundary) -> SessionTools (ondemand)
+
+
+@dataclass
+class ModeOutput:
+    prediction: str
+    calls: list[ChatResult]
+    query_latency_s: float
+    tool_trace: list[dict[str, Any]] = field(default_factory=list)
+    truncation: dict[str, Any] | None = None
+    summary: dict[str, Any] | None = None
+    error: str | None = None
+    final_messages: int = 0
+
+
+class Mode(Protocol):
+    name: str
+
+    def run(self, ctx: CaseContext) -> ModeOutput: ...
+
+
+def _question_message(case: Case) -> Message:
+    return {"role": "user", "content": case.question}
+
+
+def query_latency(calls: Sequence[ChatResult], harness_s: float) -> float:
+    """Query-stage latency: model time (as originally measured, also when replayed from cache) plus harness time."""
+    return sum(c.latency_s for c in calls) + harness_s
+
+
+class _Stopwatch:
+    """Separates the harness's own time from time spent waiting on the model."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.model_wall = 0.0
+
+    def model(self, fn: Callable[[], ChatResult]) -> ChatResult:
+        t0 = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            self.model_wall += time.perf_counter() - t0
+
+    def harness_s(self) -> float:
+        return max(0.0, time.perf_counter() - self.start - self.model_wall)
+
+
+@dataclass
+class LongContextMode:
+    """All history as chat messages (reference §4.2), tailored to the model's window if it does not fit."""
+
+    name: str = "long_context"
+    instruction: str = LME_INSTRUCTION
+    max_events: int = 1000  # the reference in-memory session keeps the last 1000 events
+    reserve_tokens: int = 64
+
+    def fit(self, ctx: CaseContext, events: Sequence[Event]) -> tuple[list[Event], dict[str, Any]]:
+        """Drop the oldest turns until the prompt fits the window; never split at a non-user start."""
+        kept = list(events)[-self.max_events:] if self.max_events else list(events)
+        dropped_cap = len(events) - len(kept)
+        budget = ctx.context_window - int(ctx.generation.get("max_tokens") or 0) - self.reserve_tokens
+        fixed = ctx.token_counter.count_messages([{"role": "system", "content": self.instruction},
+                                                  _question_message(ctx.case)])
+        sizes = [ctx.token_counter.count_messages([e.to_message()]) for e in kept]
+        total = fixed + sum(sizes)
+        est = lambda n: int(n * ctx.token_ratio)  # noqa: E731
+        start = 0
+        if est(total) > budget:
+            # suffix sums: smallest start index whose suffix fits
+            suffix = [0] * (len(sizes) + 1)
+            for i in range(len(sizes) - 1, -1, -1):
+                suffix[i] = suffix[i + 1] + sizes[i]
+            need = [-(fixed + s) for s in suffix]  # increasing
+            start = bisect.bisect_left(need, -int(budget / ctx.token_ratio))
+        # Like the reference session filter: history starts at a user turn.
+        while start < len(kept) and kept[start].role != "user":
+            start += 1
+        fitted = kept[start:]
+        info = {
+            "truncated": start > 0 or dropped_cap > 0,
+            "dropped_events": start + dropped_cap,
+            "kept_events": len(fitted),
+            "total_events": len(events),
+            "estimated_prompt_tokens": est(fixed + sum(sizes[start:])),
+            "estimated_full_prompt_tokens": est(total),
+            "budget_tokens": budget,
+        }
+        return fitted, info
+
+    def run(self, ctx: CaseContext) -> ModeOutput:
+        sw = _Stopwatch()
+        events, info = self.fit(ctx, ctx.session.events)
+        messages = [{"role": "system", "content": self.instruction}, *(e.to_message() for e in events),
+                    _question_message(ctx.case)]
+        r = sw.model(lambda: ctx.model.chat(messages, **ctx.generation))
+        return ModeOutput(prediction=r.content.strip(), calls=[r], query_latency_s=query_latency([r], sw.harness_s()),
+                          truncation=info, final_messages=len(messages))
+
+
+@dataclass
+class SummaryMode:
+    """A compact summary replaces the history it covers (reference §4.3): system = instruction + summary block."""
+
+    name: str = "summary"
+    instruction: str = LME_INSTRUCTION
+    injection: str = "system"  # system | user
+
+    def build(self, ctx: CaseContext, system: str) -> tuple[list[Message], dict[str, Any], Any]:
+        from harness.session.assembly import assemble
+
+        got = ctx.summaries.get(ctx, self.name)
+        summary = got.summary
+        after = ctx.session.after(summary.boundary.last_event_id)
+        messages = assemble(system, summary, after, _question_message(ctx.case), injection=self.injection)
+        return messages, got.record(), summary
+
+    def run(self, ctx: CaseContext) -> ModeOutput:
+        messages, summary_info, _ = self.build(ctx, self.instruction)
+        sw = _Stopwatch()
+        r = sw.model(lambda: ctx.model.chat(messages, **ctx.generation))
+        return ModeOutput(prediction=r.content.strip(), calls=[r], query_latency_s=query_latency([r], sw.harness_s()),
+                          summary=summary_info, final_messages=len(messages))
+
+
+@dataclass
+class SummaryOnDemandMode(SummaryMode):
+    """Summary + `session_search`/`session_load` over the hidden original events (reference §4.4)."""
+
+    name: str = "summary_ondemand"
+    ondemand_instruction: str = LME_ONDEMAND_INSTRUCTION
+    max_tool_iterations: int = 6
+    use_overview: bool = True
+    use_post_tool_prompt: bool = True
+
+    def run(self, ctx: CaseContext) -> ModeOutput:
+        from harness.retrieval import ondemand_texts
+
+        system = self.instruction + "\n\n" + self.ondemand_instruction
+        messages, summary_info, summary = self.build(ctx, system)
+        if self.use_overview:
+            _extend_system(messages, "\n\n" + ondemand_texts.ONDEMAND_SESSION_OVERVIEW)
+        base_system = messages[0]["content"]
+        tools = ctx.tools_factory(ctx.session, summary.boundary)
+        specs = tools.specs()
+        sw = _Stopwatch()
+        calls: list[ChatResult] = []
+        trace: list[dict[str, Any]] = []
+        rounds = 0
+        prediction, error = "", None
+        while True:
+            pending_tool = ondemand_texts.has_pending_tool_result(messages)
+            messages[0] = {**messages[0], "content": base_system + (
+                "\n\n" + ondemand_texts.DEFAULT_POST_TOOL_PROMPT if pending_tool and self.use_post_tool_prompt else "")}
+            req = [dict(m) for m in messages]
+            r = sw.model(lambda: ctx.model.chat(req, tools=specs, **ctx.generation))
+            calls.append(r)
+            if not r.tool_calls:
+                prediction = r.content.strip()
+                break
+            if rounds >= self.max_tool_iterations:
+                error = f"max tool iterations ({self.max_tool_iterations}) exceeded"
+                break
+            rounds += 1
+            messages.append(r.to_message())
+            for tc in r.tool_calls:
+                fn = tc.get("function", {})
+                out = tools.call(fn.get("name", ""), fn.get("arguments", ""))
+                trace.append({"round": rounds, "id": tc.get("id"), "name": fn.get("name"), "arguments": fn.get("arguments"),
+                              "ok": out.ok, "error": out.error, "trace": out.trace, "response_chars": len(out.content)})
+                messages.append({"role": "tool", "tool_call_id": tc.get("id") or "", "content": out.content})
+        return ModeOutput(prediction=prediction, calls=calls, query_latency_s=query_latency(calls, sw.harness_s()),
+                          tool_trace=trace, summary=summary_info, error=error, final_messages=len(messages))
+
+
+def _extend_system(messages: list[Message], text: str) -> None:
+    if messages and messages[0]["role"] == "system":
+        messages[0] = {**messages[0], "content": messages[0]["content"] + text}
+    else:
+        messages.insert(0, {"role": "system", "content": text.lstrip()})

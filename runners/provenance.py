@@ -1,0 +1,48 @@
+"""What produced a run: dataset hash, code version, packages, model, and the config with secrets redacted."""
+from __future__ import annotations
+
+import platform
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("openai", "hydra-core", "pandas", "rouge-score", "sacrebleu", "bm25s", "tiktoken", "llama-cpp-python", "datasets")
+
+
+def _git(*args: str) -> str | None:
+    try:
+        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except Exception:
+        return None
+
+
+def redacted_config(cfg: DictConfig) -> dict[str, Any]:
+    from runners.replay import _redact
+
+    c = OmegaConf.to_container(cfg, resolve=True)
+    _redact(c)
+    return c  # type: ignore[return-value]
+
+
+def provenance(cfg: DictConfig, data: dict[str, Any]) -> dict[str, Any]:
+    versions = {}
+    for p in PACKAGES:
+        try:
+            versions[p] = metadata.version(p)
+        except metadata.PackageNotFoundError:
+            versions[p] = None
+    status = _git("status", "--porcelain")
+    return {
+        "dataset": data,
+        "git": {"sha": _git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None},
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": versions,
+        "model": {k: v for k, v in redacted_config(cfg)["model"].items() if k in ("name", "kind", "model", "sha256", "base_url", "n_ctx")},
+        "config": redacted_config(cfg),
+    }

@@ -1,0 +1,242 @@
+"""Replay cases through modes: dataset → case → session → mode → LLM → record → scorers → JSONL.
+
+Resumable: a (case, mode) that already has a successful record in the run directory is skipped,
+so re-running the same command makes no model call. Failures are recorded with their reason,
+never dropped, and retried on the next run.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
+
+from harness.data.longmemeval import Case
+from harness.llm.cache import ResponseCache
+from harness.llm.endpoint import make_client, open_endpoint
+from harness.records import RECORDS_FILE, RecordWriter, load_records
+from harness.scoring.base import ScoreInput
+from harness.session.events import Session
+from runners.modes import CaseContext, Mode, ModeOutput
+from runners.provenance import provenance
+from runners.summaries import SummaryProvider
+
+log = logging.getLogger(__name__)
+
+# Keys that do not change results: a run directory may be resumed when only these differ.
+NON_RESULT_KEYS = ("run.concurrency", "run.progress", "client.concurrency", "client.timeout_s", "client.max_retries",
+                   "run.name", "cache")
+
+
+class RunConfigError(ValueError):
+    pass
+
+
+def fingerprint(cfg: DictConfig) -> str:
+    c = OmegaConf.to_container(cfg, resolve=True)
+    for dotted in NON_RESULT_KEYS:
+        node = c
+        *parents, last = dotted.split(".")
+        for p in parents:
+            node = node.get(p, {}) if isinstance(node, dict) else {}
+        if isinstance(node, dict):
+            node.pop(last, None)
+    _redact(c)
+    return hashlib.sha256(json.dumps(c, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _redact(obj: Any) -> None:
+    if isinstance(obj, dict):
+        for k in list(obj):
+            if "api_key" in k.lower() and obj[k]:
+                obj[k] = "***"
+            else:
+                _redact(obj[k])
+    elif isinstance(obj, list):
+        for v in obj:
+            _redact(v)
+
+
+@dataclass
+class RunSummary:
+    run_dir: Path
+    n_records: int
+    n_failed: int
+    n_skipped: int
+    stats: dict[str, Any]
+
+
+def _check_fingerprint(run_dir: Path, fp: str) -> None:
+    path = run_dir / "fingerprint.json"
+    if path.exists():
+        old = json.loads(path.read_text()).get("fingerprint")
+        if old != fp and (run_dir / RECORDS_FILE).exists():
+            raise RunConfigError(
+                f"{run_dir}: holds records of a different configuration (fingerprint {old} != {fp}); "
+                f"use another run.name or hydra.run.dir=... so results are never mixed")
+    path.write_text(json.dumps({"fingerprint": fp}))
+
+
+def build_modes(cfg: DictConfig) -> list[Mode]:
+    if not cfg.get("mode"):
+        raise RunConfigError("no mode selected (mode=[long_context,summary,summary_ondemand])")
+    return [instantiate(m) for m in cfg.mode.values()]
+
+
+def run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    fp = fingerprint(cfg)
+    _check_fingerprint(run_dir, fp)
+    dataset = instantiate(cfg.dataset, _convert_="all")
+    cases, data_prov = dataset.load()
+    modes = build_modes(cfg)
+    done = {(r["question_id"], r["mode"]) for r in load_records(run_dir / RECORDS_FILE) if r.get("status") == "ok"}
+    todo = [(c, [m for m in modes if (c.question_id, m.name) not in done]) for c in cases]
+    todo = [(c, ms) for c, ms in todo if ms]
+    n_skipped = len(cases) * len(modes) - sum(len(ms) for _, ms in todo)
+    cache = ResponseCache(Path(str(cfg.cache.path)).expanduser()) if cfg.cache.enabled else None
+    writer = RecordWriter(run_dir / RECORDS_FILE)
+    stats: dict[str, Any] = {}
+    n_failed = 0
+    t0 = time.time()
+    if todo:
+        with open_endpoint(cfg.model, log_dir=run_dir, progress=cfg.run.progress) as ep:
+            client = make_client(ep, cfg.client, cache)
+            judge_client = client
+            if cfg.judge.get("model"):  # a separately configured judge model
+                raise RunConfigError("a separate judge model needs its own endpoint; not supported yet")
+            components = _components(cfg, client, judge_client, ep)
+            n_failed = _run_cases(cfg, todo, modes, components, writer)
+            stats = client.stats.as_dict()
+    prov = provenance(cfg, data_prov)
+    prov.update({"fingerprint": fp, "records": str(run_dir / RECORDS_FILE), "elapsed_s": round(time.time() - t0, 2),
+                 "skipped_already_done": n_skipped, "llm_stats": stats})
+    (run_dir / "run.json").write_text(json.dumps(prov, indent=2, default=str))
+    if cache is not None:
+        cache.close()
+    return RunSummary(run_dir, len(load_records(run_dir / RECORDS_FILE)), n_failed, n_skipped, stats)
+
+
+def _components(cfg: DictConfig, client, judge_client, ep) -> dict[str, Any]:
+    from harness.session.tokens import o200k_counter
+
+    counter = o200k_counter()
+    # Objects are passed to the partial, not to instantiate(): Hydra would turn dataclasses into configs.
+    make_summarizer = instantiate(cfg.summarizer, _partial_=True)
+    summarizer = make_summarizer(model=client, prompt=instantiate(cfg.prompt),
+                                 context_window=int(ep.spec.n_ctx or ep.spec.context_window or 8192),
+                                 token_counter=counter)
+    retrieval = instantiate(cfg.retrieval)
+    scorers = [instantiate(s) for s in cfg.scorers.values()]
+    if cfg.judge.get("_target_"):
+        scorers.append(instantiate(cfg.judge, model=judge_client))
+    window = int(ep.spec.n_ctx or ep.spec.context_window or 8192)
+    return {
+        "client": client,
+        "counter": counter,
+        "window": window,
+        "token_ratio": float(ep.spec.extra.get("token_ratio", 1.0)),
+        "summaries": SummaryProvider(summarizer, share_across_modes=bool(cfg.run.share_summary)),
+        "retrieval": retrieval,
+        "scorers": scorers,
+        "generation": {k: v for k, v in OmegaConf.to_container(cfg.generation, resolve=True).items() if v is not None},
+    }
+
+
+def _run_cases(cfg: DictConfig, todo: Sequence[tuple[Case, list[Mode]]], modes: Sequence[Mode],
+               comp: dict[str, Any], writer: RecordWriter) -> int:
+    failed = 0
+    total = sum(len(ms) for _, ms in todo)
+    bar = tqdm(total=total, desc="cases x modes", unit="run", disable=not cfg.run.progress)
+    with ThreadPoolExecutor(max_workers=int(cfg.run.concurrency)) as pool:
+        futs = [pool.submit(_run_case, case, ms, comp, writer, bar) for case, ms in todo]
+        for f in as_completed(futs):
+            failed += f.result()
+    bar.close()
+    return failed
+
+
+def _run_case(case: Case, modes: Sequence[Mode], comp: dict[str, Any], writer: RecordWriter, bar) -> int:
+    session = Session(id=f"lme-{case.question_id}", user_id=case.question_id)
+    session.extend(case.events())
+    failed = 0
+    retriever = comp["retrieval"]
+    for mode in modes:
+        ctx = CaseContext(case=case, session=session, model=comp["client"], generation=comp["generation"],
+                          context_window=comp["window"], token_counter=comp["counter"],
+                          token_ratio=comp["token_ratio"], summaries=comp["summaries"],
+                          tools_factory=lambda sess, boundary: retriever.tools(sess, boundary=boundary))
+        t0 = time.perf_counter()
+        try:
+            out = mode.run(ctx)
+            rec = _record(case, mode.name, out, comp["scorers"], time.perf_counter() - t0)
+        except Exception as e:  # recorded, never dropped: the case is retried on the next run
+            log.exception("%s / %s failed", case.question_id, mode.name)
+            rec = _failed_record(case, mode.name, e, time.perf_counter() - t0)
+        failed += rec["status"] != "ok"
+        writer.append(rec)
+        bar.update(1)
+    comp["summaries"].forget(case.question_id)
+    return failed
+
+
+def _base_record(case: Case, mode: str) -> dict[str, Any]:
+    return {"question_id": case.question_id, "question_type": case.question_type, "is_abstention": case.is_abstention,
+            "mode": mode, "question": case.question, "reference": case.answer}
+
+
+def _record(case: Case, mode: str, out: ModeOutput, scorers, wall_s: float) -> dict[str, Any]:
+    item = ScoreInput(case.question_id, case.question_type, case.question, case.answer, out.prediction)
+    metrics: dict[str, Any] = {}
+    details: dict[str, Any] = {}
+    for s in scorers:
+        res = s.score(item)
+        metrics.update(res.values)
+        if res.details:
+            details[type(s).__name__] = res.details
+    answer_calls = [c.to_record() for c in out.calls]
+    summary_calls = (out.summary or {}).get("calls", [])
+    final = out.calls[-1] if out.calls else None
+    return {
+        **_base_record(case, mode),
+        "status": "ok" if out.error is None else "error",
+        "error": out.error,
+        "prediction": out.prediction,
+        "metrics": metrics,
+        "metric_details": details,
+        "usage": {
+            # The reference reports the prompt tokens of the final call only (§3.5); the sums are ours.
+            "final_prompt_tokens": final.usage.prompt_tokens if final else 0,
+            "prompt_tokens_total": sum(c.usage.prompt_tokens for c in out.calls),
+            "completion_tokens_total": sum(c.usage.completion_tokens for c in out.calls),
+            "cached_tokens_total": sum(c.usage.cached_tokens or 0 for c in out.calls),
+            "summary_prompt_tokens": sum(c["usage"]["prompt_tokens"] for c in summary_calls),
+            "summary_completion_tokens": sum(c["usage"]["completion_tokens"] for c in summary_calls),
+            "answer_calls": len(out.calls),
+            "cache_hits": sum(c.cached for c in out.calls),
+        },
+        "calls": answer_calls,
+        "tool_calls": out.tool_trace,
+        "n_search": sum(t["name"] == "session_search" for t in out.tool_trace),
+        "n_load": sum(t["name"] == "session_load" for t in out.tool_trace),
+        # query_ms: the reference's query latency (model time as measured, replayed from cache too, plus harness time);
+        # wall_ms: this process's wall time for the mode, which a cached re-run shrinks.
+        "latency": {"query_ms": round(out.query_latency_s * 1000, 1), "wall_ms": round(wall_s * 1000, 1)},
+        "truncation": out.truncation,
+        "summary": out.summary,
+        "final_messages": out.final_messages,
+    }
+
+
+def _failed_record(case: Case, mode: str, e: BaseException, wall_s: float) -> dict[str, Any]:
+    return {**_base_record(case, mode), "status": "failed", "error": f"{type(e).__name__}: {e}", "prediction": None,
+            "metrics": {}, "usage": {}, "latency": {"wall_ms": round(wall_s * 1000, 1)}}

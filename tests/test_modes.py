@@ -1,0 +1,64 @@
+"""Modes against a scripted in-process model: what each sends, and how long_context fits the window."""
+from dataclasses import dataclass, field
+
+from harness.data.longmemeval import parse_cases
+from harness.llm.types import ChatResult, Usage
+from harness.session.events import Session
+from harness.session.tokens import o200k_counter
+from runners.modes import LME_INSTRUCTION, CaseContext, LongContextMode
+from tests.conftest import make_row
+import json
+
+
+@dataclass
+class Scripted:
+    replies: list
+    model: str = "scripted"
+    seen: list = field(default_factory=list)
+
+    def chat(self, messages, *, tools=None, purpose="answer", **params):
+        self.seen.append({"messages": [dict(m) for m in messages], "tools": tools, "params": params})
+        content = self.replies.pop(0) if self.replies else "done"
+        return ChatResult(content=content, tool_calls=(), usage=Usage(100, 5), latency_s=0.5, model=self.model)
+
+
+def _ctx(model, n_turns=40, window=100_000):
+    turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "word " * 50}
+             for i in range(n_turns)]
+    case = parse_cases(json.dumps([make_row(sessions=[turns])]).encode(), "x")[0]
+    s = Session(id="s", user_id="u")
+    s.extend(case.events())
+    return CaseContext(case=case, session=s, model=model, generation={"temperature": 0, "max_tokens": 64},
+                       context_window=window, token_counter=o200k_counter())
+
+
+def test_long_context_sends_instruction_every_turn_then_question():
+    m = Scripted([" Paris \n"])
+    ctx = _ctx(m, n_turns=6)
+    out = LongContextMode().run(ctx)
+    msgs = m.seen[0]["messages"]
+    assert msgs[0] == {"role": "system", "content": LME_INSTRUCTION}
+    assert [x["content"] for x in msgs[1:-1]] == [e.content for e in ctx.session.events]
+    assert msgs[-1] == {"role": "user", "content": ctx.case.question}
+    assert m.seen[0]["params"] == {"temperature": 0, "max_tokens": 64}
+    assert out.prediction == "Paris" and out.truncation["truncated"] is False
+    assert out.query_latency_s >= 0.5  # the model's measured latency is part of the query latency
+
+
+def test_long_context_drops_oldest_turns_to_fit_and_says_so():
+    m = Scripted(["x"])
+    ctx = _ctx(m, n_turns=40, window=1200)
+    out = LongContextMode().run(ctx)
+    t = out.truncation
+    assert t["truncated"] and t["dropped_events"] > 0
+    assert t["kept_events"] + t["dropped_events"] == 40
+    sent = m.seen[0]["messages"]
+    assert sent[1]["role"] == "user"  # history starts at a user turn
+    assert sent[-2]["content"] == ctx.session.events[-1].content  # the newest turns are kept
+    assert o200k_counter().count_messages(sent) <= 1200 - 64
+
+
+def test_long_context_never_crashes_when_nothing_fits():
+    m = Scripted(["x"])
+    out = LongContextMode().run(_ctx(m, n_turns=4, window=10))
+    assert out.truncation["kept_events"] == 0 and len(m.seen[0]["messages"]) == 2
