@@ -36,7 +36,7 @@ def build_report(run_dir: Path) -> dict[str, Path]:
     meta: dict[str, Any] = {}
     if (run_dir / "run.json").exists():
         meta = json.loads((run_dir / "run.json").read_text())
-    failures = df[df["status"] != "ok"][["question_id", "mode", "error"]]
+    failures = df[(df["status"] != "ok") | df["error"].notna()][["question_id", "mode", "status", "error"]]
     lines = [f"# lme-harness report: {run_dir.name}", ""]
     if meta:
         d = meta.get("dataset", {})
@@ -48,8 +48,11 @@ def build_report(run_dir: Path) -> dict[str, Path]:
               "Prompt tokens are those of the final answer call (the reference's figure); "
               "↑ higher is better, ↓ lower is better.", "", f"![quality vs tokens]({out['plot'].name})", ""]
     if len(failures):
-        lines += ["## Failed or errored cases", "", "| question_id | mode | error |", "|---|---|---|"]
-        lines += [f"| {r.question_id} | {r.mode} | {' '.join(str(r.error).split()).replace('|', '/')[:200]} |" for r in failures.itertuples()]
+        lines += ["## Failed or errored cases", "",
+                  "`failed`: not scored (retried on the next run); `ok` with an error: scored as the reference scores it.", "",
+                  "| question_id | mode | status | error |", "|---|---|---|---|"]
+        lines += [f"| {r.question_id} | {r.mode} | {r.status} | {' '.join(str(r.error).split()).replace('|', '/')[:200]} |"
+                  for r in failures.itertuples()]
         lines.append("")
     out["markdown"].write_text("\n".join(lines))
     return out

@@ -208,7 +208,9 @@ def _record(case: Case, mode: str, out: ModeOutput, scorers, wall_s: float) -> d
     final = out.calls[-1] if out.calls else None
     return {
         **_base_record(case, mode),
-        "status": "ok" if out.error is None else "error",
+        # "ok" = scored. `error` may still note a model-level problem the reference also scores
+        # (e.g. the tool-iteration limit, which leaves an empty answer); "failed" = not scored, retried next run.
+        "status": "ok",
         "error": out.error,
         "prediction": out.prediction,
         "metrics": metrics,
