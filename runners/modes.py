@@ -5,7 +5,6 @@ and reports what it sent and spent. It never scores: scoring happens downstream 
 """
 from __future__ import annotations
 
-import bisect
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
@@ -106,47 +105,26 @@ class LongContextMode:
     max_events: int = 1000  # the reference in-memory session keeps the last 1000 events
     reserve_tokens: int = 64
 
-    def fit(self, ctx: CaseContext, events: Sequence[Event]) -> tuple[list[Event], dict[str, Any]]:
-        """Drop the oldest turns until the prompt fits the window; never split at a non-user start."""
-        kept = list(events)[-self.max_events:] if self.max_events else list(events)
-        dropped_cap = len(events) - len(kept)
-        budget = ctx.context_window - int(ctx.generation.get("max_tokens") or 0) - self.reserve_tokens
-        fixed = ctx.token_counter.count_messages([{"role": "system", "content": self.instruction},
-                                                  _question_message(ctx.case)])
-        sizes = [ctx.token_counter.count_messages([e.to_message()]) for e in kept]
-        total = fixed + sum(sizes)
-        est = lambda n: int(n * ctx.token_ratio)  # noqa: E731
-        start = 0
-        if est(total) > budget:
-            # suffix sums: smallest start index whose suffix fits
-            suffix = [0] * (len(sizes) + 1)
-            for i in range(len(sizes) - 1, -1, -1):
-                suffix[i] = suffix[i + 1] + sizes[i]
-            need = [-(fixed + s) for s in suffix]  # increasing
-            start = bisect.bisect_left(need, -int(budget / ctx.token_ratio))
-        # Like the reference session filter: history starts at a user turn.
-        while start < len(kept) and kept[start].role != "user":
-            start += 1
-        fitted = kept[start:]
-        info = {
-            "truncated": start > 0 or dropped_cap > 0,
-            "dropped_events": start + dropped_cap,
-            "kept_events": len(fitted),
-            "total_events": len(events),
-            "estimated_prompt_tokens": est(fixed + sum(sizes[start:])),
-            "estimated_full_prompt_tokens": est(total),
-            "budget_tokens": budget,
-        }
-        return fitted, info
-
     def run(self, ctx: CaseContext) -> ModeOutput:
+        from harness.session.assembly import drop_leading_non_user, tailor
+        from harness.session.tokens import ScaledCounter
+
         sw = _Stopwatch()
-        events, info = self.fit(ctx, ctx.session.events)
-        messages = [{"role": "system", "content": self.instruction}, *(e.to_message() for e in events),
+        events = ctx.session.events[-self.max_events:] if self.max_events else ctx.session.events
+        shown = drop_leading_non_user(events)  # like the reference session filter: history starts at a user turn
+        messages = [{"role": "system", "content": self.instruction}, *(e.to_message() for e in shown),
                     _question_message(ctx.case)]
-        r = sw.model(lambda: ctx.model.chat(messages, **ctx.generation))
+        # The last layer: fit the model's window by dropping the oldest rounds (never a tool call from its result).
+        budget = ctx.context_window - int(ctx.generation.get("max_tokens") or 0) - self.reserve_tokens
+        counter = ctx.token_counter if ctx.token_ratio == 1 else ScaledCounter(ctx.token_counter, ctx.token_ratio)
+        fitted = tailor(messages, budget, counter)
+        dropped = len(ctx.session.events) - len(shown) + fitted.dropped
+        info = {"truncated": dropped > 0, "dropped_events": dropped, "kept_events": len(ctx.session.events) - dropped,
+                "total_events": len(ctx.session.events), "estimated_prompt_tokens": fitted.tokens_after,
+                "estimated_full_prompt_tokens": fitted.tokens_before, "budget_tokens": budget, "fits": fitted.fits}
+        r = sw.model(lambda: ctx.model.chat(fitted.messages, **ctx.generation))
         return ModeOutput(prediction=r.content.strip(), calls=[r], query_latency_s=query_latency([r], sw.harness_s()),
-                          truncation=info, final_messages=len(messages))
+                          truncation=info, final_messages=len(fitted.messages))
 
 
 @dataclass

@@ -6,6 +6,7 @@ never dropped, and retried on the next run.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -109,14 +110,18 @@ def run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
     n_failed = 0
     t0 = time.time()
     if todo:
-        with open_endpoint(cfg.model, log_dir=run_dir, progress=cfg.run.progress) as ep:
+        with contextlib.ExitStack() as stack:
+            ep = stack.enter_context(open_endpoint(cfg.model, log_dir=run_dir, progress=cfg.run.progress))
             client = make_client(ep, cfg.client, cache)
             judge_client = client
-            if cfg.judge.get("model"):  # a separately configured judge model
-                raise RunConfigError("a separate judge model needs its own endpoint; not supported yet")
-            components = _components(cfg, client, judge_client, ep)
+            if cfg.judge.get("endpoint"):  # a separately configured judge model (e.g. +model@judge.endpoint=openai)
+                jep = stack.enter_context(open_endpoint(cfg.judge.endpoint, log_dir=run_dir, progress=cfg.run.progress))
+                judge_client = make_client(jep, cfg.client, cache)
+            components = _components(cfg, client, judge_client, ep, run_dir)
             n_failed = _run_cases(cfg, todo, modes, components, writer)
             stats = client.stats.as_dict()
+            if judge_client is not client:
+                stats["judge"] = judge_client.stats.as_dict()
     prov = provenance(cfg, data_prov)
     prov.update({"fingerprint": fp, "records": str(run_dir / RECORDS_FILE), "elapsed_s": round(time.time() - t0, 2),
                  "skipped_already_done": n_skipped, "llm_stats": stats})
@@ -126,7 +131,8 @@ def run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
     return RunSummary(run_dir, len(load_records(run_dir / RECORDS_FILE)), n_failed, n_skipped, stats)
 
 
-def _components(cfg: DictConfig, client, judge_client, ep) -> dict[str, Any]:
+def _components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -> dict[str, Any]:
+    from harness.session.store import SQLiteStore
     from harness.session.tokens import o200k_counter
 
     counter = o200k_counter()
@@ -138,14 +144,16 @@ def _components(cfg: DictConfig, client, judge_client, ep) -> dict[str, Any]:
     retrieval = instantiate(cfg.retrieval)
     scorers = [instantiate(s) for s in cfg.scorers.values()]
     if cfg.judge.get("_target_"):
-        scorers.append(instantiate(cfg.judge, model=judge_client))
+        judge_cfg = {k: v for k, v in cfg.judge.items() if k != "endpoint"}  # the endpoint is opened above
+        scorers.append(instantiate(judge_cfg, model=judge_client))
     window = int(ep.spec.n_ctx or ep.spec.context_window or 8192)
     return {
         "client": client,
         "counter": counter,
         "window": window,
         "token_ratio": float(ep.spec.extra.get("token_ratio", 1.0)),
-        "summaries": SummaryProvider(summarizer, share_across_modes=bool(cfg.run.share_summary)),
+        "summaries": SummaryProvider(summarizer, SQLiteStore(run_dir / "session_store.sqlite"),
+                                     share_across_modes=bool(cfg.run.share_summary)),
         "retrieval": retrieval,
         "scorers": scorers,
         "generation": {k: v for k, v in OmegaConf.to_container(cfg.generation, resolve=True).items() if v is not None},

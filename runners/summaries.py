@@ -1,19 +1,42 @@
-"""Summaries for the benchmark: one generation per case shared by the summary modes (default),
-or one per mode as the reference run did (`share_across_modes=false`)."""
+"""Summaries for the benchmark, through the engine's content-keyed summary cache.
+
+By default one generation per case serves both summary modes; `share_across_modes=false`
+regenerates per mode, as the reference run did (its two summaries differed). The store lives in
+the run directory, so an interrupted run resumes without regenerating summaries.
+"""
 from __future__ import annotations
 
+import copy
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
+from harness.llm.types import ChatModel, ChatResult, Message
+from harness.session.store import CachedSummaries, Store
 from harness.session.summary import Summarizer, SummaryOutcome
+
+
+@dataclass
+class SaltedModel:
+    """A ChatModel whose responses are cached apart from identical requests of other salts
+    (per-mode regeneration must reach the model, not the response cache)."""
+
+    inner: ChatModel
+    salt: str
+
+    @property
+    def model(self) -> str:
+        return self.inner.model
+
+    def chat(self, messages: Sequence[Message], *, tools=None, purpose: str = "answer", **params: Any) -> ChatResult:
+        return self.inner.chat(messages, tools=tools, purpose=purpose, cache_salt=self.salt, **params)
 
 
 @dataclass
 class ProvidedSummary:
     outcome: SummaryOutcome
-    generated_for: str  # the mode whose request generated it
-    reused: bool
+    generated_for: str
+    reused: bool  # served by this run's earlier generation (the other mode, or a resumed run)
 
     @property
     def summary(self):
@@ -21,45 +44,60 @@ class ProvidedSummary:
 
     def record(self) -> dict[str, Any]:
         s = self.outcome.summary
-        calls = [] if self.reused else [c.to_record() for c in self.outcome.calls]
+        b = s.boundary
         return {
             "text": s.text,
             "chars": len(s.text),
-            "boundary": {"version": s.boundary.version, "filter_key": s.boundary.filter_key,
-                         "cutoff_at": s.boundary.cutoff_at, "last_event_id": s.boundary.last_event_id},
+            "boundary": {"version": b.version, "filter_key": b.filter_key, "cutoff_at": b.cutoff_at,
+                         "last_event_id": b.last_event_id},
             "generated_for": self.generated_for,
             "reused": self.reused,
             "chunks": self.outcome.chunks,
-            "build_ms": 0.0 if self.reused else round(self.outcome.duration_s * 1000, 1),
-            "calls": calls,  # generation calls are attributed to the mode that generated them, once
+            "input_events": self.outcome.input_events,
+            "build_ms": round(self.outcome.duration_s * 1000, 1),
+            # model time of the generation calls, as measured (also when replayed from a cache)
+            "generation_ms": round(sum(c.latency_s for c in self.outcome.calls) * 1000, 1),
+            # Generation calls are attributed once, to the mode that generated the summary.
+            "calls": [] if self.reused else [c.to_record() for c in self.outcome.calls],
         }
 
 
 class SummaryProvider:
-    def __init__(self, summarizer: Summarizer, share_across_modes: bool = True):
-        self.summarizer = summarizer
+    def __init__(self, summarizer: Summarizer, store: Store, share_across_modes: bool = True):
         self.share = share_across_modes
-        self._memo: dict[tuple[str, str], ProvidedSummary] = {}
+        self._summarizer = summarizer
+        self._store = store
+        self._per_mode: dict[str, CachedSummaries] = {}
+        self._owner: dict[tuple[str, str], str] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
 
+    def _cached(self, mode: str) -> CachedSummaries:
+        key = "*" if self.share else mode
+        with self._guard:
+            if key not in self._per_mode:
+                s = self._summarizer
+                if not self.share:
+                    s = copy.copy(s)
+                    s.model = SaltedModel(s.model, f"summary-for:{mode}")
+                self._per_mode[key] = CachedSummaries(s, self._store, share_across_modes=self.share)
+            return self._per_mode[key]
+
     def get(self, ctx: Any, mode: str) -> ProvidedSummary:
         qid = ctx.case.question_id
-        key = (qid, "*" if self.share else mode)
         with self._guard:
             lock = self._locks.setdefault(qid, threading.Lock())
         with lock:
-            if key in self._memo:
-                prev = self._memo[key]
-                return ProvidedSummary(prev.outcome, prev.generated_for, reused=True)
-            outcome = self.summarizer.summarize(ctx.session, None, force=True)
+            outcome, hit = self._cached(mode).summarize(ctx.session, mode=mode, force=True)
             if outcome.summary is None:
                 raise RuntimeError(f"{qid}: summarizer produced no summary ({outcome.skipped_reason})")
-            got = ProvidedSummary(outcome, mode, reused=False)
-            self._memo[key] = got
-            return got
+            owner_key = (qid, "*" if self.share else mode)
+            with self._guard:
+                owner = self._owner.setdefault(owner_key, mode)
+            # A hit that this run's other mode produced is a reuse; a hit from an earlier (interrupted) run
+            # is attributed to the generating mode again so the record keeps its generation cost.
+            return ProvidedSummary(outcome, owner, reused=hit and owner != mode)
 
     def forget(self, question_id: str) -> None:
         with self._guard:
-            for k in [k for k in self._memo if k[0] == question_id]:
-                del self._memo[k]
+            self._locks.pop(question_id, None)

@@ -86,3 +86,13 @@ def test_unreachable_endpoint_fails_fast_with_its_url():
     c = LLMClient(base_url="http://127.0.0.1:9/v1", model="m", max_retries=1, backoff_base_s=0.01, timeout_s=2)
     with pytest.raises(LLMError, match="127.0.0.1:9"):
         c.chat(MSGS)
+
+
+def test_cache_salt_separates_identical_requests_without_being_sent(tmp_path):
+    with FakeOpenAIServer(scripted([completion("one"), completion("two")])) as srv:
+        c = client(srv, tmp_path)
+        a = c.chat(MSGS, cache_salt="summary-for:summary")
+        b = c.chat(MSGS, cache_salt="summary-for:summary_ondemand")
+        again = c.chat(MSGS, cache_salt="summary-for:summary")
+    assert (a.content, b.content, again.content) == ("one", "two", "one")
+    assert all("cache_salt" not in r and "_cache_salt" not in r for r in srv.requests)

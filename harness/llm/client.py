@@ -132,11 +132,15 @@ class LLMClient:
         *,
         tools: Sequence[dict[str, Any]] | None = None,
         purpose: str = "answer",
+        cache_salt: str | None = None,
         **params: Any,
     ) -> ChatResult:
+        """One chat completion. `cache_salt` only separates cache entries (it is not sent): a caller that
+        must regenerate an identical request (e.g. the reference's per-mode summaries) salts it."""
         merged = {**self.default_params, **{k: v for k, v in params.items() if v is not None}}
         msgs = [dict(m) for m in messages]
-        key = request_key(self.cache_namespace, self.model, msgs, list(tools) if tools else None, merged)
+        key_params = {**merged, "_cache_salt": cache_salt} if cache_salt else merged
+        key = request_key(self.cache_namespace, self.model, msgs, list(tools) if tools else None, key_params)
         if self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None:
