@@ -161,6 +161,9 @@ class SummaryOnDemandMode(SummaryMode):
     max_tool_iterations: int = 6
     use_overview: bool = True
     use_post_tool_prompt: bool = True
+    # None = "auto" as the reference. "required" forces a tool call in the first round: small local models
+    # otherwise rarely search, and the mode would measure their reluctance rather than the design.
+    first_tool_choice: str | None = None
 
     def run(self, ctx: CaseContext) -> ModeOutput:
         from harness.retrieval import ondemand_texts
@@ -182,7 +185,8 @@ class SummaryOnDemandMode(SummaryMode):
             messages[0] = {**messages[0], "content": base_system + (
                 "\n\n" + ondemand_texts.DEFAULT_POST_TOOL_PROMPT if pending_tool and self.use_post_tool_prompt else "")}
             req = [dict(m) for m in messages]
-            r = sw.model(lambda: ctx.model.chat(req, tools=specs, **ctx.generation))
+            extra = {"tool_choice": self.first_tool_choice} if self.first_tool_choice and rounds == 0 else {}
+            r = sw.model(lambda: ctx.model.chat(req, tools=specs, **ctx.generation, **extra))
             calls.append(r)
             if not r.tool_calls:
                 prediction = r.content.strip()

@@ -62,3 +62,58 @@ def test_long_context_never_crashes_when_nothing_fits():
     m = Scripted(["x"])
     out = LongContextMode().run(_ctx(m, n_turns=4, window=10))
     assert out.truncation["kept_events"] == 0 and len(m.seen[0]["messages"]) == 2
+
+
+# --- summary_ondemand: the tool loop -------------------------------------------------------------
+from harness.retrieval.ondemand_texts import DEFAULT_POST_TOOL_PROMPT  # noqa: E402
+from harness.retrieval.retriever import Retriever  # noqa: E402
+from harness.session.store import InMemoryStore  # noqa: E402
+from harness.session.summary import Summarizer, SummaryPrompt  # noqa: E402
+from runners.modes import SummaryOnDemandMode  # noqa: E402
+from runners.summaries import SummaryProvider  # noqa: E402
+
+
+@dataclass
+class ToolScripted:
+    """Summaries get a fixed text; answers follow `plan`: "search" → a session_search call, else the text."""
+    plan: list
+    model: str = "scripted"
+    seen: list = field(default_factory=list)
+
+    def chat(self, messages, *, tools=None, purpose="answer", **params):
+        if purpose == "summary":
+            return ChatResult("summary text", (), Usage(10, 2), 0.1, self.model, purpose=purpose)
+        self.seen.append({"messages": [dict(m) for m in messages], "tools": tools, "params": params})
+        step = self.plan.pop(0) if self.plan else "final"
+        if step == "search":
+            call = {"id": f"c{len(self.seen)}", "type": "function",
+                    "function": {"name": "session_search", "arguments": '{"query": "turn 3"}'}}
+            return ChatResult("", (call,), Usage(100, 5), 0.2, self.model, purpose=purpose)
+        return ChatResult(f" {step} ", (), Usage(120, 5), 0.2, self.model, purpose=purpose)
+
+
+def _ondemand_ctx(model):
+    ctx = _ctx(model, n_turns=8)
+    ctx.summaries = SummaryProvider(Summarizer(model, SummaryPrompt.trpc_default()), InMemoryStore())
+    ctx.tools_factory = lambda s, b: Retriever().tools(s, boundary=b)
+    return ctx
+
+
+def test_ondemand_searches_then_answers_with_the_post_tool_prompt_and_trace():
+    m = ToolScripted(["search", "the answer"])
+    out = SummaryOnDemandMode(first_tool_choice="required").run(_ondemand_ctx(m))
+    assert out.prediction == "the answer" and out.error is None
+    first, second = m.seen
+    assert first["params"]["tool_choice"] == "required" and "tool_choice" not in second["params"]
+    assert DEFAULT_POST_TOOL_PROMPT not in first["messages"][0]["content"]
+    assert second["messages"][0]["content"].endswith(DEFAULT_POST_TOOL_PROMPT)
+    assert [m_["role"] for m_ in second["messages"]] == ["system", "user", "assistant", "tool"]
+    assert out.tool_trace[0]["name"] == "session_search" and out.tool_trace[0]["ok"]
+    assert len(out.calls) == 2 and out.summary["text"] == "summary text"
+
+
+def test_ondemand_stops_after_the_tool_iteration_limit_like_the_reference():
+    m = ToolScripted(["search"] * 10)
+    out = SummaryOnDemandMode(max_tool_iterations=2).run(_ondemand_ctx(m))
+    assert out.error == "max tool iterations (2) exceeded" and out.prediction == ""
+    assert len(out.calls) == 3 and len(out.tool_trace) == 2
