@@ -4,15 +4,15 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-BENCH_MODEL ?= qwen25_coder_05b
+BENCH_MODEL ?= qwen25_coder_15b
 SMOKE_MODEL := smollm2_135m
 
-.PHONY: setup bench test models clean-runs
+.PHONY: setup bench test gate gate-baseline models clean-runs
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
-	$(BIN)/pip install -e '.[local,test]'
+	$(BIN)/pip install -e '.[local,test,sweep]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -28,6 +28,24 @@ bench: $(STAMP)
 test: $(STAMP)
 	$(BIN)/lme-harness models pull $(SMOKE_MODEL)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# The CI quality/cost gate (docs/ci-gate.md): a small deterministic benchmark on the embedded smallest model,
+# run fresh (no response cache), then checked against the committed baseline. Exit 3 from `run` (a failed
+# case) still reaches the gate, whose `failed` check reports it; any other error stops here.
+GATE_BASELINE ?= baselines/ci_smollm2.yaml
+GATE_DIR ?= runs/ci_gate
+GATE_ARGS := model=smollm2_135m dataset.limit=2 generation.max_tokens=48 judge=longmemeval cache.enabled=false run.progress=false
+gate: $(STAMP)
+	$(BIN)/lme-harness models pull $(SMOKE_MODEL)
+	rm -rf $(GATE_DIR)
+	$(BIN)/lme-harness run hydra.run.dir=$(GATE_DIR) $(GATE_ARGS) || test $$? -eq 3
+	$(BIN)/lme-harness gate --baseline $(GATE_BASELINE) $(GATE_DIR)
+
+# Refresh the committed baseline from a fresh gate run (review the diff before committing it).
+gate-baseline: $(STAMP)
+	rm -rf $(GATE_DIR)
+	$(BIN)/lme-harness run hydra.run.dir=$(GATE_DIR) $(GATE_ARGS) || test $$? -eq 3
+	$(BIN)/lme-harness gate --write-baseline --baseline $(GATE_BASELINE) $(GATE_DIR)
 
 clean-runs:
 	rm -rf runs outputs multirun

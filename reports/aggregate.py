@@ -1,15 +1,26 @@
-"""Aggregates derived from per-case records only (pandas); no model is ever called here."""
+"""Aggregates derived from per-case records only (pandas); no model is ever called here.
+
+One row per record (`records_frame`), then per mode: means with bootstrap CIs (`summarize_ci`), judge
+accuracies that keep `not_run` apart (`judge_table`), prompt savings against `long_context` (`savings`),
+tool use (`tool_stats`), cost (`cost_table`) and a flat scoreboard `{(mode, metric): value}` for the gate.
+"""
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
-from harness.records import RECORDS_FILE, load_records
+from harness.records import RECORDS_FILE, RecordError, load_records
+from reports.cost import Endpoints, PriceTable, load_price_table, record_costs, summary_calls
+from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap_ci
 
 MODE_ORDER = ("long_context", "summary", "summary_ondemand")
+BASELINE_MODE = "long_context"
 
 
 @dataclass(frozen=True)
@@ -20,7 +31,7 @@ class Column:
     fmt: str = "{:.4f}"
 
 
-# The published table's columns first (reference names), then ours.
+# The published table's columns first (reference names), then ours. `higher_is_better` drives the gate.
 COLUMNS: tuple[Column, ...] = (
     Column("rouge_l", "ROUGE-L", True),
     Column("f1", "F1", True),
@@ -39,30 +50,119 @@ COLUMNS: tuple[Column, ...] = (
     Column("truncated", "truncated share", False, "{:.2f}"),
 )
 
+# Everything else a report, a comparison or the gate may show, with its direction.
+EXTRA_COLUMNS: tuple[Column, ...] = (
+    Column("rouge1", "ROUGE-1", True),
+    Column("rouge2", "ROUGE-2", True),
+    Column("llm_acc", "judge acc (trpc, lenient)", True),
+    Column("llm_acc_strict", "judge acc (trpc, strict)", True),
+    Column("lme_acc", "LongMemEval acc", True),
+    Column("lme_acc_strict", "LongMemEval acc (strict parse)", True),
+    Column("completion_tokens_total", "completion tokens, all calls", False, "{:,.0f}"),
+    Column("judge_tokens", "judge tokens", False, "{:,.0f}"),
+    Column("answer_calls", "answer calls/case", False, "{:.2f}"),
+    Column("tool_errors", "tool errors/case", False, "{:.2f}"),
+    Column("wall_ms", "wall ms", False, "{:,.0f}"),
+    Column("summary_chars", "summary chars", False, "{:,.0f}"),
+    Column("cost_answer", "cost: answer $/case", False, "{:.6f}"),
+    Column("cost_summary", "cost: summary $/case", False, "{:.6f}"),
+    Column("cost_judge", "cost: judge $/case", False, "{:.6f}"),
+    Column("cost_embedding", "cost: embedding $/case", False, "{:.6f}"),
+    Column("cost_total", "cost $/case", False, "{:.6f}"),
+)
+ALL_COLUMNS: dict[str, Column] = {c.key: c for c in COLUMNS + EXTRA_COLUMNS}
 
-def records_frame(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
+QUALITY_KEYS = ("em", "llm_score", "llm_score_strict", "llm_acc_strict", "lme_acc", "lme_acc_strict", "rouge_l", "f1",
+                "bleu1", "rouge1", "rouge2", "rouge_l_lib", "sacrebleu_sentence")
+# Per-case metrics that may be None ("not_run"): shown with the judged count and a full-denominator variant.
+JUDGE_KEYS = ("llm_score_strict", "llm_acc", "llm_acc_strict", "lme_acc", "lme_acc_strict")
+BINARY_KEYS = ("em", "llm_acc", "llm_acc_strict", "lme_acc", "lme_acc_strict")
+COST_KEYS = ("cost_answer", "cost_summary", "cost_judge", "cost_embedding", "cost_total")
+# Scoreboard-only aggregates (not per-case columns) and their direction.
+DERIVED_DIRECTIONS: dict[str, bool] = {
+    "failed": False, "ok": True, "savings_pct": True, "savings_ratio_pct": True, "cost_total_sum": False,
+    "search_case_share": True, "load_case_share": True, "n_search_total": False, "n_load_total": False,
+}
+
+
+def higher_is_better(metric: str) -> bool | None:
+    """Direction of any metric the scoreboard can hold; None when unknown."""
+    if metric in DERIVED_DIRECTIONS:
+        return DERIVED_DIRECTIONS[metric]
+    base, _, suffix = metric.partition("@")
+    if base.endswith(":not_run"):
+        return False
+    for tail in ("_task_avg", "_abstention"):
+        if base.endswith(tail):
+            base = base[: -len(tail)]
+    col = ALL_COLUMNS.get(base)
+    return None if col is None else col.higher_is_better
+
+
+def _trpc_acc(details: Mapping[str, Any] | None, key: str) -> float | None:
+    """Binary tRPC judge verdict from the record details: an EM short-circuit counts as correct."""
+    if not details:
+        return None
+    if details.get("skipped") == "exact_match":
+        return 1.0
+    v = details.get(key)
+    return 1.0 if v == "correct" else 0.0 if v == "incorrect" else None
+
+
+def records_frame(records: Sequence[dict[str, Any]], *, meta: Mapping[str, Any] | None = None,
+                  prices: PriceTable | None = None) -> pd.DataFrame:
+    """One row per record. Cost columns are filled when a price table is given (else left out)."""
+    by_key = {(r["question_id"], r["mode"]): r for r in records}
+    endpoints = Endpoints.from_run_meta(meta)
     rows = []
+    unpriced: set[str] = set()
     for r in records:
+        ok = r.get("status") == "ok"
         usage = r.get("usage") or {}
-        row = {
+        details = r.get("metric_details") or {}
+        summary = r.get("summary") or {}
+        trpc = details.get("TrpcJudge")
+        judge_usage = [d.get("usage") for d in details.values() if isinstance(d, dict) and isinstance(d.get("usage"), dict)]
+        row: dict[str, Any] = {
             "question_id": r["question_id"],
+            "question_type": r.get("question_type"),
+            "is_abstention": bool(r.get("is_abstention", "_abs" in r["question_id"])),
             "mode": r["mode"],
             "status": r.get("status"),
             "error": r.get("error"),
-            **(r.get("metrics") or {}),
+            **{k: (np.nan if v is None else v) for k, v in (r.get("metrics") or {}).items()},
             "final_prompt_tokens": usage.get("final_prompt_tokens"),
             "prompt_tokens_total": usage.get("prompt_tokens_total"),
-            "summary_tokens": (usage.get("summary_prompt_tokens") or 0) + (usage.get("summary_completion_tokens") or 0)
-            if r.get("status") == "ok" else None,
+            "completion_tokens_total": usage.get("completion_tokens_total"),
+            # tokens of the summary this record used, also when another mode generated it (shared summaries)
+            "summary_tokens": sum((c.get("usage") or {}).get("prompt_tokens", 0) + (c.get("usage") or {}).get(
+                "completion_tokens", 0) for c in summary_calls(r, by_key)) if ok else None,
+            "judge_tokens": sum((u.get("usage") or {}).get("prompt_tokens", 0) + (u.get("usage") or {}).get(
+                "completion_tokens", 0) for u in judge_usage) if ok else None,
+            "answer_calls": usage.get("answer_calls"),
             "query_ms": (r.get("latency") or {}).get("query_ms"),
+            "wall_ms": (r.get("latency") or {}).get("wall_ms"),
             "n_search": r.get("n_search"),
             "n_load": r.get("n_load"),
-            "truncated": float(bool((r.get("truncation") or {}).get("truncated"))) if r.get("status") == "ok" else None,
+            "tool_errors": sum(not t.get("ok", True) for t in r.get("tool_calls") or []) if ok else None,
+            "truncated": float(bool((r.get("truncation") or {}).get("truncated"))) if ok else None,
+            "summary_chars": summary.get("chars") if summary else None,
         }
+        if trpc is not None and ok:
+            row["llm_acc"] = _trpc_acc(trpc, "verdict")
+            row["llm_acc_strict"] = _trpc_acc(trpc, "verdict_strict")
+        if prices is not None and ok:
+            costs, missing = record_costs(r, by_key, prices, endpoints)
+            row.update(costs)
+            unpriced |= missing
         rows.append(row)
     df = pd.DataFrame(rows)
     if not df.empty:
         df["mode"] = pd.Categorical(df["mode"], categories=sorted(set(df["mode"]), key=_mode_rank), ordered=True)
+        for c in df.columns:
+            if c in ALL_COLUMNS:
+                df[c] = pd.to_numeric(df[c], errors="coerce").astype(float)
+    df.attrs["unpriced_models"] = sorted(unpriced)
     return df
 
 
@@ -70,11 +170,19 @@ def _mode_rank(m: str) -> tuple[int, str]:
     return (MODE_ORDER.index(m) if m in MODE_ORDER else len(MODE_ORDER), m)
 
 
+def _ok(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["status"] == "ok"]
+
+
+def modes(df: pd.DataFrame) -> list[str]:
+    return [str(m) for m in df["mode"].cat.categories] if not df.empty else []
+
+
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
     """Per mode: the mean of every column over successfully scored cases, plus counts of failures."""
     if df.empty:
         return pd.DataFrame()
-    ok = df[df["status"] == "ok"]
+    ok = _ok(df)
     cols = [c.key for c in COLUMNS if c.key in df.columns]
     means = ok.groupby("mode", observed=True)[cols].mean(numeric_only=True)
     counts = df.groupby("mode", observed=True).agg(cases=("question_id", "nunique"),
@@ -83,8 +191,173 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     return counts.join(means)
 
 
-def load_run(run_dir: Path) -> pd.DataFrame:
+def summarize_ci(df: pd.DataFrame, keys: Sequence[str] | None = None, *, n_boot: int = DEFAULT_N_BOOT,
+                 seed: int = DEFAULT_SEED) -> pd.DataFrame:
+    """Long frame (mode, metric, mean, lo, hi, n, not_run, mean_all) over scored cases.
+
+    `n` counts cases with a value; `not_run` the scored cases without one (judge not run / unparsable);
+    `mean_all` treats those as 0 (the full-denominator "strict" accuracy). NaN never becomes 0 in `mean`.
+    """
+    ok = _ok(df)
+    keys = [k for k in (keys or ALL_COLUMNS) if k in df.columns]
+    rows = []
+    for mode in modes(df):
+        part = ok[ok["mode"] == mode]
+        for k in keys:
+            vals = part[k].to_numpy(dtype=float)
+            if vals.size and np.isnan(vals).all() and k not in JUDGE_KEYS:
+                continue
+            est = bootstrap_ci(vals, n_boot=n_boot, seed=seed)
+            not_run = int(np.isnan(vals).sum())
+            mean_all = float(np.nan_to_num(vals, nan=0.0).mean()) if vals.size else math.nan
+            rows.append({"mode": mode, "metric": k, "mean": est.mean, "lo": est.lo, "hi": est.hi, "n": est.n,
+                         "not_run": not_run, "mean_all": mean_all})
+    return pd.DataFrame(rows, columns=["mode", "metric", "mean", "lo", "hi", "n", "not_run", "mean_all"])
+
+
+def judge_table(df: pd.DataFrame, *, n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED) -> pd.DataFrame:
+    """Per mode and judge metric: accuracy over judged cases (CI), `not_run`, accuracy over all cases, and for the
+    LongMemEval judge the task-averaged and abstention accuracy as upstream's print_qa_metrics.py reports them."""
+    ok = _ok(df)
+    rows = []
+    for k in (k for k in JUDGE_KEYS if k in df.columns):
+        for mode in modes(df):
+            part = ok[ok["mode"] == mode]
+            vals = part[k].to_numpy(dtype=float)
+            if vals.size == 0:
+                continue
+            est = bootstrap_ci(vals, n_boot=n_boot, seed=seed)
+            row = {"metric": k, "mode": mode, "accuracy": est.mean, "lo": est.lo, "hi": est.hi, "judged": est.n,
+                   "not_run": int(np.isnan(vals).sum()), "accuracy_all": float(np.nan_to_num(vals, nan=0.0).mean())}
+            by_type = part.groupby("question_type", observed=True)[k].mean()
+            row["task_avg"] = float(by_type.mean()) if len(by_type.dropna()) else math.nan
+            abst = part[part["question_id"].str.contains("_abs", regex=False)][k].dropna()
+            row["abstention"] = float(abst.mean()) if len(abst) else math.nan
+            row["abstention_n"] = int(len(abst))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def savings(df: pd.DataFrame, key: str = "final_prompt_tokens", *, n_boot: int = DEFAULT_N_BOOT,
+            seed: int = DEFAULT_SEED) -> pd.DataFrame:
+    """Prompt savings of each mode against `long_context`, over the cases scored in both.
+
+    `savings_pct`: the reference's figure, the mean of per-case `100·(long − mode)/long` (with CI);
+    `savings_ratio_pct`: `100·(1 − mean(mode)/mean(long))`, the ratio of means.
+    """
+    ok = _ok(df)
+    if BASELINE_MODE not in modes(df):
+        return pd.DataFrame()
+    base = ok[ok["mode"] == BASELINE_MODE].set_index("question_id")[key]
+    rows = []
+    for mode in modes(df):
+        if mode == BASELINE_MODE:
+            continue
+        other = ok[ok["mode"] == mode].set_index("question_id")[key]
+        pair = pd.concat([base.rename("long"), other.rename("mode")], axis=1, join="inner").dropna()
+        pair = pair[pair["long"] > 0]
+        if pair.empty:
+            continue
+        pct = 100.0 * (pair["long"] - pair["mode"]) / pair["long"]
+        est = bootstrap_ci(pct.to_numpy(), n_boot=n_boot, seed=seed)
+        rows.append({"mode": mode, "pairs": len(pair), "long_mean": pair["long"].mean(), "mode_mean": pair["mode"].mean(),
+                     "savings_pct": est.mean, "lo": est.lo, "hi": est.hi,
+                     "savings_ratio_pct": 100.0 * (1.0 - pair["mode"].mean() / pair["long"].mean())})
+    return pd.DataFrame(rows)
+
+
+def tool_stats(df: pd.DataFrame) -> pd.DataFrame:
+    """Per mode: cases with ≥ 1 search / load, totals and means per case, tool errors."""
+    ok = _ok(df)
+    rows = []
+    for mode in modes(df):
+        p = ok[ok["mode"] == mode]
+        if p.empty:
+            continue
+        s, l = p["n_search"].fillna(0), p["n_load"].fillna(0)
+        rows.append({"mode": mode, "cases": len(p), "cases_with_search": int((s >= 1).sum()),
+                     "cases_with_load": int((l >= 1).sum()), "search_total": int(s.sum()), "load_total": int(l.sum()),
+                     "search_mean": float(s.mean()), "load_mean": float(l.mean()),
+                     "tool_errors": int(p["tool_errors"].fillna(0).sum()) if "tool_errors" in p else 0,
+                     "answer_calls_mean": float(p["answer_calls"].mean()) if "answer_calls" in p else math.nan})
+    return pd.DataFrame(rows)
+
+
+def cost_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Per mode: cost per case and run total, by part; the final call's prompt tokens shown beside, apart."""
+    if "cost_total" not in df.columns:
+        return pd.DataFrame()
+    ok = _ok(df)
+    rows = []
+    for mode in modes(df):
+        p = ok[ok["mode"] == mode]
+        if p.empty:
+            continue
+        row: dict[str, Any] = {"mode": mode, "cases": len(p), "final_prompt_tokens": float(p["final_prompt_tokens"].mean()),
+                               "prompt_tokens_total": float(p["prompt_tokens_total"].mean()),
+                               "summary_tokens": float(p["summary_tokens"].mean()),
+                               "judge_tokens": float(p["judge_tokens"].mean())}
+        for k in COST_KEYS:
+            vals = p[k]
+            # any unpriced case makes the mode's figure unknown, not smaller
+            row[k] = math.nan if vals.isna().any() else float(vals.mean())
+        row["cost_total_sum"] = math.nan if p["cost_total"].isna().any() else float(p["cost_total"].sum())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def scoreboard(df: pd.DataFrame) -> dict[tuple[str, str], float]:
+    """Flat `{(mode, metric): value}` of every aggregate the gate can check (no CIs: the gate uses point values)."""
+    out: dict[tuple[str, str], float] = {}
+    if df.empty:
+        return out
+    ok = _ok(df)
+    for mode in modes(df):
+        p = ok[ok["mode"] == mode]
+        allp = df[df["mode"] == mode]
+        out[(mode, "ok")] = float(len(p))
+        out[(mode, "failed")] = float((allp["status"] != "ok").sum())
+        for k in ALL_COLUMNS:
+            if k in p.columns and p[k].notna().any():
+                out[(mode, k)] = float(p[k].mean())
+        for k in JUDGE_KEYS:
+            if k in p.columns and len(p):
+                out[(mode, f"{k}@all")] = float(p[k].fillna(0.0).mean())
+                out[(mode, f"{k}:not_run")] = float(p[k].isna().sum())
+    for r in judge_table(df, n_boot=1).to_dict("records"):
+        if r["metric"].startswith("lme_"):
+            out[(r["mode"], f"{r['metric']}_task_avg")] = r["task_avg"]
+            if r["abstention_n"]:
+                out[(r["mode"], f"{r['metric']}_abstention")] = r["abstention"]
+    for r in savings(df, n_boot=1).to_dict("records"):
+        out[(r["mode"], "savings_pct")] = r["savings_pct"]
+        out[(r["mode"], "savings_ratio_pct")] = r["savings_ratio_pct"]
+    for r in tool_stats(df).to_dict("records"):
+        out[(r["mode"], "search_case_share")] = r["cases_with_search"] / r["cases"]
+        out[(r["mode"], "load_case_share")] = r["cases_with_load"] / r["cases"]
+        out[(r["mode"], "n_search_total")] = float(r["search_total"])
+        out[(r["mode"], "n_load_total")] = float(r["load_total"])
+    for r in cost_table(df).to_dict("records"):
+        out[(r["mode"], "cost_total_sum")] = r["cost_total_sum"]
+    return {k: v for k, v in out.items() if v is not None and not (isinstance(v, float) and math.isnan(v))}
+
+
+def load_meta(run_dir: Path) -> dict[str, Any]:
+    p = Path(run_dir) / "run.json"
+    return json.loads(p.read_text()) if p.exists() else {}
+
+
+def load_run(run_dir: Path, *, prices: PriceTable | str | Path | None = None, with_cost: bool = True) -> pd.DataFrame:
+    """The records frame of a run directory, priced with `prices` (a table or a path; default table if None)."""
     path = Path(run_dir) / RECORDS_FILE
     if not path.exists():
         raise FileNotFoundError(f"{path}: no records in this run directory")
-    return records_frame(load_records(path))
+    records = load_records(path)
+    if not records:
+        raise RecordError(f"{path}: holds no records")
+    table = None
+    if with_cost:
+        table = prices if isinstance(prices, PriceTable) else load_price_table(prices)
+    df = records_frame(records, meta=load_meta(run_dir), prices=table)
+    df.attrs["price_table"] = table
+    return df

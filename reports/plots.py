@@ -1,38 +1,165 @@
-"""Plots from aggregates (matplotlib, headless)."""
+"""Plots from aggregates (matplotlib, headless). Every figure is written as PNG and SVG.
+
+SVGs are written without a date and with a fixed hash salt, so the same records give the same files.
+"""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
 import matplotlib
 
 matplotlib.use("Agg")
+matplotlib.rcParams["svg.hashsalt"] = "lme-harness"
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-QUALITY = (("em", "EM"), ("llm_score", "LLMScore"), ("rouge_l", "ROUGE-L"))
+from reports.aggregate import ALL_COLUMNS  # noqa: E402
+from reports.stats import WinLossTie  # noqa: E402
+
+QUALITY = (("em", "EM"), ("llm_score", "LLMScore"), ("lme_acc", "LongMemEval acc"), ("rouge_l", "ROUGE-L"))
+MARKERS = ("o", "s", "D", "^", "v", "P", "X")
 
 
-def quality_vs_tokens(summary: pd.DataFrame, out: Path) -> Path:
-    """Quality (EM, LLMScore, ROUGE-L) against the final call's prompt tokens, one point per mode (log x)."""
-    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
-    markers = {"em": "o", "llm_score": "s", "rouge_l": "^"}
-    for key, label in QUALITY:
-        if key not in summary.columns:
-            continue
-        for mode, row in summary.iterrows():
-            x, y = row.get("final_prompt_tokens"), row.get(key)
-            if pd.isna(x) or pd.isna(y) or x <= 0:
+def _label(key: str) -> str:
+    return ALL_COLUMNS[key].label if key in ALL_COLUMNS else key
+
+
+def save(fig, out_base: Path) -> list[Path]:
+    """Write `out_base`.png and .svg; returns both paths."""
+    out_base = Path(out_base)
+    fig.tight_layout()
+    png, svg = out_base.with_suffix(".png"), out_base.with_suffix(".svg")
+    fig.savefig(png, metadata={"Software": None})
+    fig.savefig(svg, metadata={"Date": None})
+    plt.close(fig)
+    return [png, svg]
+
+
+def _ci(ci: pd.DataFrame, mode: str, key: str) -> tuple[float, float, float] | None:
+    row = ci[(ci["mode"] == mode) & (ci["metric"] == key)]
+    if row.empty or pd.isna(row["mean"].iloc[0]):
+        return None
+    r = row.iloc[0]
+    return float(r["mean"]), float(r["lo"]), float(r["hi"])
+
+
+def quality_vs_tokens(ci: pd.DataFrame, out_base: Path, *, x_key: str = "final_prompt_tokens") -> list[Path]:
+    """Quality per mode against the final call's prompt tokens (log x), both with 95 % bootstrap CIs.
+
+    The published figure of the reference study; `ci` is `aggregate.summarize_ci`'s long frame.
+    """
+    from matplotlib.lines import Line2D
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.8), dpi=120)
+    modes = list(dict.fromkeys(ci["mode"])) if not ci.empty else []
+    colors = {m: f"C{i}" for i, m in enumerate(modes)}
+    handles: dict[str, Line2D] = {}
+    xs: list[float] = []
+    for j, (key, label) in enumerate(QUALITY):
+        for mode in modes:
+            x, y = _ci(ci, mode, x_key), _ci(ci, mode, key)
+            if x is None or y is None or x[0] <= 0:
                 continue
-            ax.scatter(x, y, marker=markers[key], s=60, label=label if mode == summary.index[0] else None)
-            ax.annotate(str(mode), (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
-    ax.set_xscale("log")
-    ax.set_xlabel("prompt tokens of the final call (log)")
-    ax.set_ylabel("score")
-    ax.set_ylim(-0.02, 1.02)
+            marker = MARKERS[j % len(MARKERS)]
+            ax.errorbar(x[0], y[0], xerr=[[x[0] - x[1]], [x[2] - x[0]]], yerr=[[y[0] - y[1]], [y[2] - y[0]]],
+                        fmt=marker, color=colors[mode], ms=7, capsize=3, lw=1, alpha=0.9)
+            xs.append(x[0])
+            handles.setdefault(label, Line2D([], [], ls="", marker=marker, color="#555", label=label))
+            handles.setdefault(mode, Line2D([], [], ls="-", lw=6, color=colors[mode], label=mode))
+        ax.set_xscale("log")
+    if xs:  # keep a sane range when every mode sits at the same x
+        ax.set_xlim(min(xs) / 2, max(xs) * 2)
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("prompt tokens of the final call (log scale)")
+    ax.set_ylabel("score (mean, 95 % bootstrap CI)")
+    ax.set_ylim(-0.05, 1.05)
     ax.set_title("Quality vs prompt size per mode")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(loc="best", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+    if handles:  # colour = mode, marker = metric
+        ax.legend(handles=list(handles.values()), loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8,
+                  frameon=False)
+    return save(fig, out_base)
+
+
+def metric_bars(ci: pd.DataFrame, keys: Sequence[str], out_base: Path, *, title: str = "Metrics per mode") -> list[Path]:
+    """Grouped bars: one group per metric, one bar per mode, 95 % CI whiskers."""
+    keys = [k for k in keys if k in set(ci["metric"])] if not ci.empty else []
+    modes = list(dict.fromkeys(ci["mode"])) if not ci.empty else []
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(keys) + 2), 4.2), dpi=120)
+    width = 0.8 / max(1, len(modes))
+    for i, mode in enumerate(modes):
+        vals = [_ci(ci, mode, k) or (np.nan, np.nan, np.nan) for k in keys]
+        means = np.array([v[0] for v in vals])
+        err = np.array([[max(0.0, v[0] - v[1]) for v in vals], [max(0.0, v[2] - v[0]) for v in vals]])
+        xs = np.arange(len(keys)) + (i - (len(modes) - 1) / 2) * width
+        ax.bar(xs, np.nan_to_num(means), width, yerr=np.nan_to_num(err), capsize=3, label=mode, color=f"C{i}")
+    ax.set_xticks(np.arange(len(keys)), [_label(k) for k in keys], rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("mean (95 % bootstrap CI)")
+    ax.set_title(title)
+    ax.grid(True, axis="y", alpha=0.3)
+    if modes:
+        ax.legend(fontsize=8)
+    return save(fig, out_base)
+
+
+def win_loss_tie(counts: dict[str, WinLossTie], out_base: Path, *, a: str, b: str) -> list[Path]:
+    """Per metric: share of cases where `b` beats, ties or loses to `a` (stacked horizontal bars)."""
+    keys = list(counts)
+    fig, ax = plt.subplots(figsize=(7, 0.45 * max(3, len(keys)) + 1.2), dpi=120)
+    y = np.arange(len(keys))
+    left = np.zeros(len(keys))
+    for attr, color, name in (("wins", "#2a9d8f", f"{b} better"), ("ties", "#bbbbbb", "tie"),
+                              ("losses", "#e76f51", f"{a} better")):
+        vals = np.array([getattr(counts[k], attr) for k in keys], dtype=float)
+        ax.barh(y, vals, left=left, color=color, label=name)
+        for yi, (lv, v) in enumerate(zip(left, vals)):
+            if v:
+                ax.text(lv + v / 2, yi, str(int(v)), ha="center", va="center", fontsize=7)
+        left += vals
+    ax.set_yticks(y, [_label(k) for k in keys], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("cases")
+    ax.set_title(f"Per-case win / tie / loss: {b} vs {a}")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, frameon=False)
+    return save(fig, out_base)
+
+
+def latency(df: pd.DataFrame, out_base: Path, *, key: str = "query_ms") -> list[Path]:
+    """Distribution of the query latency per mode (box plot with the cases overlaid, log y)."""
+    ok = df[df["status"] == "ok"] if not df.empty else df
+    modes = [str(m) for m in ok["mode"].cat.categories] if not ok.empty else []
+    data = [ok[ok["mode"] == m][key].dropna().to_numpy() for m in modes]
+    fig, ax = plt.subplots(figsize=(6.5, 4), dpi=120)
+    if modes and any(len(d) for d in data):
+        ax.boxplot([d if len(d) else [np.nan] for d in data], showfliers=False)
+        ax.set_xticks(range(1, len(modes) + 1), modes)
+        rng = np.random.default_rng(0)  # jitter only: fixed seed keeps the figure reproducible
+        for i, d in enumerate(data, start=1):
+            ax.scatter(i + rng.uniform(-0.12, 0.12, len(d)), d, s=10, alpha=0.6, color=f"C{i - 1}")
+        if all(len(d) == 0 or (d > 0).all() for d in data):
+            ax.set_yscale("log")
+    ax.set_ylabel(f"{_label(key)} (per case)")
+    ax.set_title("Latency distribution per mode")
+    ax.grid(True, axis="y", which="both", alpha=0.3)
+    return save(fig, out_base)
+
+
+def paired_deltas(table: pd.DataFrame, out_base: Path, *, title: str) -> list[Path]:
+    """Forest plot of paired deltas (B − A) with bootstrap CIs; `table` has label, delta, lo, hi."""
+    fig, ax = plt.subplots(figsize=(7, 0.35 * max(4, len(table)) + 1.2), dpi=120)
+    y = np.arange(len(table))
+    d = table["delta"].to_numpy(dtype=float)
+    err = np.array([d - table["lo"].to_numpy(dtype=float), table["hi"].to_numpy(dtype=float) - d])
+    ax.errorbar(d, y, xerr=np.nan_to_num(np.abs(err)), fmt="o", color="C0", capsize=3)
+    ax.axvline(0, color="#888", lw=1)
+    ax.set_yticks(y, list(table["label"]), fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("paired delta, B − A (95 % bootstrap CI)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, axis="x", alpha=0.3)
+    return save(fig, out_base)

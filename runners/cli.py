@@ -1,4 +1,4 @@
-"""`lme-harness` command line: run, report, models pull, data info, retrieval-eval."""
+"""`lme-harness` command line: run, report, compare, gate, models pull, data info, retrieval-eval."""
 from __future__ import annotations
 
 import argparse
@@ -10,6 +10,7 @@ from pathlib import Path
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "configs")
 
 EXIT_FAILED_CASES = 3
+NOISY_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "openai")
 
 
 def _hydra_main(task_fn, argv: list[str]) -> int:
@@ -23,8 +24,17 @@ def _hydra_main(task_fn, argv: list[str]) -> int:
     @hydra.main(config_path=CONFIG_DIR, config_name="config", version_base="1.3")
     def _main(cfg: DictConfig) -> None:
         run_dir = Path(HydraConfig.get().runtime.output_dir)
+        for name in NOISY_LOGGERS:  # Hydra's logging is INFO: one line per HTTP request otherwise
+            logging.getLogger(name).setLevel(logging.WARNING)
+        _scrub_snapshot(cfg, run_dir)
         status["code"] = max(status["code"], _guard(lambda: task_fn(cfg, run_dir)))
 
+    bad = _literal_secret_overrides(argv)
+    if bad:
+        print(f"lme-harness: error: {', '.join(bad)}: pass API keys through the environment (OPENAI_API_KEY, "
+              "LME_HARNESS_API_KEY, or KEY.api_key='${oc.env:YOUR_VAR}'), not as a literal on the command line: "
+              "it would be written into the run directory's name and Hydra's config snapshot", file=sys.stderr)
+        return 2
     saved = sys.argv
     sys.argv = [saved[0], *argv]
     try:
@@ -34,6 +44,35 @@ def _hydra_main(task_fn, argv: list[str]) -> int:
     finally:
         sys.argv = saved
     return status["code"]
+
+
+def _literal_secret_overrides(argv: list[str]) -> list[str]:
+    """Overrides that set an `*api_key` to a literal value (an `${oc.env:...}` interpolation is fine)."""
+    out = []
+    for arg in argv:
+        key, eq, value = arg.partition("=")
+        if eq and key.lower().endswith("api_key") and value.strip().strip("'\"") not in ("", "null", "None") \
+                and not value.strip().strip("'\"").startswith("${"):
+            out.append(f"{key.lstrip('+~')}=***")
+    return out
+
+
+def _scrub_snapshot(cfg, run_dir: Path) -> None:
+    """Hydra snapshots the unresolved config (env interpolations stay interpolations); a key written
+    literally in a config file would still land in .hydra/*.yaml, so such values are masked there
+    (with a token that stays valid YAML wherever it lands: `***` would read as an alias)."""
+    from runners.replay import secret_values
+
+    secrets = secret_values(cfg)
+    if not secrets:
+        return
+    for path in (run_dir / ".hydra").glob("*.yaml"):
+        text = path.read_text()
+        masked = text
+        for secret in secrets:
+            masked = masked.replace(secret, "REDACTED")
+        if masked != text:
+            path.write_text(masked)
 
 
 def _run_task(cfg, run_dir: Path) -> int:
@@ -66,6 +105,17 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("retrieval-eval", help="retrieval-only evaluation (Hydra overrides follow)", add_help=False)
     p = sub.add_parser("report", help="rebuild tables and plots from a run directory's records (no model calls)")
     p.add_argument("run_dir")
+    p.add_argument("--pricing", help="price table YAML (default configs/pricing/default.yaml)")
+    p = sub.add_parser("compare", help="paired comparison of runs (A = first; accepts a multirun sweep directory)")
+    p.add_argument("runs", nargs="+", help="run directories, or a sweep directory such as runs/NAME/multirun")
+    p.add_argument("--out", help="output directory (default: <first run's parent>/compare)")
+    p.add_argument("--pricing", help="price table YAML (default configs/pricing/default.yaml)")
+    p = sub.add_parser("gate", help="check a run against a committed baseline; exit 1 when a check fails")
+    p.add_argument("run_dir")
+    p.add_argument("--baseline", required=True, help="baseline YAML (e.g. baselines/ci_smollm2.yaml)")
+    p.add_argument("--pricing", help="price table YAML (default configs/pricing/default.yaml)")
+    p.add_argument("--write-baseline", action="store_true",
+                   help="write the baseline from this run (default tolerances) instead of checking")
     p = sub.add_parser("models", help="manage embedded models")
     msub = p.add_subparsers(dest="models_cmd", required=True)
     pp = msub.add_parser("pull", help="assemble and sha256-verify a model file")
@@ -85,11 +135,19 @@ def main(argv: list[str] | None = None) -> int:
         from reports.render import build_report
 
         def report() -> int:
-            paths = build_report(Path(args.run_dir))
+            paths = build_report(Path(args.run_dir), prices=args.pricing)
             print(Path(paths["markdown"]).read_text())
             print(json.dumps({k: str(v) for k, v in paths.items()}, indent=1))
             return 0
         return _guard(report)
+    if args.cmd == "compare":
+        from runners.compare import compare_main
+
+        return _guard(lambda: compare_main(args.runs, out=args.out, pricing=args.pricing))
+    if args.cmd == "gate":
+        from runners.gate import gate_main
+
+        return _guard(lambda: gate_main(args.run_dir, args.baseline, pricing=args.pricing, write=args.write_baseline))
     if args.cmd == "models":
         from harness.llm.models import available_models, load_spec, pull
 
@@ -108,12 +166,17 @@ def _guard(fn) -> int:
     """Known input errors become one clear line and exit code 2, not a traceback."""
     from harness.data.longmemeval import DataError
     from harness.llm.models import ModelError
+    from harness.llm.types import LLMError
     from harness.records import RecordError
+    from reports.compare import CompareError
+    from reports.cost import PricingError
+    from reports.gate import GateError
     from runners.replay import RunConfigError
 
     try:
         return fn()
-    except (DataError, ModelError, RecordError, RunConfigError, FileNotFoundError) as e:
+    except (DataError, ModelError, RecordError, RunConfigError, FileNotFoundError, CompareError, GateError,
+            PricingError, LLMError) as e:
         print(f"lme-harness: error: {e}", file=sys.stderr)
         return 2
 

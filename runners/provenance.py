@@ -11,7 +11,9 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("openai", "hydra-core", "pandas", "rouge-score", "sacrebleu", "bm25s", "tiktoken", "llama-cpp-python", "datasets")
+PACKAGES = ("openai", "hydra-core", "pandas", "rouge-score", "sacrebleu", "bm25s", "tiktoken", "llama-cpp-python", "datasets",
+            "numpy", "scipy", "matplotlib")
+MODEL_KEYS = ("name", "kind", "model", "file", "sha256", "base_url", "n_ctx")
 
 
 def _git(*args: str) -> str | None:
@@ -43,6 +45,9 @@ def provenance(cfg: DictConfig, data: dict[str, Any]) -> dict[str, Any]:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "packages": versions,
-        "model": {k: v for k, v in redacted_config(cfg)["model"].items() if k in ("name", "kind", "model", "sha256", "base_url", "n_ctx")},
+        "model": {k: v for k, v in redacted_config(cfg)["model"].items() if k in MODEL_KEYS},
+        # The judge's own model when configured (judge.endpoint), else the answer model judges.
+        "judge_model": {k: v for k, v in ((redacted_config(cfg).get("judge") or {}).get("endpoint") or {}).items()
+                        if k in MODEL_KEYS} or None,
         "config": redacted_config(cfg),
     }

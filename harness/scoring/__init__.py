@@ -1,6 +1,6 @@
 """Scorers: each declares its metrics (name, direction) and scores one answer at a time."""
 from harness.scoring.base import MetricSpec, Scorer, ScoreInput, ScoreResult
-from harness.scoring.judges import TrpcJudge
+from harness.scoring.judges import LongMemEvalJudge, TrpcJudge
 from harness.scoring.lexical import LexicalScorer
 
-__all__ = ["LexicalScorer", "MetricSpec", "ScoreInput", "ScoreResult", "Scorer", "TrpcJudge"]
+__all__ = ["LexicalScorer", "LongMemEvalJudge", "MetricSpec", "ScoreInput", "ScoreResult", "Scorer", "TrpcJudge"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -213,3 +214,122 @@ class TrpcJudge:
         )
         llm_score = verdict.confidence if verdict.correct else 0.0
         return ScoreResult({"llm_score": llm_score, "llm_score_strict": strict}, details)
+
+
+# --- The official LongMemEval QA judge ------------------------------------------------------------------
+#
+# Prompt texts verbatim from xiaowu0162/LongMemEval, commit b11ff723381cf41e744c5524be0c52b3a408516c,
+# src/evaluation/evaluate_qa.py, `get_anscheck_prompt` (the spec cites 9e0b455; the texts are the ones quoted
+# in trpc-longmemeval-benchmark.md §8). Filled positionally with str.format(question, answer, response).
+_LME_BASE = (
+    "I will give you a question, a correct answer, and a response from a model. Please answer yes if the response "
+    "contains the correct answer. Otherwise, answer no. If the response is equivalent to the correct answer or "
+    "contains all the intermediate steps to get the correct answer, you should also answer yes. If the response only "
+    "contains a subset of the information required by the answer, answer no."
+)
+_LME_TAIL = "\n\nQuestion: {}\n\nCorrect Answer: {}\n\nModel Response: {}\n\nIs the model response correct? Answer yes or no only."
+LME_JUDGE_PROMPTS: dict[str, str] = {
+    "single-session-user": _LME_BASE + " " + _LME_TAIL,
+    "single-session-assistant": _LME_BASE + " " + _LME_TAIL,
+    "multi-session": _LME_BASE + " " + _LME_TAIL,
+    "temporal-reasoning": _LME_BASE + " In addition, do not penalize off-by-one errors for the number of days. If the "
+    "question asks for the number of days/weeks/months, etc., and the model makes off-by-one errors (e.g., predicting "
+    "19 days when the answer is 18), the model's response is still correct. " + _LME_TAIL,
+    "knowledge-update": "I will give you a question, a correct answer, and a response from a model. Please answer yes "
+    "if the response contains the correct answer. Otherwise, answer no. If the response contains some previous "
+    "information along with an updated answer, the response should be considered as correct as long as the updated "
+    "answer is the required answer." + _LME_TAIL,
+    "single-session-preference": "I will give you a question, a rubric for desired personalized response, and a "
+    "response from a model. Please answer yes if the response satisfies the desired response. Otherwise, answer no. "
+    "The model does not need to reflect all the points in the rubric. The response is correct as long as it recalls "
+    "and utilizes the user's personal information correctly.\n\nQuestion: {}\n\nRubric: {}\n\nModel Response: {}\n\n"
+    "Is the model response correct? Answer yes or no only.",
+}
+LME_ABSTENTION_PROMPT = (
+    "I will give you an unanswerable question, an explanation, and a response from a model. Please answer yes if the "
+    "model correctly identifies the question as unanswerable. The model could say that the information is incomplete, "
+    "or some other information is given but the asked information is not.\n\nQuestion: {}\n\nExplanation: {}\n\n"
+    "Model Response: {}\n\nDoes the model correctly identify the question as unanswerable? Answer yes or no only."
+)
+# The official call: one user message, temperature 0, max_tokens 10 (evaluate_qa.py).
+LME_JUDGE_PARAMS: dict[str, Any] = {"temperature": 0, "max_tokens": 10}
+
+
+def lme_prompt_kind(question_id: str, question_type: str) -> str:
+    """Which official template applies: abstention is routed by `_abs` in the id, as upstream does."""
+    return "abstention" if "_abs" in question_id else question_type
+
+
+def render_lme_judge_prompt(question_id: str, question_type: str, question: str, answer: str, response: str) -> str:
+    kind = lme_prompt_kind(question_id, question_type)
+    template = LME_ABSTENTION_PROMPT if kind == "abstention" else LME_JUDGE_PROMPTS.get(kind)
+    if template is None:
+        raise KeyError(f"no official LongMemEval judge prompt for question_type {question_type!r} ({question_id})")
+    return template.format(question, answer, response)
+
+
+def parse_lme_official(reply: str) -> bool:
+    """Upstream label: `'yes' in reply.strip().lower()` (so "eyes" or "no, not yes" count as yes)."""
+    return "yes" in (reply or "").strip().lower()
+
+
+_WORD_RE = re.compile(r"[a-z]+")
+
+
+def parse_lme_strict(reply: str) -> tuple[bool | None, str | None]:
+    """(label, why None): the reply's first word must be "yes" or "no"; anything else is unparsable."""
+    words = _WORD_RE.findall((reply or "").lower())
+    if not words:
+        return None, "empty judge reply"
+    if words[0] in ("yes", "no"):
+        return words[0] == "yes", None
+    return None, f"judge reply does not start with yes/no: {reply.strip()[:80]!r}"
+
+
+class LongMemEvalJudge:
+    """The official LongMemEval QA judge (reference spec §8): per-type yes/no prompts, abstention by `_abs`.
+
+    `lme_acc` uses the upstream parse (parity); `lme_acc_strict` accepts only a reply that starts with yes/no.
+    A failed call, a question type without an official prompt, or (strict only) an unparsable reply gives
+    None — verdict `not_run` with the reason in the details — never a silent 0 or 1.
+    """
+
+    metrics: tuple[MetricSpec, ...] = (
+        MetricSpec("lme_acc", True, "Official LongMemEval judge: 1 if 'yes' in the reply (upstream parse)"),
+        MetricSpec("lme_acc_strict", True, "Official LongMemEval judge prompt; the reply must start with yes/no"),
+    )
+
+    def __init__(self, model: ChatModel, params: Mapping[str, Any] | None = None) -> None:
+        self.model = model
+        self.params: dict[str, Any] = dict(LME_JUDGE_PARAMS) if params is None else _plain(params)
+        clash = {"messages", "tools", "purpose"} & self.params.keys()
+        if clash:
+            raise ValueError(f"LongMemEvalJudge: params may not set {sorted(clash)}; they are fixed by the judge")
+
+    def score(self, item: ScoreInput) -> ScoreResult:
+        require_text(item, "LongMemEvalJudge")
+        kind = lme_prompt_kind(item.question_id, item.question_type)
+        details: dict[str, Any] = {"prompt_kind": kind, "judge_called": False, "raw": None, "verdict": "not_run",
+                                   "verdict_strict": "not_run", "reason": None, "strict_reason": None,
+                                   "usage": None, "error": None}
+        none: dict[str, float | None] = {"lme_acc": None, "lme_acc_strict": None}
+        try:
+            prompt = render_lme_judge_prompt(item.question_id, item.question_type, item.question, item.reference,
+                                             item.prediction)
+        except KeyError as e:
+            details.update(reason=str(e.args[0]), strict_reason=str(e.args[0]))
+            return ScoreResult(none, details)
+        details["judge_called"] = True
+        try:
+            result = self.model.chat([{"role": "user", "content": prompt}], purpose="judge", **self.params)
+        except Exception as e:  # a failed judge call is "not run", never a score
+            details.update(error=f"{type(e).__name__}: {e}", reason="judge call failed", strict_reason="judge call failed")
+            return ScoreResult(none, details)
+        raw = result.content or ""
+        label = parse_lme_official(raw)
+        strict, why = parse_lme_strict(raw)
+        details.update(raw=raw, usage=result.to_record(), verdict="correct" if label else "incorrect",
+                       verdict_strict="not_run" if strict is None else ("correct" if strict else "incorrect"),
+                       strict_reason=why)
+        return ScoreResult({"lme_acc": 1.0 if label else 0.0,
+                            "lme_acc_strict": None if strict is None else float(strict)}, details)

@@ -1,0 +1,260 @@
+"""Paired comparison of runs (or of two modes of one run) over the same cases.
+
+Cases are paired by `question_id` (and `mode` between runs); only pairs scored in both are used. Per metric:
+paired-bootstrap CI of the mean delta B − A, win/tie/loss counts, and McNemar's exact test for binary metrics
+(EM, judge accuracy). Deltas are B − A; "win" means B is better in the metric's own direction.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import pandas as pd
+
+from harness.records import RECORDS_FILE
+from reports.aggregate import ALL_COLUMNS, BINARY_KEYS, QUALITY_KEYS, higher_is_better, load_meta, load_run, modes
+from reports.cost import PriceTable
+from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, mcnemar, paired_bootstrap_ci, win_loss_tie
+
+# What a comparison shows by default: quality first, then what it costs.
+COMPARE_KEYS: tuple[str, ...] = (*QUALITY_KEYS, "final_prompt_tokens", "prompt_tokens_total", "summary_tokens",
+                                 "n_search", "n_load", "query_ms", "cost_total")
+# Config keys that never explain a difference in results.
+_NOISE_KEYS = ("run.name", "run.progress", "run.concurrency", "client.concurrency", "cache.")
+_LOOPBACK = ("http://127.0.0.1", "http://localhost")
+
+
+class CompareError(ValueError):
+    pass
+
+
+@dataclass
+class Run:
+    path: Path
+    label: str
+    df: pd.DataFrame
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def expand_run_dirs(paths: Iterable[str | Path]) -> tuple[list[Path], list[str]]:
+    """Run directories from arguments: a run dir itself, or a sweep dir (e.g. `runs/x/multirun`) whose
+    subdirectories hold runs. Returns (run dirs, notes about skipped paths)."""
+    runs: list[Path] = []
+    notes: list[str] = []
+    for raw in paths:
+        p = Path(raw)
+        if (p / RECORDS_FILE).exists():
+            runs.append(p)
+        elif p.is_dir():
+            subs = sorted(d for d in p.iterdir() if (d / RECORDS_FILE).exists())
+            if not subs:
+                notes.append(f"{p}: no records.jsonl in it or its subdirectories; skipped")
+            runs.extend(subs)
+        elif p.exists():
+            notes.append(f"{p}: not a run directory; skipped")  # e.g. multirun.yaml from a shell glob
+        else:
+            raise FileNotFoundError(f"{p}: no such run directory")
+    seen: set[Path] = set()
+    unique = [r for r in runs if not (r.resolve() in seen or seen.add(r.resolve()))]
+    return unique, notes
+
+
+def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(obj, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in obj.items():
+            out.update(flatten(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: obj}
+
+
+def config_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(key, value in A, value in B) for every result-relevant config entry that differs."""
+    fa, fb = flatten(a.get("config") or {}), flatten(b.get("config") or {})
+    keys = sorted(set(fa) | set(fb))
+    def noise(k: str) -> bool:
+        if any(k == n or k.startswith(n) for n in _NOISE_KEYS):
+            return True
+        # a local server's port changes every run
+        return k.endswith("base_url") and all(str(v).startswith(_LOOPBACK) for v in (fa.get(k), fb.get(k)))
+
+    return [(k, fa.get(k), fb.get(k)) for k in keys if fa.get(k) != fb.get(k) and not noise(k)]
+
+
+def _short(v: Any, n: int) -> str:
+    text = v if isinstance(v, str) else json.dumps(v, default=str)
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _labels(paths: Sequence[Path], metas: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Name runs by the config entries that tell them apart (e.g. `prompt.name=state_recovery`), else by directory
+    (a Hydra sweep names its run directories after every override, which is long)."""
+    keys: list[str] = []
+    for m in metas[1:]:
+        keys += [k for k, _, _ in config_diff(metas[0], m) if k not in keys]
+    named = [k for k in keys if k.split(".")[-1] == "name"]  # e.g. prompt.name says it all for a prompt variant
+    keys = named or keys[:3]
+    if keys:
+        flat = [flatten(m.get("config") or {}) for m in metas]
+        labels = [",".join(f"{k}={_short(f.get(k), 40)}" for k in keys) for f in flat]
+        if len(set(labels)) == len(labels):
+            return labels
+    names = [p.name for p in paths]
+    if len(set(names)) == len(names):
+        return names
+    return [f"{p.parent.name}/{p.name}" for p in paths]
+
+
+def load_runs(paths: Sequence[Path], *, prices: PriceTable | None = None) -> list[Run]:
+    metas = [load_meta(p) for p in paths]
+    return [Run(p, label, load_run(p, prices=prices), m) for p, label, m in zip(paths, _labels(paths, metas), metas)]
+
+
+def paired_frame(a: pd.DataFrame, b: pd.DataFrame, *, on: Sequence[str] = ("question_id", "mode")) -> pd.DataFrame:
+    """Inner join of two record frames on `on`, scored cases only; columns suffixed _a / _b."""
+    ka = a[a["status"] == "ok"].copy()
+    kb = b[b["status"] == "ok"].copy()
+    for k in ka, kb:
+        k["mode"] = k["mode"].astype(str)
+    return ka.merge(kb, on=list(on), suffixes=("_a", "_b"), how="inner")
+
+
+def paired_stats(pairs: pd.DataFrame, keys: Sequence[str] = COMPARE_KEYS, *, group: str | None = "mode",
+                 n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED) -> pd.DataFrame:
+    """One row per (group, metric): n, mean A, mean B, delta with CI, win/tie/loss and McNemar for binary metrics."""
+    rows = []
+    groups = [(None, pairs)] if group is None else [(g, p) for g, p in pairs.groupby(group, sort=False)]
+    for g, part in groups:
+        for k in keys:
+            ca, cb = f"{k}_a", f"{k}_b"
+            if ca not in part or cb not in part:
+                continue
+            xa, xb = part[ca].to_numpy(dtype=float), part[cb].to_numpy(dtype=float)
+            keep = ~(pd.isna(xa) | pd.isna(xb))
+            if not keep.any():
+                continue
+            hib = higher_is_better(k)
+            est = paired_bootstrap_ci(xa, xb, n_boot=n_boot, seed=seed)
+            wlt = win_loss_tie(xa, xb, higher_is_better=True if hib is None else hib)
+            row: dict[str, Any] = {"group": g, "metric": k, "n": est.n, "mean_a": float(xa[keep].mean()),
+                                   "mean_b": float(xb[keep].mean()), "delta": est.mean, "lo": est.lo, "hi": est.hi,
+                                   "wins": wlt.wins, "ties": wlt.ties, "losses": wlt.losses,
+                                   "higher_is_better": hib, "mcnemar_b": None, "mcnemar_c": None, "p_value": None}
+            if k in BINARY_KEYS:
+                m = mcnemar(xa, xb)
+                row.update(mcnemar_b=m.b, mcnemar_c=m.c, p_value=m.p_value)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def compare_modes(df: pd.DataFrame, mode_a: str, mode_b: str, keys: Sequence[str] = COMPARE_KEYS, **kw: Any
+                  ) -> pd.DataFrame:
+    """Two modes of one run, paired by question_id (e.g. the reference's ondemand vs summary win/loss)."""
+    a = df[df["mode"].astype(str) == mode_a].drop(columns=["mode"])
+    b = df[df["mode"].astype(str) == mode_b].drop(columns=["mode"])
+    a, b = a.assign(mode=f"{mode_b} vs {mode_a}"), b.assign(mode=f"{mode_b} vs {mode_a}")
+    return paired_stats(paired_frame(a, b), keys, **kw)
+
+
+def _fmt(v: Any, key: str) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "n/a"
+    col = ALL_COLUMNS.get(key)
+    return (col.fmt if col else "{:.4f}").format(v)
+
+
+def _fmt_delta(r: Mapping[str, Any]) -> str:
+    k = r["metric"]
+    signed = (ALL_COLUMNS[k].fmt if k in ALL_COLUMNS else "{:.4f}").replace("{:", "{:+")
+    return f"{signed.format(r['delta'])} [{signed.format(r['lo'])}, {signed.format(r['hi'])}]"
+
+
+def _sig(r: Mapping[str, Any]) -> str:
+    """Marks a delta whose CI excludes 0, in the direction of better (▲) or worse (▼)."""
+    if r["lo"] > 0 or r["hi"] < 0:
+        better = (r["lo"] > 0) == (r["higher_is_better"] is not False)
+        return " ▲" if better else " ▼"
+    return ""
+
+
+def mcnemar_cell(r: Mapping[str, Any]) -> str:
+    if r.get("p_value") is None or (isinstance(r.get("p_value"), float) and math.isnan(r["p_value"])):
+        return ""
+    return f"{int(r['mcnemar_b'])}/{int(r['mcnemar_c'])}, p={r['p_value']:.3g}"
+
+
+def markdown_paired(stats: pd.DataFrame, *, label_a: str, label_b: str) -> str:
+    head = ["mode", "metric", "n", label_a, label_b, "Δ (B − A) [95 % CI]", "win/tie/loss", "McNemar b/c, p"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in stats.to_dict("records"):
+        label = ALL_COLUMNS[r["metric"]].label if r["metric"] in ALL_COLUMNS else r["metric"]
+        arrow = {True: " ↑", False: " ↓"}.get(r["higher_is_better"], "")
+        lines.append("| " + " | ".join([
+            str(r["group"]), f"{label}{arrow}", str(r["n"]), _fmt(r["mean_a"], r["metric"]), _fmt(r["mean_b"], r["metric"]),
+            _fmt_delta(r) + _sig(r), f"{r['wins']}/{r['ties']}/{r['losses']}", mcnemar_cell(r)]) + " |")
+    return "\n".join(lines)
+
+
+@dataclass
+class PairResult:
+    a: Run
+    b: Run
+    stats: pd.DataFrame
+    diff: list[tuple[str, Any, Any]]
+    warnings: list[str]
+
+
+def compare_runs(runs: Sequence[Run], keys: Sequence[str] = COMPARE_KEYS, *, n_boot: int = DEFAULT_N_BOOT,
+                 seed: int = DEFAULT_SEED) -> list[PairResult]:
+    """The first run is the baseline A; every other run is compared with it as B."""
+    if len(runs) < 2:
+        raise CompareError(f"compare needs at least two runs, got {len(runs)}")
+    base = runs[0]
+    out = []
+    for other in runs[1:]:
+        warnings = []
+        da, db = (base.meta.get("dataset") or {}).get("sha256"), (other.meta.get("dataset") or {}).get("sha256")
+        if da and db and da != db:
+            warnings.append(f"different datasets (sha256 {da[:12]}… vs {db[:12]}…): cases are paired by question_id only")
+        pairs = paired_frame(base.df, other.df)
+        if pairs.empty:
+            raise CompareError(f"{base.path} and {other.path}: no scored case × mode in common")
+        stats = paired_stats(pairs, keys, n_boot=n_boot, seed=seed)
+        # mode order as in the runs
+        order = {m: i for i, m in enumerate(modes(base.df))}
+        stats = stats.sort_values("group", key=lambda s: s.map(lambda m: order.get(m, 99)), kind="stable")
+        only_a = len(base.df[base.df["status"] == "ok"]) - len(pairs)
+        only_b = len(other.df[other.df["status"] == "ok"]) - len(pairs)
+        if only_a or only_b:
+            warnings.append(f"unpaired scored cases left out: {only_a} only in A, {only_b} only in B")
+        out.append(PairResult(base, other, stats.reset_index(drop=True), config_diff(base.meta, other.meta), warnings))
+    return out
+
+
+def pair_markdown(p: PairResult) -> str:
+    lines = [f"## B = `{p.b.label}` vs A = `{p.a.label}`", "",
+             f"- A: `{p.a.path}`", f"- B: `{p.b.path}`"]
+    if p.diff:
+        lines.append("- config differences: " + "; ".join(
+            f"`{k}`: {_short(json.dumps(va, default=str), 80)} → {_short(json.dumps(vb, default=str), 80)}"
+            for k, va, vb in p.diff[:12]))
+    else:
+        lines.append("- config differences: none recorded")
+    lines += [f"- note: {w}" for w in p.warnings]
+    lines += ["", markdown_paired(p.stats, label_a="A", label_b="B"), ""]
+    return "\n".join(lines)
+
+
+COMPARE_NOTE = ("Paired by question_id and mode over cases scored in both runs. Δ = B − A with a paired-bootstrap 95 % CI "
+                "(resampling cases; 2000 resamples, seed 0); ▲/▼: the CI excludes 0 and B is better/worse. win/tie/loss "
+                "counts cases where B is better/equal/worse in the metric's direction (↑ higher is better, ↓ lower). "
+                "McNemar: b = A right & B wrong, c = A wrong & B right, exact two-sided p. Judge metrics pair only cases "
+                "judged in both (not_run is left out, never counted as wrong).")
+
+
+def dumps_json(pairs: Sequence[PairResult]) -> str:
+    return json.dumps([{"a": str(p.a.path), "b": str(p.b.path), "config_diff": p.diff, "warnings": p.warnings,
+                        "rows": p.stats.to_dict("records")} for p in pairs], indent=1, default=str)

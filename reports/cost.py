@@ -1,0 +1,157 @@
+"""Cost of a run from its records and a dated price table (USD per 1M tokens).
+
+Every model call a record holds is priced: answer calls, summary generation (charged to each mode that uses
+the summary, even when it was generated once and shared), judge calls and embedding calls. A call of a local
+model costs 0; a call whose model has no price is *unpriced* and its cost is None (n/a), never 0.
+Calls replayed from the response cache are priced as if live: the figure is the cost of the configuration.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import yaml
+
+DEFAULT_PRICING = Path(__file__).resolve().parents[1] / "configs" / "pricing" / "default.yaml"
+COST_PARTS = ("answer", "summary", "judge", "embedding")
+
+
+class PricingError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Price:
+    input: float
+    output: float = 0.0
+    cached_input: float | None = None  # None: cached input tokens cost the input price
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    date: str
+    currency: str
+    source: str
+    models: dict[str, Price] = field(default_factory=dict)
+    path: str | None = None
+
+    def lookup(self, model_id: str | None) -> Price | None:
+        """Exact id, else the longest listed prefix (dated snapshots share their family's price)."""
+        if not model_id:
+            return None
+        if model_id in self.models:
+            return self.models[model_id]
+        best = max((k for k in self.models if model_id.startswith(k)), key=len, default=None)
+        return self.models[best] if best else None
+
+
+def load_price_table(path: str | Path | None = None) -> PriceTable:
+    p = Path(path) if path else DEFAULT_PRICING
+    if not p.exists():
+        raise FileNotFoundError(f"{p}: price table not found")
+    raw = yaml.safe_load(p.read_text()) or {}
+    for key in ("date", "models"):
+        if key not in raw:
+            raise PricingError(f"{p}: price table needs a '{key}' entry")
+    models: dict[str, Price] = {}
+    for name, v in (raw["models"] or {}).items():
+        try:
+            models[str(name)] = Price(float(v["input"]), float(v.get("output", 0.0)),
+                                      None if v.get("cached_input") is None else float(v["cached_input"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise PricingError(f"{p}: model {name!r}: needs numeric input/output/cached_input ({e})") from None
+    return PriceTable(str(raw["date"]), str(raw.get("currency", "USD")), str(raw.get("source", "")), models, str(p))
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """Which calls went to a local (free) server, and the configured model ids to price by when the
+    response names a model the table does not know."""
+
+    answer_local: bool = False
+    judge_local: bool = False
+    answer_model: str | None = None
+    judge_model: str | None = None
+
+    @classmethod
+    def from_run_meta(cls, meta: Mapping[str, Any] | None) -> "Endpoints":
+        meta = meta or {}
+        model = meta.get("model") or {}
+        judge = meta.get("judge_model") or None
+        answer_local = model.get("kind") == "local"
+        return cls(answer_local=answer_local,
+                   judge_local=(judge.get("kind") == "local") if judge else answer_local,
+                   answer_model=model.get("model"),
+                   judge_model=(judge or {}).get("model") or model.get("model"))
+
+
+def call_cost(call: Mapping[str, Any], table: PriceTable, *, local: bool, fallback_model: str | None = None
+              ) -> tuple[float | None, str | None]:
+    """(USD, unpriced model id or None) of one ChatResult record."""
+    if local or call.get("local"):  # e.g. an embedding call that a local embedder recorded as such
+        return 0.0, None
+    usage = call.get("usage") or {}
+    model = call.get("model")
+    price = table.lookup(model) or table.lookup(fallback_model)
+    if price is None:
+        return None, str(model or fallback_model)
+    prompt = int(usage.get("prompt_tokens") or 0)
+    cached = int(usage.get("cached_tokens") or 0)
+    out = int(usage.get("completion_tokens") or 0)
+    cached_price = price.input if price.cached_input is None else price.cached_input
+    return ((prompt - cached) * price.input + cached * cached_price + out * price.output) / 1e6, None
+
+
+def judge_calls(rec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The judge calls of a record: every scorer detail that carries a ChatResult record as `usage`."""
+    out = []
+    for det in (rec.get("metric_details") or {}).values():
+        u = det.get("usage") if isinstance(det, Mapping) else None
+        if isinstance(u, Mapping) and "usage" in u:
+            out.append(dict(u))
+    return out
+
+
+def summary_calls(rec: Mapping[str, Any], by_key: Mapping[tuple[str, str], Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Calls that produced the summary this record used; a shared summary is looked up in the mode it was made for."""
+    summ = rec.get("summary") or {}
+    if not summ:
+        return []
+    if summ.get("reused") and summ.get("generated_for") and summ.get("generated_for") != rec.get("mode"):
+        src = by_key.get((rec["question_id"], summ["generated_for"])) or {}
+        return list(((src.get("summary") or {}).get("calls")) or [])
+    return list(summ.get("calls") or [])
+
+
+def embedding_calls(rec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Embedding requests, when the retrieval layer records them (`embedding_calls`: [{model, usage}])."""
+    return [dict(c) for c in (rec.get("embedding_calls") or [])]
+
+
+def record_costs(rec: Mapping[str, Any], by_key: Mapping[tuple[str, str], Mapping[str, Any]], table: PriceTable,
+                 endpoints: Endpoints) -> tuple[dict[str, float | None], set[str]]:
+    """Per-part cost of one record (`cost_answer`, ..., `cost_total`) and the unpriced model ids met."""
+    parts: dict[str, Iterable[Mapping[str, Any]]] = {
+        "answer": rec.get("calls") or [],
+        "summary": summary_calls(rec, by_key),
+        "judge": judge_calls(rec),
+        "embedding": embedding_calls(rec),
+    }
+    costs: dict[str, float | None] = {}
+    unpriced: set[str] = set()
+    for part, calls in parts.items():
+        local = endpoints.judge_local if part == "judge" else (endpoints.answer_local if part != "embedding" else False)
+        fallback = endpoints.judge_model if part == "judge" else (endpoints.answer_model if part != "embedding" else None)
+        total: float | None = 0.0
+        for c in calls:
+            usd, missing = call_cost(c, table, local=local, fallback_model=fallback)
+            if usd is None:
+                unpriced.add(missing or "?")
+                total = None
+            elif total is not None:
+                total += usd
+        costs[f"cost_{part}"] = total
+    vals = [costs[f"cost_{p}"] for p in COST_PARTS]
+    costs["cost_total"] = None if any(v is None for v in vals) else sum(vals)  # type: ignore[arg-type]
+    return costs, unpriced

@@ -1,0 +1,273 @@
+"""Quality/cost gate: compare a run's aggregates with a committed baseline, per metric, in each metric's direction.
+
+A baseline file (YAML) lists checks:
+
+    checks:
+      - {mode: summary, metric: em, baseline: 0.5, abs: 0.0}                # may not drop at all
+      - {mode: summary, metric: final_prompt_tokens, baseline: 812, rel: 0.05}  # may grow by 5 %
+      - {mode: summary, metric: failed, max: 0}                            # an absolute bound
+
+`abs` / `rel` are the allowed regression (absolute, or relative to |baseline|; with both, the larger allowance).
+`min` / `max` are absolute bounds. Direction comes from the metric's `higher_is_better` (tokens, latency and cost:
+lower is better), or from the check's own `higher_is_better`. A metric the run lacks fails the check.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+import yaml
+
+from reports.aggregate import higher_is_better, load_meta, load_run, scoreboard
+
+EPS = 1e-6  # baselines are written rounded to 6 decimals; smaller differences are equal
+BASELINE_VERSION = 1
+
+
+class GateError(ValueError):
+    """The baseline file itself is unusable (not a failed gate)."""
+
+
+@dataclass(frozen=True)
+class Check:
+    mode: str
+    metric: str
+    baseline: float | None = None
+    abs: float | None = None
+    rel: float | None = None
+    min: float | None = None
+    max: float | None = None
+    higher_is_better: bool | None = None
+
+    @property
+    def direction(self) -> bool:
+        hib = self.higher_is_better if self.higher_is_better is not None else higher_is_better(self.metric)
+        if hib is None:
+            raise GateError(f"check {self.mode}/{self.metric}: unknown metric direction; set higher_is_better")
+        return hib
+
+    def allowance(self) -> float:
+        base = abs(self.baseline or 0.0)
+        return max(self.abs or 0.0, (self.rel or 0.0) * base)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    check: Check
+    current: float | None
+    limit_text: str
+    status: str  # "pass" | "better" | "FAIL"
+    reason: str
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "FAIL"
+
+
+def _num(v: Any, what: str) -> float | None:
+    if v is None:
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        raise GateError(f"{what}: {v!r} is not a number") from None
+
+
+def load_baseline(path: str | Path) -> tuple[dict[str, Any], list[Check]]:
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"{p}: baseline file not found")
+    try:
+        raw = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise GateError(f"{p}: not valid YAML ({e})") from None
+    if not isinstance(raw.get("checks"), list) or not raw["checks"]:
+        raise GateError(f"{p}: needs a non-empty 'checks' list")
+    checks = []
+    for i, c in enumerate(raw["checks"]):
+        where = f"{p}: checks[{i}]"
+        if not isinstance(c, Mapping) or "mode" not in c or "metric" not in c:
+            raise GateError(f"{where}: needs 'mode' and 'metric'")
+        unknown = set(c) - {"mode", "metric", "baseline", "abs", "rel", "min", "max", "higher_is_better"}
+        if unknown:
+            raise GateError(f"{where}: unknown keys {sorted(unknown)}")
+        chk = Check(str(c["mode"]), str(c["metric"]), *(_num(c.get(k), f"{where}.{k}")
+                                                         for k in ("baseline", "abs", "rel", "min", "max")),
+                    higher_is_better=c.get("higher_is_better"))
+        if chk.baseline is None and chk.min is None and chk.max is None:
+            raise GateError(f"{where}: needs 'baseline' (with abs/rel) or a 'min'/'max' bound")
+        if any(v is not None and v < 0 for v in (chk.abs, chk.rel)):
+            raise GateError(f"{where}: abs/rel tolerances must be >= 0")
+        chk.direction  # noqa: B018 - validates the direction early
+        checks.append(chk)
+    return raw, checks
+
+
+def _fmt(v: float | None) -> str:
+    return "missing" if v is None or math.isnan(v) else f"{v:.6g}"
+
+
+def _delta(b: float | None, c: float | None) -> str:
+    if b is None or c is None:
+        return ""
+    return "+0" if abs(c - b) <= EPS else f"{c - b:+.6g}"
+
+
+def evaluate(check: Check, current: float | None) -> Outcome:
+    hib = check.direction
+    limits, fails = [], []
+    if check.baseline is not None:
+        allow = check.allowance()
+        limit = check.baseline - allow if hib else check.baseline + allow
+        limits.append(f"{'≥' if hib else '≤'} {_fmt(limit)}")
+        if current is not None and (current < limit - EPS if hib else current > limit + EPS):
+            fails.append(f"{'dropped' if hib else 'rose'} beyond the allowed {_fmt(allow)}")
+    if check.min is not None:
+        limits.append(f"min {_fmt(check.min)}")
+        if current is not None and current < check.min - EPS:
+            fails.append(f"below min {_fmt(check.min)}")
+    if check.max is not None:
+        limits.append(f"max {_fmt(check.max)}")
+        if current is not None and current > check.max + EPS:
+            fails.append(f"above max {_fmt(check.max)}")
+    limit_text = ", ".join(limits)
+    if current is None:
+        return Outcome(check, None, limit_text, "FAIL", "metric missing in the run")
+    if fails:
+        return Outcome(check, current, limit_text, "FAIL", "; ".join(fails))
+    if check.baseline is not None and (current > check.baseline + EPS if hib else current < check.baseline - EPS):
+        return Outcome(check, current, limit_text, "better", "better than the baseline (consider updating it)")
+    return Outcome(check, current, limit_text, "pass", "")
+
+
+@dataclass
+class GateResult:
+    outcomes: list[Outcome]
+    warnings: list[str]
+    baseline_path: Path
+    run_dir: Path
+
+    @property
+    def passed(self) -> bool:
+        return not any(o.failed for o in self.outcomes)
+
+    def text(self) -> str:
+        """A fixed-width diff, failures first."""
+        rows = [("", "mode", "metric", "dir", "baseline", "current", "delta", "allowed", "note")]
+        for o in sorted(self.outcomes, key=lambda o: (not o.failed, o.check.mode, o.check.metric)):
+            b, c = o.check.baseline, o.current
+            delta = _delta(b, c)
+            mark = {"FAIL": "✗ FAIL", "better": "✓ better", "pass": "✓ pass"}[o.status]
+            rows.append((mark, o.check.mode, o.check.metric, "↑" if o.check.direction else "↓", _fmt(b) if b is not None
+                         else "", _fmt(c), delta, o.limit_text, o.reason))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+        lines = ["  ".join(cell.ljust(w) for cell, w in zip(r[:-1], widths)) + ("  " + r[-1] if r[-1] else "")
+                 for r in rows]
+        n_fail = sum(o.failed for o in self.outcomes)
+        head = (f"gate {'PASSED' if self.passed else 'FAILED'}: {len(self.outcomes) - n_fail}/{len(self.outcomes)} checks "
+                f"pass (baseline {self.baseline_path}, run {self.run_dir})")
+        return "\n".join([head, *[f"warning: {w}" for w in self.warnings], "", *lines])
+
+    def markdown(self) -> str:
+        lines = [f"# Gate {'passed' if self.passed else 'FAILED'}", "", f"- baseline: `{self.baseline_path}`",
+                 f"- run: `{self.run_dir}`", *[f"- warning: {w}" for w in self.warnings], "",
+                 "| status | mode | metric | dir | baseline | current | delta | allowed | note |",
+                 "|---|---|---|---|---|---|---|---|---|"]
+        for o in sorted(self.outcomes, key=lambda o: (not o.failed, o.check.mode, o.check.metric)):
+            b, c = o.check.baseline, o.current
+            delta = _delta(b, c)
+            lines.append(f"| {o.status} | {o.check.mode} | {o.check.metric} | {'↑' if o.check.direction else '↓'} | "
+                         f"{'' if b is None else _fmt(b)} | {_fmt(c)} | {delta} | {o.limit_text} | {o.reason} |")
+        return "\n".join(lines) + "\n"
+
+
+def _identity(meta: Mapping[str, Any]) -> dict[str, Any]:
+    return {"fingerprint": meta.get("fingerprint"), "dataset_sha256": (meta.get("dataset") or {}).get("sha256"),
+            "model": (meta.get("model") or {}).get("model"), "model_sha256": (meta.get("model") or {}).get("sha256")}
+
+
+def run_gate(baseline_path: str | Path, run_dir: str | Path, *, prices: Any = None) -> GateResult:
+    raw, checks = load_baseline(baseline_path)
+    run_dir = Path(run_dir)
+    df = load_run(run_dir, prices=prices)
+    board = scoreboard(df)
+    warnings = []
+    want, have = raw.get("source") or {}, _identity(load_meta(run_dir))
+    for key in ("dataset_sha256", "model_sha256", "model", "fingerprint"):
+        if want.get(key) and have.get(key) and want[key] != have[key]:
+            warnings.append(f"{key} differs from the baseline's run ({str(want[key])[:16]} vs {str(have[key])[:16]}): "
+                            "is this the benchmark the baseline describes?")
+    outcomes = [evaluate(c, board.get((c.mode, c.metric))) for c in checks]
+    return GateResult(outcomes, warnings, Path(baseline_path), run_dir)
+
+
+# Tolerances a new baseline gets per metric (see docs/ci-gate.md for the reasoning).
+DEFAULT_POLICY: dict[str, dict[str, float]] = {
+    "failed": {"max": 0},
+    "em": {"abs": 0.0}, "lme_acc": {"abs": 0.0}, "lme_acc_strict": {"abs": 0.0}, "llm_score": {"abs": 0.05},
+    "lme_acc:not_run": {"abs": 0.0}, "lme_acc_strict:not_run": {"abs": 0.0},
+    "f1": {"abs": 0.02}, "rouge_l": {"abs": 0.02}, "bleu1": {"abs": 0.02},
+    "final_prompt_tokens": {"rel": 0.05}, "prompt_tokens_total": {"rel": 0.05}, "summary_tokens": {"rel": 0.10},
+    "completion_tokens_total": {"rel": 0.10}, "judge_tokens": {"rel": 0.10},
+    "query_ms": {"rel": 4.0},  # shared CPUs: the same call measured 1x-3.4x apart here; only a 5x slowdown fails
+    "cost_total": {"rel": 0.05},
+}
+
+
+def baseline_from_run(run_dir: str | Path, *, policy: Mapping[str, Mapping[str, float]] = DEFAULT_POLICY,
+                      description: str = "", command: str = "", prices: Any = None) -> dict[str, Any]:
+    """A baseline document holding the run's current values with `policy`'s tolerances."""
+    run_dir = Path(run_dir)
+    df = load_run(run_dir, prices=prices)
+    board = scoreboard(df)
+    checks = []
+    modes = list(dict.fromkeys(m for m, _ in board))
+    for mode in modes:
+        for metric, tol in policy.items():
+            if (mode, metric) not in board:
+                continue
+            v = board[(mode, metric)]
+            chk: dict[str, Any] = {"mode": mode, "metric": metric}
+            if "max" in tol or "min" in tol:
+                chk.update({k: tol[k] for k in ("min", "max") if k in tol})
+            else:
+                chk["baseline"] = round(v, 6)
+                chk.update(tol)
+            checks.append(chk)
+    meta = load_meta(run_dir)
+    return {"version": BASELINE_VERSION, "description": description, "command": command,
+            "source": {**_identity(meta), "run_dir": str(run_dir), "git_sha": (meta.get("git") or {}).get("sha"),
+                       "created": _dt.date.today().isoformat(), "cases": int(df["question_id"].nunique())},
+            "checks": checks}
+
+
+def write_baseline(doc: Mapping[str, Any], path: str | Path) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    header = ("# lme-harness gate baseline (see docs/ci-gate.md). Regenerate with:\n"
+              f"#   lme-harness gate --write-baseline --baseline {p} RUN_DIR\n")
+    body = {k: v for k, v in doc.items() if k != "checks"}
+    lines = [header + yaml.safe_dump(body, sort_keys=False, allow_unicode=True, width=110).rstrip(), "checks:"]
+    mode = None
+    for c in doc.get("checks", []):  # one check per line, grouped by mode: easy to read and to diff
+        if c["mode"] != mode:
+            mode = c["mode"]
+            lines.append(f"  # {mode}")
+        lines.append("  - " + yaml.safe_dump(dict(c), default_flow_style=True, sort_keys=False, width=10**6).strip())
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
+def scoreboard_frame(run_dir: str | Path, *, prices: Any = None) -> pd.DataFrame:
+    """Every gateable (mode, metric) of a run with its direction: what a baseline may check."""
+    board = scoreboard(load_run(Path(run_dir), prices=prices))
+    return pd.DataFrame([{"mode": m, "metric": k, "value": v, "higher_is_better": higher_is_better(k)}
+                         for (m, k), v in board.items()])
+
+
+__all__: Sequence[str] = ("Check", "GateError", "GateResult", "Outcome", "baseline_from_run", "evaluate",
+                          "load_baseline", "run_gate", "scoreboard_frame", "write_baseline")

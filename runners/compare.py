@@ -1,0 +1,62 @@
+"""`lme-harness compare RUN_A RUN_B [...]`: paired comparison written as Markdown, HTML, JSON and plots."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from reports import html as H
+from reports import plots
+from reports.aggregate import ALL_COLUMNS, QUALITY_KEYS
+from reports.compare import (COMPARE_NOTE, PairResult, compare_runs, dumps_json, expand_run_dirs, load_runs,
+                             pair_markdown)
+from reports.cost import load_price_table
+from reports.render import paired_html
+from reports.stats import WinLossTie
+
+
+def _plots(p: PairResult, out: Path, stem: str) -> list[Path]:
+    q = p.stats[p.stats["metric"].isin(QUALITY_KEYS)]
+    if q.empty:
+        return []
+    t = q.assign(label=[f"{g} · {ALL_COLUMNS[m].label if m in ALL_COLUMNS else m}" for g, m in zip(q["group"], q["metric"])])
+    title = f"B = {p.b.label}  vs  A = {p.a.label}"
+    paths = plots.paired_deltas(t, out / f"{stem}_deltas", title=title)
+    counts = {lab: WinLossTie(int(w), int(l), int(ti)) for lab, w, l, ti in
+              zip(t["label"], t["wins"], t["losses"], t["ties"])}
+    paths += plots.win_loss_tie(counts, out / f"{stem}_win_loss_tie", a=p.a.label, b=p.b.label)
+    return paths
+
+
+def _html(pairs: Sequence[PairResult], figs: dict[int, list[Path]]) -> str:
+    body = ["<h1>lme-harness compare</h1>", f'<p class="muted">{H.esc(COMPARE_NOTE)}</p>']
+    for i, p in enumerate(pairs):
+        body.append(f"<h2>B = {H.esc(p.b.label)} vs A = {H.esc(p.a.label)}</h2>")
+        body.append(H.kv([("A", p.a.path), ("B", p.b.path)]
+                         + [(f"config {k}", f"{va!r} → {vb!r}") for k, va, vb in p.diff[:20]]
+                         + [("note", w) for w in p.warnings]))
+        body.append(paired_html(p.stats, table_id=f"paired-{i}"))
+        body += [H.image(f, f.stem) for f in figs.get(i, []) if f.suffix == ".png"]
+    return H.page("lme-harness compare", "\n".join(body))
+
+
+def compare_main(run_args: Sequence[str], *, out: str | None = None, pricing: str | None = None) -> int:
+    paths, notes = expand_run_dirs(run_args)
+    for n in notes:
+        print(f"note: {n}", file=sys.stderr)
+    runs = load_runs(paths, prices=load_price_table(pricing))
+    pairs = compare_runs(runs)
+    out_dir = Path(out) if out else paths[0].parent / "compare"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    figs = {i: _plots(p, out_dir, f"pair{i + 1}") for i, p in enumerate(pairs)}
+    md = ["# lme-harness compare", "", COMPARE_NOTE, ""]
+    for i, p in enumerate(pairs):
+        md.append(pair_markdown(p))
+        md += [f"![{f.stem}]({f.name})" for f in figs[i] if f.suffix == ".png"] + [""]
+    text = "\n".join(md)
+    (out_dir / "compare.md").write_text(text)
+    (out_dir / "compare.html").write_text(_html(pairs, figs))
+    (out_dir / "compare.json").write_text(dumps_json(pairs))
+    print(text)
+    print(f"written: {out_dir / 'compare.md'}, {out_dir / 'compare.html'}, {out_dir / 'compare.json'}")
+    return 0

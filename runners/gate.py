@@ -1,0 +1,27 @@
+"""`lme-harness gate --baseline FILE RUN_DIR`: exit 0 when every check passes, 1 when one fails."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from reports.cost import load_price_table
+from reports.gate import baseline_from_run, run_gate, write_baseline
+
+EXIT_GATE_FAILED = 1
+
+
+def gate_main(run_dir: str, baseline: str, *, pricing: str | None = None, write: bool = False) -> int:
+    prices = load_price_table(pricing)
+    if write:
+        old = {}
+        if Path(baseline).exists():  # keep the hand-written description and command of an existing baseline
+            import yaml
+
+            old = yaml.safe_load(Path(baseline).read_text()) or {}
+        doc = baseline_from_run(run_dir, prices=prices, description=old.get("description", ""),
+                                command=old.get("command", ""))
+        print(f"baseline written: {write_baseline(doc, baseline)} ({len(doc['checks'])} checks)")
+        return 0
+    result = run_gate(baseline, run_dir, prices=prices)
+    (Path(run_dir) / "gate.md").write_text(result.markdown())
+    print(result.text())
+    return 0 if result.passed else EXIT_GATE_FAILED
