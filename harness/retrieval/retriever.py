@@ -1,0 +1,101 @@
+"""What a mode instantiates from `configs/retrieval/*.yaml`: a search config, an embedder, an index store.
+
+    retriever = hydra.utils.instantiate(cfg.retrieval)
+    tools = retriever.tools(session, boundary=summary.boundary)   # SessionTools
+    tools.specs(); tools.call("session_search", '{"query": "..."}')
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any, Callable, Sequence
+
+from harness.retrieval.config import SearchConfig
+from harness.retrieval.index import CaseIndex, build_docs, content_hash
+from harness.retrieval.tools import SessionTools
+from harness.session.boundary import SummaryBoundary
+from harness.session.events import Event, Session
+
+
+class Retriever:
+    """Builds (or loads) one index per session content and hands out `SessionTools` over it."""
+
+    def __init__(
+        self,
+        config: SearchConfig | dict[str, Any] | None = None,
+        embedder: Any | None = None,
+        store: Any | None = None,
+        max_embed_tokens: int | None = None,
+        memo_size: int = 16,
+    ) -> None:
+        self.config = config if isinstance(config, SearchConfig) else SearchConfig(**dict(config or {}))
+        self.embedder = embedder
+        if isinstance(store, str) or hasattr(store, "__fspath__"):
+            from harness.retrieval.store import IndexStore
+
+            store = IndexStore(store)
+        self.store = store
+        # Reference parity: events over text-embedding-3-small's 8192-token input limit were never
+        # indexed (empty content_text): invisible to search, windows and session_load.
+        self.max_embed_tokens = max_embed_tokens
+        self._memo: OrderedDict[str, CaseIndex] = OrderedDict()  # recent indexes (modes of one case share)
+        self._memo_size = memo_size
+        self._lock = threading.Lock()
+        self.stopwords = self.config.stopwords  # part of the index key: the keyword tokens depend on it
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def _exclude(self) -> Callable[[str], bool] | None:
+        if not self.max_embed_tokens:
+            return None
+        from harness.retrieval.embedders import cl100k_count
+
+        limit = self.max_embed_tokens
+        return lambda text: len(text) > limit and cl100k_count(text) > limit
+
+    def index(self, events: Sequence[Event]) -> CaseIndex:
+        """The index of these events: from memory, else from the store, else built (and stored)."""
+        base = content_hash(events) + f"|emb={self.max_embed_tokens or 0}"  # what the vectors depend on
+        key = f"{base}|sw={self.stopwords}"
+        with self._lock:  # cases may run in threads
+            if key in self._memo:
+                self._memo.move_to_end(key)
+                return self._memo[key]
+        docs = build_docs(events, self._exclude())
+        if self.store is not None:
+            idx = self.store.load_or_build(base, docs, self.embedder, self.stopwords)
+        else:
+            from harness.retrieval.store import build_index
+
+            idx = build_index(key, docs, self.embedder, self.stopwords)
+        with self._lock:
+            self._memo[key] = idx
+            while len(self._memo) > self._memo_size:
+                self._memo.popitem(last=False)
+        return idx
+
+    def describe(self) -> dict[str, Any]:
+        """What a record should say about the retriever (preset, embedder identity)."""
+        return {
+            "preset": self.config.name,
+            "embedder": getattr(self.embedder, "identity", None),
+            "max_embed_tokens": self.max_embed_tokens,
+            "stopwords": self.stopwords,
+        }
+
+    def tools(
+        self,
+        session: Session,
+        *,
+        boundary: SummaryBoundary | None,
+        others: Sequence[Session] = (),
+    ) -> SessionTools:
+        return SessionTools(
+            session,
+            self.index(session.events),
+            boundary=boundary,
+            config=self.config,
+            others=[(s, self.index(s.events)) for s in others],
+        )

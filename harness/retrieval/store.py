@@ -1,0 +1,94 @@
+"""Index persistence: one SQLite file holds each case's analysed tokens and dense vectors.
+
+Rows are keyed by the session's content hash (and, for vectors, the embedder's identity), so an index
+is built once per case and reused across modes, presets and runs; a changed event or embedder is a
+different key, never a stale hit.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from harness.retrieval.index import CaseIndex, Doc
+from harness.retrieval.keyword import analyze
+
+
+def _embed_docs(docs: Sequence[Doc], embedder: Any) -> np.ndarray:
+    texts = [d.text for d in docs]
+    vecs = np.asarray(embedder.embed(texts), dtype=np.float32) if texts else np.zeros((0, 1), np.float32)
+    return vecs
+
+
+def build_index(key: str, docs: Sequence[Doc], embedder: Any | None, stopwords: str = "lucene") -> CaseIndex:
+    """Build an index in memory (no store)."""
+    vectors = _embed_docs(docs, embedder) if embedder is not None else None
+    return CaseIndex(docs, vectors=vectors, embedder=embedder, key=key, stopwords=stopwords)
+
+
+class IndexStore:
+    """SQLite cache of per-case tokens and vectors. Safe to share between threads of one process."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path).expanduser()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(self.path), check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(
+            """
+            CREATE TABLE IF NOT EXISTS tokens (key TEXT PRIMARY KEY, n INTEGER, tokens TEXT, created REAL);
+            CREATE TABLE IF NOT EXISTS vectors (
+                key TEXT, embedder TEXT, n INTEGER, dim INTEGER, data BLOB, seconds REAL, created REAL,
+                PRIMARY KEY (key, embedder));
+            """
+        )
+        self.stats = {"token_hits": 0, "token_builds": 0, "vector_hits": 0, "vector_builds": 0}
+
+    def load_or_build(self, key: str, docs: Sequence[Doc], embedder: Any | None, stopwords: str = "lucene") -> CaseIndex:
+        tokens = self._tokens(f"{key}|sw={stopwords}", docs, stopwords)
+        vectors = self._vectors(key, docs, embedder) if embedder is not None else None
+        return CaseIndex(docs, doc_tokens=tokens, vectors=vectors, embedder=embedder, key=key, stopwords=stopwords)
+
+    def _tokens(self, key: str, docs: Sequence[Doc], stopwords: str) -> list[list[str]]:
+        with self._lock:
+            row = self._db.execute("SELECT n, tokens FROM tokens WHERE key=?", (key,)).fetchone()
+        if row and row[0] == len(docs):
+            self.stats["token_hits"] += 1
+            return json.loads(row[1])
+        tokens = [analyze(d.text, stopwords) for d in docs]
+        with self._lock, self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO tokens VALUES (?,?,?,?)", (key, len(docs), json.dumps(tokens), time.time())
+            )
+        self.stats["token_builds"] += 1
+        return tokens
+
+    def _vectors(self, key: str, docs: Sequence[Doc], embedder: Any) -> np.ndarray:
+        ident = getattr(embedder, "identity", None) or getattr(embedder, "name", type(embedder).__name__)
+        with self._lock:
+            row = self._db.execute(
+                "SELECT n, dim, data FROM vectors WHERE key=? AND embedder=?", (key, ident)
+            ).fetchone()
+        if row and row[0] == len(docs):
+            self.stats["vector_hits"] += 1
+            return np.frombuffer(row[2], dtype=np.float32).reshape(row[0], row[1]).copy()
+        t0 = time.perf_counter()
+        vecs = _embed_docs(docs, embedder)
+        seconds = time.perf_counter() - t0
+        with self._lock, self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO vectors VALUES (?,?,?,?,?,?,?)",
+                (key, ident, vecs.shape[0], vecs.shape[1] if vecs.ndim == 2 else 0, vecs.tobytes(), seconds, time.time()),
+            )
+        self.stats["vector_builds"] += 1
+        return vecs
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

@@ -1,0 +1,431 @@
+"""The model-facing recall tools `session_search` and `session_load` over one case's session.
+
+Behaviour follows the reference (trpc-agent-go @ 9b4e406, internal/session/tool/recall; spec §5.2):
+parameter normalisation, scopes, query variants and broadening, top-2 ±2 windows, response shapes and
+error texts. `SearchConfig` selects between the reference's actual behaviour (`tail_filter=True`: hybrid
+hits outside the runner's last ≤20 loaded events are dropped, then a lexical substring scan) and the
+intended design (hybrid over every hidden event). `call` never raises: every problem with the model's
+arguments becomes either a recorded adjustment or an error tool message.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from harness.retrieval import reference as ref
+from harness.retrieval import render
+from harness.retrieval import text as tx
+from harness.retrieval.args import ArgumentError, Coercer, parse_arguments
+from harness.retrieval.config import MODES, SearchConfig, preset, speaker_weights
+from harness.retrieval.index import CaseIndex, event_text
+from harness.retrieval.keyword import analyze
+from harness.retrieval.render import rfc3339
+from harness.session.boundary import SummaryBoundary
+from harness.session.events import Session
+
+SCOPES = ("current_hidden", "current_session", "other_sessions", "all_sessions")
+DEFAULT_TOP_K = 5
+MAX_TOP_K = 10
+MAX_WINDOW_SPAN = 4
+SCAN_MAX_EVENTS = 10000  # the reference reloads at most this many events for the lexical scan
+ERROR_PREFIX = "Error: callable tool execution failed: "  # what the reference's flow put before tool errors
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """One tool call's result: `content` is the tool message text given to the model."""
+
+    content: str
+    ok: bool
+    error: str | None
+    trace: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Hit:
+    session: Session
+    index: CaseIndex
+    doc: int  # document index in `index`
+    score: float
+    source: str  # dense | keyword | hybrid | scan
+
+
+def normalize_window(before: int, after: int) -> tuple[int, int]:
+    """Negatives → 0; both 0 → 1/1; shrink to a span of 4 (after first while after ≥ before)."""
+    # Capping at the span first gives the same result as the loop alone, without 2**70 iterations.
+    before, after = min(max(before, 0), MAX_WINDOW_SPAN), min(max(after, 0), MAX_WINDOW_SPAN)
+    if before == 0 and after == 0:
+        before, after = 1, 1
+    while before + after > MAX_WINDOW_SPAN:
+        if after >= before and after > 0:
+            after -= 1
+        elif before > 0:
+            before -= 1
+        else:
+            break
+    return before, after
+
+
+class SessionTools:
+    """session_search / session_load bound to one session (one case × mode) and its index.
+
+    `others` are further (session, index) pairs the `other_sessions`/`all_sessions` scopes may search;
+    any whose app or user differs from `session`'s is ignored, so a search never crosses users.
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        index: CaseIndex,
+        *,
+        boundary: SummaryBoundary | None,
+        config: SearchConfig | None = None,
+        others: Sequence[tuple[Session, CaseIndex]] = (),
+    ) -> None:
+        self.session = session
+        self.index = index
+        self.boundary = boundary
+        self.config = config or SearchConfig()
+        self.others = [
+            (s, i) for s, i in others if s.user_id == session.user_id and s.app == session.app and s.id != session.id
+        ]
+
+    # --- public API ---------------------------------------------------------------------------------
+    def specs(self) -> list[dict[str, Any]]:
+        """OpenAI tool schemas in the reference's wire order (sorted by name: load, then search)."""
+        exact = self.config.wire_exact_schema
+        return [
+            ref.load_spec(wire_exact=exact),
+            ref.search_spec(wire_exact=exact, keyword_mode=self.config.allow_keyword_mode and not exact),
+        ]
+
+    @property
+    def names(self) -> tuple[str, str]:
+        return (ref.SEARCH_TOOL, ref.LOAD_TOOL)
+
+    def call(self, name: str, arguments: str | dict | None) -> ToolOutcome:
+        """Run one tool call; never raises (errors become an error tool message)."""
+        started = time.perf_counter()
+        raw = arguments.decode("utf-8", "replace") if isinstance(arguments, (bytes, bytearray)) else arguments
+        trace: dict[str, Any] = {"tool": name, "raw_arguments": raw}
+        try:
+            if name == ref.SEARCH_TOOL:
+                outcome = self._search(arguments, trace)
+            elif name == ref.LOAD_TOOL:
+                outcome = self._load(arguments, trace)
+            else:
+                msg = f"tool not found: {name!r} (available: {ref.SEARCH_TOOL}, {ref.LOAD_TOOL})"
+                outcome = ToolOutcome("Error: " + msg, False, msg, trace)
+        except Exception as e:  # a bug here must not end the case; the record keeps the cause
+            msg = f"{name}: internal error: {type(e).__name__}: {e}"
+            outcome = ToolOutcome(ERROR_PREFIX + msg, False, msg, trace)
+        outcome.trace["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)
+        return outcome
+
+    # --- session_search -----------------------------------------------------------------------------
+    def _search(self, arguments: Any, trace: dict[str, Any]) -> ToolOutcome:
+        try:
+            args = parse_arguments(arguments)
+        except ArgumentError as e:
+            msg = f"session search tool: {e}"
+            return ToolOutcome(ERROR_PREFIX + msg, False, msg, trace)
+        c = Coercer(args)
+        query = c.string("query").strip()
+        raw_scope = c.string("scope")
+        scope = raw_scope.strip().lower()
+        if scope not in SCOPES:
+            if raw_scope:
+                c.notes.append(f"scope={raw_scope!r} is unknown; used 'current_hidden'")
+            scope = "current_hidden"
+        top_k = c.integer("top_k", 0)
+        if top_k <= 0:
+            if "top_k" in args and args["top_k"] not in (0, None):
+                c.notes.append(f"top_k={args['top_k']!r} is not positive; used {DEFAULT_TOP_K}")
+            top_k = DEFAULT_TOP_K
+        elif top_k > MAX_TOP_K:
+            c.notes.append(f"top_k={top_k} is above the cap; used {MAX_TOP_K}")
+            top_k = MAX_TOP_K
+        min_score = c.clamp("min_score", c.number("min_score", 0.0), 0.0, 1.0)
+        mode = self._mode(c.string("search_mode"), c)
+        trace["arguments"] = {"query": query, "scope": scope, "top_k": top_k, "min_score": min_score, "search_mode": mode}
+        trace["adjustments"] = c.notes
+        if not query:
+            body = {"query": "", "scope": "current_hidden", "results": [], "count": 0}
+            trace["hits"] = []
+            return ToolOutcome(ref.go_json(body), True, None, trace)
+
+        hits = self._run_scope(scope, query, top_k, min_score, mode, trace)
+        if self.config.response_style == "compact":
+            results = self._render_compact(hits, query)
+            hits = hits[: len(results)]
+        else:
+            results = [self._render_hit(rank, h, scope) for rank, h in enumerate(hits)]
+        trace["hits"] = [
+            {"event_id": h.index.docs[h.doc].event_id, "session_id": h.session.id, "score": h.score, "source": h.source}
+            for h in hits
+        ]
+        body = {"query": query, "scope": scope, "results": results, "count": len(results)}
+        return ToolOutcome(ref.go_json(body), True, None, trace)
+
+    def _mode(self, raw: str, c: Coercer) -> str:
+        mode = raw.strip().lower() or self.config.default_mode
+        if mode == "keyword" and not self.config.allow_keyword_mode:
+            mode = "hybrid"  # the reference maps anything but "dense" to hybrid
+        if mode not in MODES:
+            c.notes.append(f"search_mode={raw!r} is unknown; used {self.config.default_mode!r}")
+            mode = self.config.default_mode
+        return mode
+
+    def _run_scope(self, scope: str, query: str, k: int, min_score: float, mode: str, trace) -> list[_Hit]:
+        if scope == "current_session":
+            mask = np.ones(len(self.index), dtype=bool)
+            hits = self._search_with_fallback(self.session, self.index, mask, query, k, min_score, mode, trace)
+            if not hits and self.config.lexical_fallback:
+                hits = self._scan(query, k, boundary=None, trace=trace)
+            return hits
+        if scope == "other_sessions":
+            return self._search_others(query, k, min_score, mode, trace)
+        current = self._current_hidden(query, k, min_score, mode, trace)
+        if scope == "current_hidden":
+            return current
+        merged = current + self._search_others(query, k, min_score, mode, trace)
+        merged.sort(key=lambda h: (-h.score, -h.index.docs[h.doc].timestamp))
+        out, seen = [], set()
+        for h in merged:
+            key = (h.session.id, h.index.docs[h.doc].event_id)
+            if key not in seen:
+                seen.add(key)
+                out.append(h)
+        return out[:k]
+
+    def _hidden_mask(self, boundary: SummaryBoundary) -> np.ndarray:
+        """Documents at or before the summary boundary (by event position when the id is known)."""
+        idx = self.index
+        mask = idx.timestamps <= boundary.cutoff_at + 1e-9
+        last = boundary.last_event_id
+        pos = self._position(last) if last else None
+        if pos is not None:
+            mask &= np.fromiter((d.position <= pos for d in idx.docs), dtype=bool, count=len(idx))
+        return mask
+
+    def _position(self, event_id: str) -> int | None:
+        for i, e in enumerate(self.session.events):
+            if e.id == event_id:
+                return i
+        return None
+
+    def _current_hidden(self, query: str, k: int, min_score: float, mode: str, trace) -> list[_Hit]:
+        b = self.boundary
+        if b is None or not b.cutoff_at:
+            trace["path"] = "no_boundary"
+            return []  # nothing is hidden without a summary boundary (reference behaviour)
+        hits = self._search_with_fallback(self.session, self.index, self._hidden_mask(b), query, k, min_score, mode, trace)
+        if self.config.tail_filter:
+            before = len(hits)
+            hits = self._tail_filter(hits, b)
+            trace["tail_filter"] = {"kept": len(hits), "dropped": before - len(hits)}
+        if not hits and self.config.lexical_fallback:
+            hits = self._scan(query, k, boundary=b, trace=trace)
+        return hits
+
+    def _tail_filter(self, hits: list[_Hit], b: SummaryBoundary) -> list[_Hit]:
+        """filterCurrentHiddenResults over the runner's loaded session: its last ≤N events."""
+        tail = self.session.events[-self.config.visible_events :]
+        start = 0
+        while start < len(tail) and tail[start].role != "user":
+            start += 1  # GetSession drops leading non-user events
+        tail = tail[start:]
+        ids: set[str] = set()
+        found = False
+        for e in tail:
+            ids.add(e.id)
+            if e.id == b.last_event_id:
+                found = True
+                break
+        if found:
+            return [h for h in hits if h.index.docs[h.doc].event_id in ids]
+        return [h for h in hits if h.index.docs[h.doc].timestamp <= b.cutoff_at + 1e-9]
+
+    def _search_once(self, index: CaseIndex, mask, query: str, k: int, min_score: float, mode: str):
+        cfg = self.config
+        if not index.has_dense:
+            mode = "keyword"  # no embedder: every mode is keyword search
+        if self._score_level(mode):
+            scores, cos = index.score_vector(query, mode, alpha=cfg.alpha)
+            uw, aw = speaker_weights(query, cfg.assistant_weight, cfg.speaker_prior)
+            if uw != 1.0 or aw != 1.0 or cfg.propagate:
+                scores = index.apply_priors(scores, user_weight=uw, assistant_weight=aw,
+                                            propagate=cfg.propagate if uw >= aw else 0.0)
+            return index.ranked(scores, mask, k, min_dense=min_score, cos=cos), mode
+        if mode == "keyword":
+            return index.keyword_search(query, mask, k, require_all=cfg.keyword_require_all), "keyword"
+        if mode == "dense":
+            return index.dense_search(query, mask, k, min_score=min_score), "dense"
+        return (
+            index.hybrid_search(
+                query, mask, k, min_score=min_score, candidate_ratio=cfg.candidate_ratio, rrf_k=cfg.rrf_k,
+                require_all=cfg.keyword_require_all,
+            ),
+            "hybrid",
+        )
+
+    def _score_level(self, mode: str) -> bool:
+        """Whether ranking uses whole score vectors (fusion/priors) rather than the reference top-k lists."""
+        cfg = self.config
+        priors = cfg.assistant_weight != 1.0 or cfg.propagate != 0.0
+        return (mode == "hybrid" and cfg.fusion == "score") or (priors and not cfg.keyword_require_all)
+
+    def _search_with_fallback(self, session, index, mask, query, k, min_score, mode, trace) -> list[_Hit]:
+        """Primary query, then variants while too few hits (reference searchWithFallback)."""
+        variants = tx.query_variants(query)
+        merged: dict[int, _Hit] = {}
+        ran: list[str] = trace.setdefault("variants", [])
+        primary_had = False
+        for i, variant in enumerate(variants):
+            ranked, source = self._search_once(index, mask, variant, k, min_score, mode)
+            ran.append(variant)
+            for doc, score in ranked:
+                if doc not in merged or score > merged[doc].score:
+                    merged[doc] = _Hit(session, index, doc, score, source)
+            if i == 0:
+                primary_had = bool(ranked)
+                if not tx.should_broaden(variant, len(ranked), k):
+                    break
+                continue
+            if not primary_had and merged:
+                break
+            if len(merged) >= k:
+                break
+        trace.setdefault("path", "search")
+        hits = sorted(merged.values(), key=lambda h: (-h.score, -index.docs[h.doc].timestamp))
+        return hits[:k]
+
+    def _scan(self, query: str, k: int, *, boundary: SummaryBoundary | None, trace) -> list[_Hit]:
+        """Lexical substring scan over the session's (hidden) messages, variant by variant."""
+        trace["path"] = "lexical_scan"
+        events = self.session.events[:SCAN_MAX_EVENTS]
+        hidden: set[str] | None = None
+        if boundary is not None and boundary.last_event_id:
+            ids: set[str] = set()
+            for e in events:
+                ids.add(e.id)
+                if e.id == boundary.last_event_id:
+                    hidden = ids
+                    break
+        candidates = []
+        for pos, e in enumerate(events):
+            if hidden is not None:
+                if e.id not in hidden:
+                    continue
+            elif boundary is not None and boundary.cutoff_at and e.timestamp > boundary.cutoff_at + 1e-9:
+                continue
+            text = event_text(e)
+            if text is not None:
+                candidates.append((e, text))
+        merged: dict[str, _Hit] = {}
+        for variant in tx.query_variants(query):
+            primary = tx.normalize_ws(variant).lower()
+            keywords = tx.keyword_tokens(variant) or tx.tokens(primary)
+            if not keywords:
+                continue
+            scored = [(tx.lexical_score(primary, keywords, text), e) for e, text in candidates]
+            scored = [(s, e) for s, e in scored if s > 0]
+            scored.sort(key=lambda se: (-se[0], -se[1].timestamp))
+            for score, e in scored[:k]:
+                doc = self.index.by_id.get(e.id)
+                if doc is None:
+                    continue
+                if e.id not in merged or score > merged[e.id].score:
+                    merged[e.id] = _Hit(self.session, self.index, doc, score, "scan")
+            if len(merged) >= k:
+                break
+        hits = sorted(merged.values(), key=lambda h: (-h.score, -self.index.docs[h.doc].timestamp))
+        return hits[:k]
+
+    def _search_others(self, query, k, min_score, mode, trace) -> list[_Hit]:
+        hits: list[_Hit] = []
+        for session, index in self.others:
+            mask = np.ones(len(index), dtype=bool)
+            hits += self._search_with_fallback(session, index, mask, query, k, min_score, mode, {})
+        hits.sort(key=lambda h: (-h.score, -h.index.docs[h.doc].timestamp))
+        return hits[:k]
+
+    # --- rendering ------------------------------------------------------------------------------------
+    def _render_hit(self, rank: int, hit: _Hit, scope: str) -> dict[str, Any]:
+        cfg = self.config
+        win = render.window(hit.index, hit.doc, cfg.window, cfg.window) if rank < cfg.expand_top else None
+        if hit.session.id == self.session.id:
+            hit_scope = "current_session" if scope == "current_session" else "current_hidden"
+        else:
+            hit_scope = "other_sessions"
+        return render.reference_hit(
+            hit.index, hit.doc, hit.score, scope=hit_scope, session_id=hit.session.id, win=win,
+            snippet_chars=cfg.snippet_chars, context_chars=cfg.context_chars,
+        )
+
+    def _render_compact(self, hits: list[_Hit], query: str) -> list[dict[str, Any]]:
+        terms = set(analyze(query, self.index.keyword.stopwords))
+        rows = [(h.index, h.doc, h.score, None if h.session.id == self.session.id else h.session.id) for h in hits]
+        return render.compact_hits(rows, terms, budget_chars=self.config.budget_chars, hit_chars=self.config.hit_chars)
+
+    # --- session_load ---------------------------------------------------------------------------------
+    def _load(self, arguments: Any, trace: dict[str, Any]) -> ToolOutcome:
+        def fail(msg: str) -> ToolOutcome:
+            msg = "session load tool: " + msg
+            return ToolOutcome(ERROR_PREFIX + msg, False, msg, trace)
+
+        try:
+            args = parse_arguments(arguments)
+        except ArgumentError as e:
+            return fail(str(e))
+        c = Coercer(args)
+        session_id = c.string("session_id").strip() or self.session.id
+        event_id = c.string("event_id").strip()
+        before, after = c.integer("before", 0), c.integer("after", 0)
+        nb, na = normalize_window(before, after)
+        if (nb, na) != (before, after) and (before or after):
+            c.notes.append(f"window before={before}, after={after} normalised to {nb}/{na}")
+        trace["arguments"] = {"session_id": session_id, "event_id": event_id, "before": nb, "after": na}
+        trace["adjustments"] = c.notes
+        if not event_id:
+            return fail("event_id is required")
+        target = self._session_by_id(session_id)
+        if target is None:
+            return fail(f"anchor event not found: {event_id}")
+        session, index = target
+        doc = index.by_id.get(event_id)
+        window = render.window(index, doc, nb, na) if doc is not None else None
+        if window is None:
+            return fail(f"anchor event not found: {event_id}")
+        messages = [render.message(index, i) for i in window]
+        trace["messages"] = [m["event_id"] for m in messages]
+        body = {
+            "session_id": session.id,
+            "event_id": event_id,
+            "before": nb,
+            "after": na,
+            "note": ref.LOAD_NOTE,
+            "messages": messages,
+            "count": len(messages),
+        }
+        return ToolOutcome(ref.go_json(body), True, None, trace)
+
+    def _session_by_id(self, session_id: str) -> tuple[Session, CaseIndex] | None:
+        if session_id == self.session.id:
+            return self.session, self.index
+        for s, i in self.others:
+            if s.id == session_id:
+                return s, i
+        return None
+
+    def with_boundary(self, boundary: SummaryBoundary | None) -> "SessionTools":
+        """The same tools over the same index with another summary boundary."""
+        return SessionTools(self.session, self.index, boundary=boundary, config=self.config, others=self.others)
+
+
+
+
+__all__ = ["SessionTools", "ToolOutcome", "SearchConfig", "preset", "speaker_weights", "normalize_window", "rfc3339"]

@@ -1,0 +1,188 @@
+"""`lme-harness retrieval-eval`: retrieval quality, latency and response cost, with no language model.
+
+For each retriever preset, over the answerable cases of the configured dataset: turn-level
+recall_any@k, recall_all@k, NDCG@k and session-level recall@k (k = 1, 3, 5, 10), query latency
+percentiles, cold indexing time (and warm load time from the SQLite index store), and the size of one
+default `session_search` response in o200k tokens with how often it carries an evidence turn.
+
+Hydra overrides (the command uses configs/config.yaml):
+    lme-harness retrieval-eval dataset=s
+    lme-harness retrieval-eval dataset=s +retrieval_eval.presets=[bm25,default] +retrieval_eval.limit=10
+    lme-harness retrieval-eval dataset=s +retrieval_eval.query_form=keywords   # model-style keyword queries
+A preset is a file in configs/retrieval/; "current" means the run's own `retrieval` group.
+Writes retrieval_eval.{json,md,png} and retrieval_eval_cases.jsonl to the run directory.
+"""
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from harness.retrieval.evaluation import KS, evaluate_case, summarize
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs" / "retrieval"
+DEFAULT_PRESETS = ("bm25", "trpc_parity", "hybrid", "default")
+TABLE_COLUMNS = (
+    [f"turn_recall_any@{k}" for k in KS] + ["turn_recall_all@5", "turn_ndcg@5", "session_recall@1", "session_recall@5"]
+    + ["query_ms_p50", "query_ms_p90", "index_s_mean", "index_s_max", "warm_load_s_mean",
+       "response_tokens_mean", "response_tokens_max", "response_has_evidence", "response_hits_evidence"]
+)
+
+
+def preset_config(name: str, cfg: DictConfig) -> DictConfig:
+    if name == "current":
+        return cfg.retrieval
+    path = CONFIG_DIR / f"{name}.yaml"
+    if not path.exists():
+        known = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
+        raise ValueError(f"retrieval preset {name!r}: no {path} (known: {known})")
+    return OmegaConf.load(path)
+
+
+def _answerable(cases):
+    return [c for c in cases if not c.is_abstention and any(t.has_answer for s in c.sessions for t in s)]
+
+
+def query_for(question: str, form: str) -> str:
+    """The query a search runs with: the question itself, or its keyword form (what a model is told to
+    write: "use specific entities/names/topics from the question")."""
+    if form == "question":
+        return question
+    if form == "keywords":
+        from harness.retrieval.text import keyword_tokens
+
+        return " ".join(keyword_tokens(question)) or question
+    raise ValueError(f"retrieval_eval.query_form must be 'question' or 'keywords', got {form!r}")
+
+
+def evaluate_preset(
+    name: str, rcfg: DictConfig, cases, counter, store_dir: Path, query_form: str = "question"
+) -> tuple[dict[str, Any], list[dict]]:
+    """Cold pass (no store: indexing timed from scratch), then a warm pass loading from a fresh store."""
+    rcfg = OmegaConf.merge(rcfg, {"store": None})
+    retriever = instantiate(rcfg)
+    results = [
+        evaluate_case(retriever, c.question_id, c.events(), query_for(c.question, query_form), counter=counter)
+        for c in cases
+    ]
+    summary = summarize(results)
+    # Store round trip: build into SQLite once, then time loading it with a new retriever (another run).
+    store = str(store_dir / f"{name}.sqlite")
+    warm_cfg = OmegaConf.merge(rcfg, {"store": store})
+    builder = instantiate(warm_cfg)
+    for c in cases:
+        builder.index(c.events())
+    loader = instantiate(warm_cfg)
+    loads = []
+    for c in cases:
+        t0 = time.perf_counter()
+        loader.index(c.events())
+        loads.append(time.perf_counter() - t0)
+    summary["warm_load_s_mean"] = sum(loads) / len(loads) if loads else float("nan")
+    summary["embedder"] = getattr(retriever.embedder, "identity", None)
+    rows = [
+        {"preset": name, "question_id": r.question_id, "n_events": r.n_events, "index_s": r.index_s,
+         "query_ms": r.query_ms, "path": r.path, "ranked": r.ranked, "response_tokens": r.response_tokens,
+         "response_has_evidence": r.response_has_evidence, "response_hits_evidence": r.response_hits_evidence,
+         **r.metrics}
+        for r in results
+    ]
+    return summary, rows
+
+
+def markdown_table(summaries: dict[str, dict[str, Any]]) -> str:
+    cols = [c for c in TABLE_COLUMNS if any(c in s for s in summaries.values())]
+    lines = ["| preset | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for name, s in summaries.items():
+        cells = []
+        for c in cols:
+            v = s.get(c)
+            cells.append("" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v)))
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot(summaries: dict[str, dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for i, (name, s) in enumerate(summaries.items()):
+        axes[0].plot(KS, [s[f"turn_recall_any@{k}"] for k in KS], marker="o", label=name, color=f"C{i}")
+    axes[0].set(xlabel="k", ylabel="turn recall_any@k", title="Evidence turn in the top k", xticks=list(KS), ylim=(0, 1.02))
+    axes[0].grid(alpha=0.3)
+    axes[0].legend()
+    for i, (name, s) in enumerate(summaries.items()):
+        if "response_tokens_mean" in s:
+            axes[1].scatter(s["response_tokens_mean"], s["response_has_evidence"], s=60, color=f"C{i}")
+            axes[1].annotate(name, (s["response_tokens_mean"], s["response_has_evidence"]), textcoords="offset points", xytext=(5, 5))
+    axes[1].set(xscale="log", xlabel="mean o200k tokens of one session_search response",
+                ylabel="responses containing an evidence turn", title="Token cost of evidence", ylim=(0, 1.02))
+    axes[1].grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Path:
+    """Evaluate every configured preset; returns the Markdown report's path."""
+    from harness.session.tokens import o200k_counter
+
+    opts = cfg.get("retrieval_eval") or {}
+    presets = list(opts.get("presets") or DEFAULT_PRESETS)
+    run_dir = Path(run_dir or opts.get("out_dir") or "runs/retrieval_eval")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cases, provenance = instantiate(cfg.dataset).load()
+    cases = _answerable(cases)
+    if opts.get("limit"):
+        cases = cases[: int(opts["limit"])]
+    if not cases:
+        raise ValueError(f"dataset {provenance.get('source')}: no answerable case (has_answer labels) to evaluate")
+    counter = o200k_counter()
+    query_form = str(opts.get("query_form") or "question")
+    summaries: dict[str, dict[str, Any]] = {}
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="lme-retrieval-eval-") as tmp:
+        for name in presets:
+            s, r = evaluate_preset(name, preset_config(name, cfg), cases, counter, Path(tmp), query_form)
+            summaries[name] = s
+            rows += r
+    (run_dir / "retrieval_eval_cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run_dir / "retrieval_eval.json").write_text(
+        json.dumps({"dataset": provenance, "cases": len(cases), "query_form": query_form, "presets": summaries},
+                   indent=1, default=str)
+    )
+    plot(summaries, run_dir / "retrieval_eval.png")
+    md = run_dir / "retrieval_eval.md"
+    md.write_text(
+        f"# Retrieval evaluation\n\nDataset: `{provenance.get('source')}` ({len(cases)} answerable cases; "
+        f"query: the {'question' if query_form == 'question' else 'keywords of the question'}; "
+        f"whole haystack behind the summary boundary).\n\n"
+        + markdown_table(summaries)
+        + "\n\n![recall and token cost](retrieval_eval.png)\n"
+    )
+    return md
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m runners.retrieval_eval [overrides]` (same as `lme-harness retrieval-eval`)."""
+    import sys
+
+    from hydra import compose, initialize_config_dir
+
+    overrides = list(sys.argv[1:] if argv is None else argv)
+    with initialize_config_dir(config_dir=str(CONFIG_DIR.parent), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    out = run_retrieval_eval(cfg)
+    print(out.read_text())
+
+
+if __name__ == "__main__":
+    main()
