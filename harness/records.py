@@ -34,11 +34,17 @@ class RecordWriter:
         _truncate_torn_tail(self.path)
 
     def append(self, rec: dict[str, Any]) -> None:
+        """Returns once the line is on disk. The lock keeps lines whole; the fsync runs outside it so that
+        concurrent cases do not queue behind each other's disk flushes."""
         line = json.dumps({"schema": SCHEMA_VERSION, **rec}, ensure_ascii=False, sort_keys=True) + "\n"
         with self._lock, open(self.path, "a", encoding="utf-8") as f:
             f.write(line)
             f.flush()
-            os.fsync(f.fileno())
+            fd = os.dup(f.fileno())
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _truncate_torn_tail(path: Path) -> None:

@@ -11,6 +11,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -35,7 +36,8 @@ log = logging.getLogger(__name__)
 
 # Keys that do not change results: a run directory may be resumed when only these differ.
 NON_RESULT_KEYS = ("run.concurrency", "run.progress", "client.concurrency", "client.timeout_s", "client.max_retries",
-                   "run.name", "cache")
+                   "client.backoff_base_s", "client.backoff_max_s", "client.preflight", "run.name", "cache")
+FAILURE_NOTE = "FAILED.txt"  # the only file a run that could not start leaves (besides Hydra's .hydra/)
 
 
 class RunConfigError(ValueError):
@@ -53,6 +55,28 @@ def fingerprint(cfg: DictConfig) -> str:
             node.pop(last, None)
     _redact(c)
     return hashlib.sha256(json.dumps(c, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def secret_values(cfg: DictConfig) -> list[str]:
+    """The resolved values of every `*api_key` setting in `cfg` (to mask wherever they could be written)."""
+    found: list[str] = []
+
+    def walk(obj: Any) -> None:
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                if str(k).lower().endswith("api_key") and isinstance(v, str) and len(v) >= 8:
+                    found.append(v)
+                else:
+                    walk(v)
+        elif isinstance(obj, list):
+            for v in obj:
+                walk(v)
+
+    try:
+        walk(OmegaConf.to_container(cfg, resolve=True))
+    except Exception:  # an unresolvable interpolation elsewhere: fall back to what resolves
+        walk(OmegaConf.to_container(cfg, resolve=False))
+    return sorted(set(found), key=len, reverse=True)
 
 
 def _redact(obj: Any) -> None:
@@ -77,6 +101,7 @@ class RunSummary:
 
 
 def _check_fingerprint(run_dir: Path, fp: str) -> None:
+    """Refuse a directory holding records of another configuration (read-only: nothing is written here)."""
     path = run_dir / "fingerprint.json"
     if path.exists():
         old = json.loads(path.read_text()).get("fingerprint")
@@ -84,7 +109,34 @@ def _check_fingerprint(run_dir: Path, fp: str) -> None:
             raise RunConfigError(
                 f"{run_dir}: holds records of a different configuration (fingerprint {old} != {fp}); "
                 f"use another run.name or hydra.run.dir=... so results are never mixed")
-    path.write_text(json.dumps({"fingerprint": fp}))
+
+
+def _validate(cfg: DictConfig) -> None:
+    """Numeric settings a run cannot start without; each error names its key."""
+    def number(key: str, kind: type, minimum: float) -> None:
+        value = OmegaConf.select(cfg, key)
+        try:
+            ok = value is not None and not isinstance(value, bool) and kind(value) == float(value) and value >= minimum
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise RunConfigError(f"{key} must be {'an integer' if kind is int else 'a number'} >= {minimum}, got {value!r}")
+
+    number("run.concurrency", int, 1)
+    number("client.concurrency", int, 1)
+    number("client.max_retries", int, 0)
+    number("client.timeout_s", float, 0.001)
+    if int(cfg.client.concurrency) < int(cfg.run.concurrency):
+        log.warning("run.concurrency=%s but client.concurrency=%s: at most %s model calls run at once "
+                    "(raise client.concurrency too)", cfg.run.concurrency, cfg.client.concurrency, cfg.client.concurrency)
+
+
+def _write_failure(run_dir: Path, e: BaseException, started: bool) -> None:
+    what = "the run stopped" if started else "the run could not start; nothing else was written"
+    try:
+        (run_dir / FAILURE_NOTE).write_text(f"{what}:\n{type(e).__name__}: {e}\n")
+    except OSError:
+        pass
 
 
 def build_modes(cfg: DictConfig) -> list[Mode]:
@@ -94,40 +146,66 @@ def build_modes(cfg: DictConfig) -> list[Mode]:
 
 
 def run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
+    """Run every (case, mode) not yet done in `run_dir`. Everything that can fail before the first case
+    (config, data, endpoint reachability and key) is checked before anything is written to `run_dir`;
+    such a failure leaves only FAILED.txt and is re-raised."""
+    run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    fp = fingerprint(cfg)
-    _check_fingerprint(run_dir, fp)
-    dataset = instantiate(cfg.dataset, _convert_="all")
-    cases, data_prov = dataset.load()
-    modes = build_modes(cfg)
-    done = {(r["question_id"], r["mode"]) for r in load_records(run_dir / RECORDS_FILE) if r.get("status") == "ok"}
-    todo = [(c, [m for m in modes if (c.question_id, m.name) not in done]) for c in cases]
-    todo = [(c, ms) for c, ms in todo if ms]
-    n_skipped = len(cases) * len(modes) - sum(len(ms) for _, ms in todo)
-    cache = ResponseCache(Path(str(cfg.cache.path)).expanduser()) if cfg.cache.enabled else None
-    writer = RecordWriter(run_dir / RECORDS_FILE)
-    stats: dict[str, Any] = {}
-    n_failed = 0
-    t0 = time.time()
-    if todo:
+    started = False
+    try:
         with contextlib.ExitStack() as stack:
-            ep = stack.enter_context(open_endpoint(cfg.model, log_dir=run_dir, progress=cfg.run.progress))
-            client = make_client(ep, cfg.client, cache)
-            judge_client = client
-            if cfg.judge.get("endpoint"):  # a separately configured judge model (e.g. +model@judge.endpoint=openai)
-                jep = stack.enter_context(open_endpoint(cfg.judge.endpoint, log_dir=run_dir, progress=cfg.run.progress))
-                judge_client = make_client(jep, cfg.client, cache)
-            components = _components(cfg, client, judge_client, ep, run_dir)
-            n_failed = _run_cases(cfg, todo, modes, components, writer)
-            stats = client.stats.as_dict()
-            if judge_client is not client:
-                stats["judge"] = judge_client.stats.as_dict()
-    prov = provenance(cfg, data_prov)
-    prov.update({"fingerprint": fp, "records": str(run_dir / RECORDS_FILE), "elapsed_s": round(time.time() - t0, 2),
-                 "skipped_already_done": n_skipped, "llm_stats": stats})
-    (run_dir / "run.json").write_text(json.dumps(prov, indent=2, default=str))
-    if cache is not None:
-        cache.close()
+            fp = fingerprint(cfg)
+            _check_fingerprint(run_dir, fp)
+            _validate(cfg)
+            dataset = instantiate(cfg.dataset, _convert_="all")
+            cases, data_prov = dataset.load()
+            modes = build_modes(cfg)
+            prior = [r for r in load_records(run_dir / RECORDS_FILE) if r.get("status") == "ok"]
+            done = {(r["question_id"], r["mode"]) for r in prior}
+            todo = [(c, [m for m in modes if (c.question_id, m.name) not in done]) for c in cases]
+            todo = [(c, ms) for c, ms in todo if ms]
+            n_skipped = len(cases) * len(modes) - sum(len(ms) for _, ms in todo)
+            cache = ResponseCache(Path(str(cfg.cache.path)).expanduser()) if cfg.cache.enabled else None
+            if cache is not None:
+                stack.callback(cache.close)
+            stats: dict[str, Any] = {}
+            n_failed = 0
+            t0 = time.time()
+            client = judge_client = components = None
+            if todo:
+                ep = stack.enter_context(open_endpoint(cfg.model, log_dir=run_dir, progress=cfg.run.progress))
+                client = make_client(ep, cfg.client, cache)
+                judge_client = client
+                if cfg.judge.get("endpoint"):  # a separately configured judge model (e.g. +model@judge.endpoint=openai)
+                    jep = stack.enter_context(open_endpoint(cfg.judge.endpoint, log_dir=run_dir, progress=cfg.run.progress))
+                    judge_client = make_client(jep, cfg.client, cache)
+                if cfg.client.get("preflight", True):  # one clear error instead of N failed records
+                    for c in dict.fromkeys((client, judge_client)):
+                        c.preflight(timeout_s=min(float(cfg.client.timeout_s), 15.0))
+                components = _components(cfg, client, judge_client, ep, run_dir)
+                for r in prior:  # summaries recorded by an interrupted run keep their attribution
+                    if (r.get("summary") or {}).get("reused") is False:
+                        components["summaries"].adopt(r["question_id"], r["summary"].get("generated_for") or r["mode"])
+            started = True
+            (run_dir / FAILURE_NOTE).unlink(missing_ok=True)
+            (run_dir / "fingerprint.json").write_text(json.dumps({"fingerprint": fp}))
+            writer = RecordWriter(run_dir / RECORDS_FILE)
+            cases_s = 0.0
+            if todo:
+                t_cases = time.perf_counter()
+                n_failed = _run_cases(cfg, todo, modes, components, writer)
+                cases_s = time.perf_counter() - t_cases
+                stats = client.stats.as_dict()
+                if judge_client is not client:
+                    stats["judge"] = judge_client.stats.as_dict()
+            prov = provenance(cfg, data_prov)
+            prov.update({"fingerprint": fp, "records": str(run_dir / RECORDS_FILE),
+                         "elapsed_s": round(time.time() - t0, 2), "cases_elapsed_s": round(cases_s, 2),
+                         "skipped_already_done": n_skipped, "llm_stats": stats})
+            (run_dir / "run.json").write_text(json.dumps(prov, indent=2, default=str))
+    except Exception as e:
+        _write_failure(run_dir, e, started)
+        raise
     return RunSummary(run_dir, len(load_records(run_dir / RECORDS_FILE)), n_failed, n_skipped, stats)
 
 
@@ -142,7 +220,11 @@ def _components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -> dic
                                  context_window=int(ep.spec.n_ctx or ep.spec.context_window or 8192),
                                  token_counter=counter)
     retrieval = instantiate(cfg.retrieval)
+    if getattr(retrieval, "embedder", None) is not None and int(cfg.run.concurrency) > 1:
+        retrieval.embedder = SerializedEmbedder(retrieval.embedder)
     scorers = [instantiate(s) for s in cfg.scorers.values()]
+    for s in scorers:  # load lazy dependencies now (rouge-score imports nltk, ~1 s), not under the import lock
+        s.score(ScoreInput("warm-up", "", "", "warm up", "warm up"))  # that all concurrent cases would queue on
     if cfg.judge.get("_target_"):
         judge_cfg = {k: v for k, v in cfg.judge.items() if k != "endpoint"}  # the endpoint is opened above
         scorers.append(instantiate(judge_cfg, model=judge_client))
@@ -158,6 +240,23 @@ def _components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -> dic
         "scorers": scorers,
         "generation": {k: v for k, v in OmegaConf.to_container(cfg.generation, resolve=True).items() if v is not None},
     }
+
+
+class SerializedEmbedder:
+    """One embedding call at a time: embedders need not be thread-safe (model2vec's Rust tokenizer raises
+    "Already borrowed" when two cases embed at once), while cases run concurrently."""
+
+    def __init__(self, inner: Any):
+        self.inner = inner
+        self.identity = inner.identity
+        self._lock = threading.Lock()
+
+    def embed(self, texts):
+        with self._lock:
+            return self.inner.embed(texts)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 def _run_cases(cfg: DictConfig, todo: Sequence[tuple[Case, list[Mode]]], modes: Sequence[Mode],
@@ -214,12 +313,15 @@ def _record(case: Case, mode: str, out: ModeOutput, scorers, wall_s: float) -> d
     answer_calls = [c.to_record() for c in out.calls]
     summary_calls = (out.summary or {}).get("calls", [])
     final = out.calls[-1] if out.calls else None
+    error = out.error
+    if error is None and not out.prediction:  # scored (as the reference would), but never silently
+        error = f"empty answer from the model (finish_reason={final.finish_reason if final else None})"
     return {
         **_base_record(case, mode),
         # "ok" = scored. `error` may still note a model-level problem the reference also scores
         # (e.g. the tool-iteration limit, which leaves an empty answer); "failed" = not scored, retried next run.
         "status": "ok",
-        "error": out.error,
+        "error": error,
         "prediction": out.prediction,
         "metrics": metrics,
         "metric_details": details,

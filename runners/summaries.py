@@ -98,6 +98,13 @@ class SummaryProvider:
             # is attributed to the generating mode again so the record keeps its generation cost.
             return ProvidedSummary(outcome, owner, reused=hit and owner != mode)
 
+    def adopt(self, question_id: str, generated_for: str) -> None:
+        """An earlier, interrupted run of this directory recorded this case's shared summary as generated
+        for `generated_for`: the other mode then reports it as reused, exactly as in an uninterrupted run."""
+        if self.share:
+            with self._guard:
+                self._owner.setdefault((question_id, "*"), generated_for)
+
     def forget(self, question_id: str) -> None:
         with self._guard:
             self._locks.pop(question_id, None)

@@ -5,6 +5,7 @@ concurrency limit, the content-keyed response cache and token accounting.
 """
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -124,6 +125,7 @@ class LLMClient:
         self._sem = threading.BoundedSemaphore(concurrency)
         # The SDK's own retries are off: this class owns retry policy so it is the same for every backend.
         self._sdk = openai.OpenAI(base_url=base_url, api_key=api_key or "no-key", timeout=timeout_s, max_retries=0)
+        self._secret = api_key or None  # scrubbed from every error message (an endpoint may echo it back)
 
     # -- public API -----------------------------------------------------------------------------
     def chat(
@@ -177,7 +179,24 @@ class LLMClient:
             return retrying(self._call_once, msgs, tools, params, purpose)
         except Exception as e:
             self.stats.bump("failures")
-            raise LLMError(f"{self.base_url} model={self.model}: {type(e).__name__}: {_short(e)}") from e
+            msg = f"{self.base_url} model={self.model}: {type(e).__name__}: {_short(e)}"
+            if self._secret:
+                msg = msg.replace(self._secret, "***")
+            raise LLMError(msg) from None if self._secret and self._secret in str(e) else e
+
+    def preflight(self, timeout_s: float = 15.0) -> None:
+        """Fail fast, before a run writes anything, when the endpoint cannot be used at all: unreachable,
+        or the API key rejected. Any other answer (even 404 from a server without `/models`) passes."""
+        try:
+            self._sdk.with_options(timeout=timeout_s, max_retries=1).models.list()
+        except (openai.APIConnectionError, openai.APITimeoutError) as e:
+            raise LLMError(f"endpoint {self.base_url} is unreachable ({type(e).__name__}: {_short(e, 200)}); "
+                           f"is the server running and model.base_url right?") from None
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as e:
+            raise LLMError(f"endpoint {self.base_url} rejected the API key (HTTP {e.status_code}); "
+                           f"check the key for model={self.model}") from None
+        except openai.APIStatusError:
+            pass
 
     def _call_once(self, msgs, tools, params, purpose) -> ChatResult:
         kwargs: dict[str, Any] = {"model": self.model, "messages": msgs}
@@ -187,14 +206,19 @@ class LLMClient:
             kwargs[self.max_tokens_param if k == "max_tokens" else k] = v
         with self._sem:
             t0 = time.perf_counter()
-            resp = self._sdk.chat.completions.create(**kwargs)
+            try:
+                resp = self._sdk.chat.completions.create(**kwargs)
+            except json.JSONDecodeError as e:  # a 200 whose body is not JSON (cut off, a proxy's page): retried
+                raise _MalformedResponse(f"response body is not JSON ({e})") from e
             latency = time.perf_counter() - t0
         choices = getattr(resp, "choices", None)
         if not choices:
             raise _MalformedResponse(f"response has no choices: {str(resp)[:200]}")
         msg = choices[0].message
+        if msg is None or any(getattr(tc, "function", None) is None for tc in (msg.tool_calls or [])):
+            raise _MalformedResponse(f"response has no message or a tool call without a function: {str(resp)[:200]}")
         tool_calls = tuple(
-            {"id": tc.id, "type": "function", "function": {"name": tc.function.name, "arguments": tc.function.arguments or ""}}
+            {"id": tc.id, "type": "function", "function": {"name": tc.function.name or "", "arguments": tc.function.arguments or ""}}
             for tc in (msg.tool_calls or [])
         )
         u = resp.usage

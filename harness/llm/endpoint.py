@@ -28,7 +28,7 @@ def open_endpoint(model_cfg: Any, *, log_dir: Path, progress: bool = True, n_thr
     spec = ModelSpec.from_config(model_cfg)
     if not spec.is_local:
         if spec.api_key in (None, "") and "api.openai.com" in (spec.base_url or ""):
-            raise ModelError(f"model {spec.name!r}: no API key (set OPENAI_API_KEY or model.api_key=...)")
+            raise ModelError(f"model {spec.name!r}: no API key (export OPENAI_API_KEY, or set model.api_key to an ${{oc.env:VAR}} interpolation)")
         yield Endpoint(spec, spec.base_url or "", spec.api_key, cache_namespace=spec.base_url or "")
         return
     from harness.llm.local_server import LlamaServer

@@ -1,11 +1,15 @@
 """A scripted OpenAI-compatible HTTP server on loopback, for tests and overhead benchmarks.
 
 Real HTTP through the real openai SDK: a test hands it a `responder(request_json) -> Reply` and
-gets back every request it received. Only 127.0.0.1 is ever bound.
+gets back every request it received. Only 127.0.0.1 is ever bound. Transport faults (a connection
+reset mid-body, a hang past the client's timeout) are expressed as `Reply` fields; see
+harness/testing/faults.py for fault mixes built on this.
 """
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass, field
@@ -20,7 +24,8 @@ class Reply:
     status: int = 200
     body: Any = None  # dict → JSON; str/bytes → sent as is
     headers: dict[str, str] = field(default_factory=dict)
-    delay_s: float = 0.0
+    delay_s: float = 0.0  # before anything is sent; longer than the client's timeout = a hang
+    reset_after: int | None = None  # send the headers and this many body bytes, then reset the connection (RST)
 
 
 def completion(content: str | None = "", tool_calls: list[dict] | None = None, *, prompt_tokens: int = 10,
@@ -45,24 +50,54 @@ def completion(content: str | None = "", tool_calls: list[dict] | None = None, *
 Responder = Callable[[dict[str, Any]], Reply]
 
 
-class FakeOpenAIServer:
-    """Context manager: `with FakeOpenAIServer(responder) as srv: client(base_url=srv.base_url)`."""
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128  # many clients connecting at once (concurrency benchmarks) must not see SYN drops
+    daemon_threads = True
 
-    def __init__(self, responder: Responder):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that gave up (timeout) or a reset we injected is expected here, not worth a traceback
+
+
+def embeddings(n: int, dim: int = 8, *, prompt_tokens: int = 0, model: str = "fake-embedding") -> Reply:
+    """A well-formed /embeddings reply with `n` deterministic unit vectors."""
+    data = []
+    for i in range(n):
+        v = [0.0] * dim
+        v[i % dim] = 1.0
+        data.append({"object": "embedding", "index": i, "embedding": v})
+    return Reply(body={"object": "list", "data": data, "model": model,
+                       "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens}})
+
+
+class FakeOpenAIServer:
+    """Context manager: `with FakeOpenAIServer(responder) as srv: client(base_url=srv.base_url)`.
+
+    `on_get(path) -> Reply` answers GET requests (default: a one-model `/models` list); `record=False`
+    keeps no request log (long benchmark runs).
+    """
+
+    def __init__(self, responder: Responder, *, on_get: Callable[[str], Reply] | None = None, record: bool = True,
+                 port: int = 0):
         self.responder = responder
+        self.on_get = on_get
+        self.record = record
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
+        self._stop = threading.Event()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out as two writes: with Nagle on, the client's delayed ACK adds ~40 ms a reply.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:  # keep test output clean
                 pass
 
             def _send(self, reply: Reply) -> None:
-                if reply.delay_s:
-                    time.sleep(reply.delay_s)
+                if reply.delay_s and server._stop.wait(reply.delay_s):
+                    self.close_connection = True  # shutting down: drop the hung request
+                    return
                 body = reply.body
                 data = body if isinstance(body, bytes) else (
                     body.encode() if isinstance(body, str) else json.dumps(body).encode())
@@ -72,9 +107,19 @@ class FakeOpenAIServer:
                 for k, v in reply.headers.items():
                     self.send_header(k, v)
                 self.end_headers()
+                if reply.reset_after is not None:
+                    self.wfile.write(data[: reply.reset_after])
+                    self.wfile.flush()
+                    # SO_LINGER 0: close() sends RST instead of FIN, the client sees a reset mid-body
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    self.close_connection = True
+                    return
                 self.wfile.write(data)
 
             def do_GET(self) -> None:
+                if server.on_get is not None:
+                    self._send(server.on_get(self.path))
+                    return
                 self._send(Reply(body={"object": "list", "data": [{"id": "fake-model", "object": "model"}]}))
 
             def do_POST(self) -> None:
@@ -82,16 +127,16 @@ class FakeOpenAIServer:
                 req = json.loads(self.rfile.read(n) or b"{}")
                 req["_path"] = self.path
                 req["_auth"] = self.headers.get("Authorization")
-                with server._lock:
-                    server.requests.append(req)
+                if server.record:
+                    with server._lock:
+                        server.requests.append(req)
                 try:
                     reply = server.responder(req)
                 except Exception as e:  # a broken script must be visible, not a hung client
                     reply = Reply(status=500, body={"error": {"message": f"responder failed: {e}"}})
                 self._send(reply)
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _Server(("127.0.0.1", port), Handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
     @property
@@ -103,6 +148,7 @@ class FakeOpenAIServer:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
         self._httpd.shutdown()
         self._httpd.server_close()
 

@@ -1,0 +1,143 @@
+"""Crash and resume: `lme-harness run` killed with SIGKILL mid-run, then the same command again.
+
+Finished (case, mode) pairs make no model call on the rerun, a torn last record line is discarded,
+and the final records equal those of an uninterrupted run (except wall times and cache flags).
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+from harness.records import load_records
+from harness.testing.fake_openai import FakeOpenAIServer, Reply
+from harness.testing.faults import FakeModel, request_kind
+from runners.cli import main
+from tests.conftest import make_row
+
+REPO = Path(__file__).resolve().parents[1]
+MODES = ("long_context", "summary", "summary_ondemand")
+N_CASES = 4
+
+
+def dataset(tmp_path: Path) -> Path:
+    rows = []
+    for i in range(N_CASES):
+        tag = f"case-q{i}"
+        sessions = [[{"role": "user", "content": f"[{tag}] In session {s} I bought item {s} for my {tag} project."},
+                     {"role": "assistant", "content": f"[{tag}] Noted, item {s}."},
+                     {"role": "user", "content": f"[{tag}] Also, my dog is called Rex{s}."},
+                     {"role": "assistant", "content": f"[{tag}] Rex{s} is a nice name."}] for s in range(3)]
+        rows.append(make_row(qid=f"q{i}", question=f"[{tag}] What did I buy in session 1?", answer="item 1",
+                             sessions=sessions))
+    p = tmp_path / "data.json"
+    p.write_text(json.dumps(rows))
+    return p
+
+
+def attribute(req) -> tuple[str, str]:
+    """(question_id, what for): the mode of an answer or judge call, `summarize` for a summary generation."""
+    text = json.dumps(req.get("messages"))
+    qid = next(f"q{i}" for i in range(N_CASES) if f"case-q{i}]" in text)
+    kind = request_kind(req)
+    if kind == "summary":
+        return qid, "summarize"
+    if kind == "judge":
+        return qid, next(m for m in MODES[::-1] if f"via {m}." in text)
+    return qid, answer_mode(req)
+
+
+def answer_mode(req) -> str:
+    if req.get("tools"):
+        return "summary_ondemand"
+    system = req["messages"][0]["content"] if req["messages"][0]["role"] == "system" else ""
+    return "summary" if "summary_of_previous_interactions" in system else "long_context"
+
+
+def answer(req) -> str:
+    text = json.dumps(req["messages"])
+    qid = next(f"q{i}" for i in range(N_CASES) if f"case-q{i}]" in text)
+    return f"answer for {qid} via {answer_mode(req)}."
+
+
+def args(tmp_path: Path, base_url: str, data: Path, name: str) -> list[str]:
+    return ["run", f"hydra.run.dir={tmp_path / name}", "model=endpoint", f"model.base_url={base_url}",
+            "model.model=fake-model", f"dataset.path={data}", "dataset.sha256=null", "dataset.limit=null",
+            "cache.enabled=false", "run.progress=false", "run.concurrency=1", "retrieval=bm25"]
+
+
+def _stable(obj):
+    if isinstance(obj, dict):
+        return {k: _stable(v) for k, v in obj.items()
+                if k not in ("cached", "cache_hits", "wall_ms", "build_ms", "query_ms", "latency_ms", "latency_s",
+                             "generation_ms")}
+    if isinstance(obj, list):
+        return [_stable(v) for v in obj]
+    return obj
+
+
+def stable_records(run_dir: Path) -> dict:
+    return {(r["question_id"], r["mode"]): _stable(r) for r in load_records(run_dir / "records.jsonl")}
+
+
+def test_sigkill_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path):
+    data = dataset(tmp_path)
+    model = FakeModel(answer=answer)
+    slow = {"on": True}
+
+    def responder(req):
+        r = model(req)
+        return Reply(r.status, r.body, r.headers, 0.25 if slow["on"] else 0.0)
+
+    run_dir = tmp_path / "run"
+    records = run_dir / "records.jsonl"
+    with FakeOpenAIServer(responder) as srv:
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        with open(tmp_path / "stderr.txt", "wb") as stderr:
+            proc = subprocess.Popen([sys.executable, "-m", "runners.cli", *args(tmp_path, srv.base_url, data, "run")],
+                                    cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and proc.poll() is None:
+                if records.exists() and records.read_bytes().count(b"\n") >= 2:
+                    break
+                time.sleep(0.05)
+            assert proc.poll() is None, f"the run ended first: {(tmp_path / 'stderr.txt').read_text()[-2000:]}"
+            proc.send_signal(signal.SIGKILL)
+        finally:
+            proc.kill()
+            proc.wait(30)
+        assert proc.returncode == -signal.SIGKILL
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            finished = {(r["question_id"], r["mode"]) for r in load_records(records) if r["status"] == "ok"}
+        assert 2 <= len(finished) < N_CASES * len(MODES)
+        assert not (run_dir / "run.json").exists()  # it really died mid-run
+
+        # a torn last line, as a crash in the middle of a write would leave
+        complete = records.read_bytes()
+        complete = complete[: complete.rfind(b"\n") + 1]
+        torn = json.dumps({"schema": 1, "question_id": "q3", "mode": "summary", "status": "ok", "prediction": "x"})
+        records.write_bytes(complete + torn[: len(torn) // 2].encode())
+
+        # the same command again, now with fast replies
+        slow["on"] = False
+        n0 = len(srv.requests)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert main(args(tmp_path, srv.base_url, data, "run")) == 0
+        assert any("torn last line" in str(w.message) for w in caught)
+        rerun = [attribute(q) for q in srv.requests[n0:]]
+        # an uninterrupted run of the same command, for reference
+        assert main(args(tmp_path, srv.base_url, data, "clean")) == 0
+
+    assert rerun and not [r for r in rerun if r in finished], "a finished (case, mode) called the model again"
+    both_summaries_done = {q for q, _ in finished if (q, "summary") in finished and (q, "summary_ondemand") in finished}
+    assert not [q for q, what in rerun if what == "summarize" and q in both_summaries_done]
+    lines = records.read_text().splitlines()
+    assert len(lines) == N_CASES * len(MODES)  # nothing torn, nothing duplicated, nothing lost
+    assert all(json.loads(line)["status"] == "ok" for line in lines)
+    assert stable_records(run_dir) == stable_records(tmp_path / "clean")
