@@ -16,7 +16,7 @@ from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, Reply
 from harness.testing.faults import FakeModel, request_kind
 from runners.cli import main
-from tests.conftest import make_row
+from tests.conftest import RERUN_VOLATILE, make_row, without_keys
 
 REPO = Path(__file__).resolve().parents[1]
 MODES = ("long_context", "summary", "summary_ondemand")
@@ -70,13 +70,8 @@ def args(tmp_path: Path, base_url: str, data: Path, name: str) -> list[str]:
 
 
 def _stable(obj):
-    if isinstance(obj, dict):
-        return {k: _stable(v) for k, v in obj.items()
-                if k not in ("cached", "cache_hits", "wall_ms", "build_ms", "query_ms", "latency_ms", "latency_s",
-                             "generation_ms")}
-    if isinstance(obj, list):
-        return [_stable(v) for v in obj]
-    return obj
+    """A record without what differs between two runs of the same inputs: times and cache flags."""
+    return without_keys(obj, RERUN_VOLATILE)
 
 
 def stable_records(run_dir: Path) -> dict:

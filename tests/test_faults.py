@@ -16,6 +16,7 @@ from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import (CONTENT_FAULTS, FAULTS, TRANSPORT_FAULTS, UNKNOWN_TOOL, FakeModel, FaultInjector,
                                     FaultMix)
 from runners.cli import main
+from tests.conftest import RERUN_VOLATILE, without_keys
 
 MODES = ("long_context", "summary", "summary_ondemand")
 MAX_RETRIES = 2
@@ -58,13 +59,7 @@ def check_outcomes(run_dir: Path, code: int, modes=MODES) -> list[dict]:
 
 def _stable(obj):
     """A record without what differs between two runs of the same inputs: times and cache flags."""
-    if isinstance(obj, dict):
-        return {k: _stable(v) for k, v in obj.items()
-                if k not in ("cached", "cache_hits", "wall_ms", "build_ms", "query_ms", "latency_ms", "latency_s",
-                             "generation_ms")}
-    if isinstance(obj, list):
-        return [_stable(v) for v in obj]
-    return obj
+    return without_keys(obj, RERUN_VOLATILE)
 
 
 def by_key(recs):

@@ -7,6 +7,7 @@ import pytest
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, Reply, completion
 from runners.cli import main
+from tests.conftest import CACHED_RERUN_VOLATILE, without_keys
 
 MODES = ("long_context", "summary", "summary_ondemand")
 
@@ -80,11 +81,7 @@ def test_fresh_run_dir_is_served_from_the_response_cache(tmp_path):
 
 def _stable(obj):
     """A record without what legitimately differs on a cached re-run: wall times and cache flags."""
-    if isinstance(obj, dict):
-        return {k: _stable(v) for k, v in obj.items() if k not in ("cached", "cache_hits", "wall_ms", "build_ms", "query_ms", "latency_ms")}
-    if isinstance(obj, list):
-        return [_stable(v) for v in obj]
-    return obj
+    return without_keys(obj, CACHED_RERUN_VOLATILE)
 
 
 def test_failed_calls_are_recorded_with_reason_and_retried_next_run(tmp_path):
