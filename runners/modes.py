@@ -11,7 +11,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 from harness.data.longmemeval import Case
 from harness.llm.types import ChatModel, ChatResult, Message
-from harness.session.events import Event, Session
+from harness.session.events import Session
 
 # Reference texts (trpc-group/trpc-agent-go-benchmark @ 1edee87, summary/trpc-agent-go-impl/longmemeval.go:
 # lmeInstruction and lmeOnDemandInstruction), kept verbatim for parity with the published table.

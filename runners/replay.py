@@ -10,7 +10,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed

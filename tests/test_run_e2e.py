@@ -1,8 +1,6 @@
 """The whole benchmark through the CLI against a scripted OpenAI-compatible server on loopback."""
 import json
-from pathlib import Path
 
-import pytest
 
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, Reply, completion

@@ -1,7 +1,7 @@
 """Value types of the LLM layer, shared by every caller (modes, summarizer, judges)."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Protocol, Sequence
 
 Message = dict[str, Any]
