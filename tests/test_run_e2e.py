@@ -1,7 +1,6 @@
 """The whole benchmark through the CLI against a scripted OpenAI-compatible server on loopback."""
 import json
 
-
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, Reply, completion
 from runners.cli import main
