@@ -214,6 +214,7 @@ class LongMemEvalSource:
     hf_filename: str | None = None
     hf_revision: str = "main"
     hf_sha256: str | None = None
+    hf_endpoint: str | None = None  # a hub mirror; None: $HF_ENDPOINT or huggingface.co
 
     def resolve(self) -> tuple[str, bytes, str | None]:
         """(source description, uncompressed bytes, expected sha256)."""
@@ -225,8 +226,9 @@ class LongMemEvalSource:
             if p is not None:
                 return str(p), read_json_bytes(p), self.sha256
         if self.hf_repo and self.hf_filename:
-            p = _hf_download(self.hf_repo, self.hf_filename, self.hf_revision)
-            return f"hf://{self.hf_repo}@{self.hf_revision}/{self.hf_filename}", read_json_bytes(p), self.hf_sha256
+            p, commit = _hf_download(self.hf_repo, self.hf_filename, self.hf_revision, self.hf_endpoint)
+            # The resolved commit, not the branch name, is what makes the source reproducible.
+            return f"hf://{self.hf_repo}@{commit}/{self.hf_filename}", read_json_bytes(p), self.hf_sha256
         raise DataError(
             f"dataset '{self.name}': no file found (path={self.path!r}, filename={self.filename!r} in "
             f"{[str(d) for d in list(self.search_dirs) + default_data_dirs()]}) and no hub source configured"
@@ -246,15 +248,22 @@ class LongMemEvalSource:
                        "n_selected": len(cases)}
 
 
-def _hf_download(repo: str, filename: str, revision: str) -> Path:
+def _hf_download(repo: str, filename: str, revision: str, endpoint: str | None = None) -> tuple[Path, str]:
+    """(local path of the downloaded file, the commit it was resolved to)."""
     try:
         from huggingface_hub import hf_hub_download
     except ImportError as e:  # pragma: no cover - datasets depends on huggingface_hub
         raise DataError(f"hf://{repo}/{filename}: huggingface_hub is not installed") from e
+    where = f"hf://{repo}@{revision}/{filename}" + (f" via {endpoint}" if endpoint else "")
     try:
-        return Path(hf_hub_download(repo_id=repo, filename=filename, revision=revision, repo_type="dataset"))
+        path = Path(hf_hub_download(repo_id=repo, filename=filename, revision=revision, repo_type="dataset",
+                                    endpoint=endpoint))
     except Exception as e:  # network errors come in many types; all mean "not reachable"
-        raise DataError(f"hf://{repo}@{revision}/{filename}: download failed ({type(e).__name__}: {e})") from e
+        raise DataError(f"{where}: download failed ({type(e).__name__}: {e})") from e
+    # The hub cache lays files out as .../snapshots/<commit>/<filename>.
+    snapshot = path.parents[len(Path(filename).parts) - 1]
+    commit = snapshot.name if snapshot.parent.name == "snapshots" else revision
+    return path, commit
 
 
 def info(path: str | Path) -> dict[str, Any]:
