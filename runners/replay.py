@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from harness.data.longmemeval import Case
 from harness.llm.cache import ResponseCache
+from harness.llm.client import embedding_call_log
 from harness.llm.endpoint import make_client, open_endpoint
 from harness.records import RECORDS_FILE, RecordWriter, load_records
 from harness.scoring.base import ScoreInput
@@ -282,12 +283,16 @@ def _run_case(case: Case, modes: Sequence[Mode], comp: dict[str, Any], writer: R
                           token_ratio=comp["token_ratio"], summaries=comp["summaries"],
                           tools_factory=lambda sess, boundary: retriever.tools(sess, boundary=boundary))
         t0 = time.perf_counter()
-        try:
-            out = mode.run(ctx)
-            rec = _record(case, mode.name, out, comp["scorers"], time.perf_counter() - t0)
-        except Exception as e:  # recorded, never dropped: the case is retried on the next run
-            log.exception("%s / %s failed", case.question_id, mode.name)
-            rec = _failed_record(case, mode.name, e, time.perf_counter() - t0)
+        with embedding_call_log() as embedding_calls:  # index builds and query vectors of this mode's run
+            try:
+                out = mode.run(ctx)
+                rec = _record(case, mode.name, out, comp["scorers"], time.perf_counter() - t0)
+            except Exception as e:  # recorded, never dropped: the case is retried on the next run
+                log.exception("%s / %s failed", case.question_id, mode.name)
+                rec = _failed_record(case, mode.name, e, time.perf_counter() - t0)
+        if embedding_calls:
+            rec["embedding_calls"] = list(embedding_calls)
+            rec["usage"]["embedding_tokens"] = sum(c["usage"]["prompt_tokens"] for c in embedding_calls)
         failed += rec["status"] != "ok"
         writer.append(rec)
         bar.update(1)

@@ -158,22 +158,63 @@ def test_openai_embedder_config_targets_the_reference_model():
     assert cfg.embedder.model == "text-embedding-3-small" and cfg.max_embed_tokens == 8192
 
 
-def test_openai_embedder_against_a_local_fake_endpoint(monkeypatch):
+def _length_vectors(req):
+    """An /embeddings reply whose vectors encode each input's length, listed in reverse order."""
+    from harness.testing.fake_openai import Reply
+
+    data = [{"object": "embedding", "index": i, "embedding": [float(len(t)), 1.0]} for i, t in enumerate(req["input"])]
+    return Reply(body={"object": "list", "data": data[::-1], "model": req["model"],
+                       "usage": {"prompt_tokens": 3 * len(data), "total_tokens": 3 * len(data)}})
+
+
+def test_openai_embedder_goes_through_the_client_layer_and_logs_its_calls(tmp_path):
+    from harness.llm.client import embedding_call_log
     from harness.retrieval.embedders import OpenAIEmbedder
+    from harness.testing.fake_openai import FakeOpenAIServer
 
-    class FakeEmbeddings:
-        def create(self, model, input, **kw):
-            from types import SimpleNamespace
-
-            data = [SimpleNamespace(index=i, embedding=[float(len(t)), 1.0]) for i, t in enumerate(input)]
-            return SimpleNamespace(data=list(reversed(data)))
-
-    e = OpenAIEmbedder(base_url="http://127.0.0.1:9/v1", api_key="x", batch_size=2)
-    monkeypatch.setattr(e.client, "embeddings", FakeEmbeddings())
-    v = e.embed(["a", "bbb", "cc"])
-    assert v.shape == (3, 2) and np.allclose(np.linalg.norm(v, axis=1), 1.0)
-    assert v[1, 0] > v[2, 0] > v[0, 0]  # order restored from `index`
+    with FakeOpenAIServer(_length_vectors) as srv:
+        e = OpenAIEmbedder(base_url=srv.base_url, api_key="x", batch_size=2, cache_path=str(tmp_path / "c.sqlite"))
+        with embedding_call_log() as calls:
+            v = e.embed(["a", "bbb", "cc"])
+        assert v.shape == (3, 2) and np.allclose(np.linalg.norm(v, axis=1), 1.0)
+        assert v[1, 0] > v[2, 0] > v[0, 0]  # order restored from `index`
+        assert [r["input"] for r in srv.requests] == [["a", "bbb"], ["cc"]]
+        assert [c["usage"]["prompt_tokens"] for c in calls] == [6, 3] and not any(c["cached"] for c in calls)
+        assert calls[0]["model"] == "text-embedding-3-small" and calls[0]["n_inputs"] == 2
+        # The same texts again: answered from the response cache, still logged (priced as if live).
+        with embedding_call_log() as again:
+            assert np.allclose(e.embed(["a", "bbb", "cc"]), v)
+        assert len(srv.requests) == 2 and [c["cached"] for c in again] == [True, True]
     assert e.identity.startswith("openai:text-embedding-3-small")
+    assert e.client.stats.as_dict()["tokens"]["embedding"]["prompt_tokens"] == 18
+
+
+def test_openai_embedder_retries_transient_errors_and_rejects_malformed_replies():
+    from harness.llm.types import LLMError
+    from harness.retrieval.embedders import OpenAIEmbedder
+    from harness.testing.fake_openai import FakeOpenAIServer, Reply, scripted
+
+    flaky = scripted([Reply(status=503, body={"error": {"message": "busy"}}, headers={"retry-after": "0"})])
+    calls = {"n": 0}
+
+    def responder(req):
+        calls["n"] += 1
+        return flaky(req) if calls["n"] == 1 else _length_vectors(req)
+
+    with FakeOpenAIServer(responder) as srv:
+        e = OpenAIEmbedder(base_url=srv.base_url, api_key="sk-test")
+        assert e.embed(["hello"]).shape == (1, 2) and calls["n"] == 2 and e.client.stats.retries == 1
+    one = {"object": "embedding", "index": 0, "embedding": [1.0, 0.0]}
+    short = Reply(body={"object": "list", "data": [one], "model": "m"})  # fewer vectors than inputs
+    with FakeOpenAIServer(scripted([short])) as srv:
+        e = OpenAIEmbedder(base_url=srv.base_url, api_key="sk-test", max_retries=1)
+        with pytest.raises(LLMError, match="expected 2 embeddings, got 1"):
+            e.embed(["hello", "world"])
+        assert len(srv.requests) == 2  # a malformed 200 is retried once, then named
+    with FakeOpenAIServer(scripted([Reply(body={"object": "list", "data": [], "model": "m"})])) as srv:
+        e = OpenAIEmbedder(base_url=srv.base_url, api_key="sk-test", max_retries=0)
+        with pytest.raises(LLMError, match="malformed embeddings response"):
+            e.embed(["hello"])
 
 
 def test_retrieval_eval_runner_on_a_tiny_dataset(tmp_path, write_dataset):

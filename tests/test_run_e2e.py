@@ -1,5 +1,8 @@
 """The whole benchmark through the CLI against a scripted OpenAI-compatible server on loopback."""
+import csv
 import json
+
+import pytest
 
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, Reply, completion
@@ -112,3 +115,35 @@ def test_bad_dataset_path_is_one_clear_error(tmp_path, capsys):
                  "model=endpoint", "model.base_url=http://127.0.0.1:9/v1", "model.model=x", "run.progress=false"])
     assert code == 2
     assert "missing.json: dataset file not found" in capsys.readouterr().err
+
+
+def test_embedding_endpoint_calls_land_in_records_and_are_priced(tmp_path, monkeypatch):
+    """retrieval=trpc_parity_openai: the index and query embeddings go to the endpoint through the client
+    layer; each record lists the calls its mode made, and the report prices them."""
+    monkeypatch.setenv("LME_HARNESS_CACHE_DIR", str(tmp_path / "lme-cache"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+
+    def answer(req):
+        if req["_path"].endswith("/embeddings"):
+            data = [{"object": "embedding", "index": i, "embedding": [1.0, float(len(t) % 7), 0.5]}
+                    for i, t in enumerate(req["input"])]
+            return Reply(body={"object": "list", "data": data, "model": "text-embedding-3-small",
+                               "usage": {"prompt_tokens": 10 * len(data), "total_tokens": 10 * len(data)}})
+        return responder(req)
+
+    with FakeOpenAIServer(answer) as srv:
+        monkeypatch.setenv("OPENAI_EMBEDDING_BASE_URL", srv.base_url)
+        assert run(tmp_path, "retrieval=trpc_parity_openai", "mode=[summary_ondemand]", "judge=none",
+                   "run.concurrency=1", base_url=srv.base_url) == 0
+        embed_requests = [r for r in srv.requests if r["_path"].endswith("/embeddings")]
+    recs = load_records(tmp_path / "run" / "records.jsonl")
+    assert len(recs) == 2 and all(r["status"] == "ok" for r in recs)
+    logged = [c for r in recs for c in r["embedding_calls"]]
+    assert len(logged) == len(embed_requests) >= 4  # per case: the index, then the query (+ variants)
+    for r in recs:
+        assert r["usage"]["embedding_tokens"] == sum(c["usage"]["prompt_tokens"] for c in r["embedding_calls"]) > 0
+    with open(tmp_path / "run" / "cases.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    cost = sum(float(r["cost_embedding"]) for r in rows)  # text-embedding-3-small: $0.02 per 1M tokens
+    assert cost == pytest.approx(sum(c["usage"]["prompt_tokens"] for c in logged) * 0.02 / 1e6)
+    assert "embedding $/case" in (tmp_path / "run" / "report.md").read_text()

@@ -5,19 +5,21 @@ concurrency limit, the content-keyed response cache and token accounting.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import random
 import threading
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
-from typing import Any, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterator, Sequence
 
 import openai
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
 from harness.llm.cache import ResponseCache, request_key
-from harness.llm.types import ChatResult, LLMError, Message, Usage
+from harness.llm.types import ChatResult, EmbeddingResult, LLMError, Message, Usage
 
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504}
 MAX_RETRY_AFTER_S = 120.0
@@ -32,7 +34,23 @@ def _is_retryable(exc: BaseException) -> bool:
 
 
 class _MalformedResponse(Exception):
-    """The endpoint answered 200 with something that is not a chat completion."""
+    """The endpoint answered 200 with something that is not a chat completion (or embedding list)."""
+
+
+# Embedding calls happen deep inside retrieval (index builds, query vectors), far from the code that writes
+# a record; a case runs in one thread, so a context-local log carries them to the record (`embedding_calls`).
+_EMBEDDING_LOG: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar("embedding_log", default=None)
+
+
+@contextlib.contextmanager
+def embedding_call_log() -> Iterator[list[dict[str, Any]]]:
+    """Collect the records of every `LLMClient.embed` call made in this context (thread) meanwhile."""
+    calls: list[dict[str, Any]] = []
+    token = _EMBEDDING_LOG.set(calls)
+    try:
+        yield calls
+    finally:
+        _EMBEDDING_LOG.reset(token)
 
 
 def _retry_after_s(exc: BaseException | None) -> float | None:
@@ -64,7 +82,7 @@ class CallStats:
     tokens: dict[str, dict[str, int]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(int)))
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def add(self, result: ChatResult) -> None:
+    def add(self, result: ChatResult | EmbeddingResult) -> None:
         with self._lock:
             if result.cached:
                 self.cache_hits += 1
@@ -149,10 +167,33 @@ class LLMClient:
                 result = _from_cache(hit, purpose)
                 self.stats.add(result)
                 return result
-        result = self._call_with_retries(msgs, tools, merged, purpose)
+        result = self._call_with_retries(self._call_once, msgs, tools, merged, purpose)
         if self.cache is not None:
             self.cache.put(key, _to_cache(result))
         self.stats.add(result)
+        return result
+
+    def embed(self, texts: Sequence[str], *, purpose: str = "embedding", **params: Any) -> EmbeddingResult:
+        """One `/embeddings` request for `texts` (params such as `dimensions` are sent as given), with the
+        same retries, concurrency limit, cache and accounting as chat; logged for the case's record."""
+        inputs = [str(t) for t in texts]
+        params = {k: v for k, v in params.items() if v is not None}
+        key = request_key(self.cache_namespace, self.model, inputs, None, {**params, "_endpoint": "embeddings"})
+        result = None
+        if self.cache is not None:
+            hit = self.cache.get(key)
+            if hit is not None:
+                result = EmbeddingResult(tuple(tuple(v) for v in hit["vectors"]), Usage(**hit["usage"]),
+                                         float(hit["latency_s"]), hit["model"], len(inputs), True, purpose)
+        if result is None:
+            result = self._call_with_retries(self._embed_once, inputs, params, purpose)
+            if self.cache is not None:
+                self.cache.put(key, {"vectors": [list(v) for v in result.vectors], "usage": asdict(result.usage),
+                                     "latency_s": result.latency_s, "model": result.model})
+        self.stats.add(result)
+        log = _EMBEDDING_LOG.get()
+        if log is not None:
+            log.append(result.to_record())
         return result
 
     # -- internals --------------------------------------------------------------------------------
@@ -164,7 +205,7 @@ class LLMClient:
         expo = min(self.backoff_max_s, self.backoff_base_s * 2 ** (state.attempt_number - 1))
         return random.uniform(0, expo)  # full jitter
 
-    def _call_with_retries(self, msgs, tools, params, purpose) -> ChatResult:
+    def _call_with_retries(self, call, *args) -> Any:
         def before_sleep(state: RetryCallState) -> None:
             self.stats.bump("retries")
 
@@ -176,7 +217,7 @@ class LLMClient:
             reraise=True,
         )
         try:
-            return retrying(self._call_once, msgs, tools, params, purpose)
+            return retrying(call, *args)
         except Exception as e:
             self.stats.bump("failures")
             msg = f"{self.base_url} model={self.model}: {type(e).__name__}: {_short(e)}"
@@ -229,6 +270,26 @@ class LLMClient:
         usage = Usage(int(getattr(u, "prompt_tokens", 0) or 0), int(getattr(u, "completion_tokens", 0) or 0), cached)
         return ChatResult(content=msg.content or "", tool_calls=tool_calls, usage=usage, latency_s=latency,
                           model=resp.model or self.model, finish_reason=choices[0].finish_reason, purpose=purpose)
+
+
+    def _embed_once(self, inputs: list[str], params: dict[str, Any], purpose: str) -> EmbeddingResult:
+        with self._sem:
+            t0 = time.perf_counter()
+            try:
+                resp = self._sdk.embeddings.create(model=self.model, input=inputs, **params)
+            except ValueError as e:  # not JSON, or the SDK's "No embedding data received"
+                raise _MalformedResponse(f"malformed embeddings response ({e})") from e
+            latency = time.perf_counter() - t0
+        data = getattr(resp, "data", None) or []
+        if len(data) != len(inputs) or any(getattr(d, "embedding", None) is None for d in data):
+            raise _MalformedResponse(f"expected {len(inputs)} embeddings, got {len(data)}: {str(resp)[:200]}")
+        ordered = sorted(data, key=lambda d: d.index)
+        if [d.index for d in ordered] != list(range(len(inputs))):
+            raise _MalformedResponse(f"embedding indexes are not 0..{len(inputs) - 1}: {[d.index for d in ordered][:20]}")
+        u = getattr(resp, "usage", None)
+        usage = Usage(int(getattr(u, "prompt_tokens", 0) or 0), 0, None)
+        return EmbeddingResult(tuple(tuple(float(x) for x in d.embedding) for d in ordered), usage, latency,
+                               getattr(resp, "model", None) or self.model, len(inputs), False, purpose)
 
 
 def _short(e: BaseException, n: int = 300) -> str:

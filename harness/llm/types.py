@@ -48,6 +48,23 @@ class ChatResult:
         return msg
 
 
+@dataclass(frozen=True)
+class EmbeddingResult:
+    """One `/embeddings` response. Records keep `to_record()` (model, usage, latency), never the vectors."""
+
+    vectors: tuple[tuple[float, ...], ...]  # in input order
+    usage: Usage
+    latency_s: float
+    model: str
+    n_inputs: int
+    cached: bool = False
+    purpose: str = "embedding"
+
+    def to_record(self) -> dict[str, Any]:
+        return {"model": self.model, "usage": asdict(self.usage), "latency_s": self.latency_s,
+                "n_inputs": self.n_inputs, "cached": self.cached, "purpose": self.purpose}
+
+
 class ChatModel(Protocol):
     """What every model consumer depends on. `LLMClient` implements it; tests may script it."""
 

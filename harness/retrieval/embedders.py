@@ -158,7 +158,9 @@ def _resolve_model_dir(model: str) -> Path:
 
 
 class OpenAIEmbedder:
-    """Any OpenAI-compatible `/v1/embeddings` endpoint.
+    """Any OpenAI-compatible `/v1/embeddings` endpoint, called through the project's one client layer
+    (`LLMClient.embed`: retries, timeouts, concurrency, response cache, token accounting). Every request
+    is logged into the record of the case that made it (`embedding_calls`), so reports can price it.
 
     Inputs over `max_input_tokens` (cl100k) are cut to that length rather than failing the whole batch;
     the reference instead left such events unindexed (see Retriever.max_embed_tokens for parity).
@@ -174,13 +176,21 @@ class OpenAIEmbedder:
         batch_size: int = 128,
         max_input_tokens: int = 8191,
         timeout_s: float = 60.0,
+        max_retries: int = 4,
+        concurrency: int = 4,
+        cache_path: str | None = None,
     ) -> None:
-        from openai import OpenAI
+        from harness.llm.cache import ResponseCache
+        from harness.llm.client import LLMClient
 
         key = api_key or os.environ.get(api_key_env) or ("EMPTY" if base_url else None)
         if key is None:
             raise ValueError(f"OpenAIEmbedder: set {api_key_env} or pass api_key (model {model!r})")
-        self.client = OpenAI(base_url=base_url, api_key=key, timeout=timeout_s, max_retries=3)
+        if batch_size < 1:
+            raise ValueError(f"OpenAIEmbedder.batch_size must be >= 1, got {batch_size}")
+        url = base_url or "https://api.openai.com/v1"
+        self.client = LLMClient(base_url=url, model=model, api_key=key, timeout_s=timeout_s, max_retries=max_retries,
+                                concurrency=concurrency, cache=ResponseCache(cache_path) if cache_path else None)
         self.model, self.dimensions, self.batch_size = model, dimensions, batch_size
         self.max_input_tokens = max_input_tokens
         self.identity = f"openai:{model}:{dimensions or 'native'}@{base_url or 'api.openai.com'}"
@@ -193,12 +203,10 @@ class OpenAIEmbedder:
         return text if len(toks) <= self.max_input_tokens else enc.decode(toks[: self.max_input_tokens])
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        out: list[list[float]] = []
+        out: list[tuple[float, ...]] = []
         for i in range(0, len(texts), self.batch_size):
             batch = [self._fit(t) for t in texts[i : i + self.batch_size]]
-            kwargs = {"dimensions": self.dimensions} if self.dimensions else {}
-            resp = self.client.embeddings.create(model=self.model, input=batch, **kwargs)
-            out.extend(d.embedding for d in sorted(resp.data, key=lambda d: d.index))
+            out.extend(self.client.embed(batch, dimensions=self.dimensions).vectors)
         return _normalise(np.array(out, dtype=np.float32)) if out else np.zeros((0, 1), np.float32)
 
 
