@@ -9,7 +9,8 @@ from pathlib import Path
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "configs")
 
-EXIT_FAILED_CASES = 3
+EXIT_FAILED_CASES = 3  # the run finished, some (case, mode) pairs failed (recorded; retried by the next run)
+EXIT_STOPPED = 4  # the circuit breaker stopped the run (run.max_consecutive_failures)
 NOISY_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "openai")
 
 
@@ -76,10 +77,17 @@ def _scrub_snapshot(cfg, run_dir: Path) -> None:
 
 
 def _run_task(cfg, run_dir: Path) -> int:
+    from harness.records import RECORDS_FILE
     from reports.render import build_report
-    from runners.replay import run_benchmark
+    from runners.replay import RunStopped, run_benchmark
 
-    summary = run_benchmark(cfg, run_dir)
+    try:
+        summary = run_benchmark(cfg, run_dir)
+    except RunStopped as e:
+        if (run_dir / RECORDS_FILE).exists():  # what was recorded before the stop is reported, not lost
+            print(f"partial report: {build_report(run_dir)['markdown']}")
+        print(f"lme-harness: run stopped: {e}", file=sys.stderr)
+        return EXIT_STOPPED
     paths = build_report(run_dir)
     print(f"run directory: {run_dir}")
     print(f"records: {summary.n_records} ({summary.n_skipped} already done, {summary.n_failed} failed this run)")

@@ -35,7 +35,7 @@ from runners.summaries import SummaryProvider
 log = logging.getLogger(__name__)
 
 # Keys that do not change results: a run directory may be resumed when only these differ.
-NON_RESULT_KEYS = ("run.concurrency", "run.progress", "client.concurrency", "client.timeout_s", "client.max_retries",
+NON_RESULT_KEYS = ("run.concurrency", "run.progress", "run.max_consecutive_failures", "client.concurrency", "client.timeout_s", "client.max_retries",
                    "client.backoff_base_s", "client.backoff_max_s", "client.preflight", "run.name", "cache")
 FAILURE_NOTE = "FAILED.txt"  # the only file a run that could not start leaves (besides Hydra's .hydra/)
 
@@ -123,6 +123,8 @@ def _validate(cfg: DictConfig) -> None:
             raise RunConfigError(f"{key} must be {'an integer' if kind is int else 'a number'} >= {minimum}, got {value!r}")
 
     number("run.concurrency", int, 1)
+    if OmegaConf.select(cfg, "run.max_consecutive_failures") is not None:
+        number("run.max_consecutive_failures", int, 0)
     number("client.concurrency", int, 1)
     number("client.max_retries", int, 0)
     number("client.timeout_s", float, 0.001)
@@ -259,25 +261,66 @@ class SerializedEmbedder:
         return getattr(self.inner, name)
 
 
+class RunStopped(RuntimeError):
+    """The circuit breaker stopped a run: too many (case, mode) runs failed in a row."""
+
+
+class FailureBreaker:
+    """Stops scheduling (case, mode) runs after `limit` consecutive failures (0: never).
+
+    A dead endpoint would otherwise turn every remaining pair into a failed record, each after its full
+    retry back-off; stopping early keeps everything already recorded, and the same command resumes.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.streak = 0
+        self.last_error: str | None = None
+        self.tripped = threading.Event()
+        self._lock = threading.Lock()
+
+    def observe(self, rec: dict[str, Any]) -> None:
+        with self._lock:
+            if rec["status"] == "ok":
+                self.streak = 0
+                return
+            self.streak += 1
+            self.last_error = rec.get("error")
+            if self.limit and self.streak >= self.limit:
+                self.tripped.set()
+
+
 def _run_cases(cfg: DictConfig, todo: Sequence[tuple[Case, list[Mode]]], modes: Sequence[Mode],
                comp: dict[str, Any], writer: RecordWriter) -> int:
     failed = 0
     total = sum(len(ms) for _, ms in todo)
+    breaker = FailureBreaker(int(cfg.run.get("max_consecutive_failures", 0) or 0))
     bar = tqdm(total=total, desc="cases x modes", unit="run", disable=not cfg.run.progress)
     with ThreadPoolExecutor(max_workers=int(cfg.run.concurrency)) as pool:
-        futs = [pool.submit(_run_case, case, ms, comp, writer, bar) for case, ms in todo]
+        futs = [pool.submit(_run_case, case, ms, comp, writer, bar, breaker) for case, ms in todo]
         for f in as_completed(futs):
             failed += f.result()
     bar.close()
+    if breaker.tripped.is_set():
+        done = {(r["question_id"], r["mode"]) for r in load_records(writer.path) if r.get("status") == "ok"}
+        not_run = sum((c.question_id, m.name) not in done for c, ms in todo for m in ms) - failed
+        raise RunStopped(
+            f"stopped after {breaker.streak} (case, mode) runs failed in a row (run.max_consecutive_failures="
+            f"{breaker.limit}); last error: {breaker.last_error}. {failed} failed and {not_run} not started this run; "
+            f"every record written so far is kept in {writer.path}. Fix the cause and run the same command again "
+            f"to resume (run.max_consecutive_failures=0 turns this check off).")
     return failed
 
 
-def _run_case(case: Case, modes: Sequence[Mode], comp: dict[str, Any], writer: RecordWriter, bar) -> int:
+def _run_case(case: Case, modes: Sequence[Mode], comp: dict[str, Any], writer: RecordWriter, bar,
+              breaker: FailureBreaker | None = None) -> int:
     session = Session(id=f"lme-{case.question_id}", user_id=case.question_id)
     session.extend(case.events())
     failed = 0
     retriever = comp["retrieval"]
     for mode in modes:
+        if breaker is not None and breaker.tripped.is_set():
+            break  # not started: left for the next run, never recorded as an outcome it did not have
         ctx = CaseContext(case=case, session=session, model=comp["client"], generation=comp["generation"],
                           context_window=comp["window"], token_counter=comp["counter"],
                           token_ratio=comp["token_ratio"], summaries=comp["summaries"],
@@ -295,6 +338,8 @@ def _run_case(case: Case, modes: Sequence[Mode], comp: dict[str, Any], writer: R
             rec["usage"]["embedding_tokens"] = sum(c["usage"]["prompt_tokens"] for c in embedding_calls)
         failed += rec["status"] != "ok"
         writer.append(rec)
+        if breaker is not None:
+            breaker.observe(rec)
         bar.update(1)
     comp["summaries"].forget(case.question_id)
     return failed

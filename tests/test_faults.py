@@ -221,3 +221,40 @@ def test_concurrent_cases_with_the_default_retriever(tmp_path):
                    "client.concurrency=8", "mode=[summary_ondemand]", "judge=none")
     recs = load_records(tmp_path / "run" / "records.jsonl")
     assert code == 0 and len(recs) == 8 and all(r["status"] == "ok" for r in recs), [r.get("error") for r in recs]
+
+
+def test_a_dead_endpoint_trips_the_breaker_keeps_records_and_the_same_command_resumes(tmp_path, capsys):
+    """After run.max_consecutive_failures failed pairs in a row, nothing new starts: the run stops with exit 4,
+    a partial report and every record so far; once the endpoint is healthy the same command finishes the run."""
+    model = FakeModel()
+    inj = FaultInjector(model, FaultMix(persistent=1.0, persistent_fault="503"))
+    overrides = ("run.concurrency=1", "judge=none", "run.max_consecutive_failures=2", "dataset.limit=3")
+    with FakeOpenAIServer(inj) as srv:
+        code = run(tmp_path, srv.base_url, *overrides)
+        err = capsys.readouterr().err
+        assert code == 4
+        assert "stopped after 2 (case, mode) runs failed in a row" in err and "503" in err
+        recs = raw_records(tmp_path / "run")
+        assert len(recs) == 2 and all(r["status"] == "failed" for r in recs)  # the rest never started
+        assert (tmp_path / "run" / "report.md").exists()
+        assert "run stopped" in (tmp_path / "run" / "FAILED.txt").read_text()
+        srv.responder = model
+        assert run(tmp_path, srv.base_url, *overrides) == 0
+    final = load_records(tmp_path / "run" / "records.jsonl")
+    assert len(final) == N_CASES * len(MODES) and all(r["status"] == "ok" for r in final)
+    assert not (tmp_path / "run" / "FAILED.txt").exists()
+
+
+def test_the_breaker_counts_failures_in_a_row_only():
+    from runners.replay import FailureBreaker
+
+    b = FailureBreaker(3)
+    for status in ("failed", "failed", "ok", "failed", "failed"):
+        b.observe({"status": status, "error": "boom" if status == "failed" else None})
+    assert not b.tripped.is_set() and b.streak == 2
+    b.observe({"status": "failed", "error": "last straw"})
+    assert b.tripped.is_set() and b.last_error == "last straw"
+    off = FailureBreaker(0)
+    for _ in range(100):
+        off.observe({"status": "failed", "error": "x"})
+    assert not off.tripped.is_set()
