@@ -201,6 +201,8 @@ def run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
                 if judge_client is not client:
                     stats["judge"] = judge_client.stats.as_dict()
             prov = provenance(cfg, data_prov)
+            if components is not None:  # which embedder weights ranked the searches (model2vec:<sha256 prefix>)
+                prov["retrieval"] = components["retrieval"].describe()
             prov.update({"fingerprint": fp, "records": str(run_dir / RECORDS_FILE),
                          "elapsed_s": round(time.time() - t0, 2), "cases_elapsed_s": round(cases_s, 2),
                          "skipped_already_done": n_skipped, "llm_stats": stats})

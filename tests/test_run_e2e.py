@@ -147,3 +147,5 @@ def test_embedding_endpoint_calls_land_in_records_and_are_priced(tmp_path, monke
     cost = sum(float(r["cost_embedding"]) for r in rows)  # text-embedding-3-small: $0.02 per 1M tokens
     assert cost == pytest.approx(sum(c["usage"]["prompt_tokens"] for c in logged) * 0.02 / 1e6)
     assert "embedding $/case" in (tmp_path / "run" / "report.md").read_text()
+    retrieval = json.loads((tmp_path / "run" / "run.json").read_text())["retrieval"]
+    assert retrieval["preset"] == "trpc_parity_openai" and retrieval["embedder"].startswith("openai:text-embedding-3-small")
