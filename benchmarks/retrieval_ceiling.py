@@ -10,7 +10,8 @@ haystack (as `lme-harness retrieval-eval` does), it scores every turn once with 
 1. the shipped default, recomputed here and checked against `evaluate_case` (the retrieval-eval path);
 2. a grid over the default's knobs: fusion weight, reply propagation, assistant weight, BM25 k1/b (400 settings);
 3. an answer-type bonus (the classic QA cue: a "how long" question wants a duration, "who" a name, ...);
-4. static token-level MaxSim (soft lexical matching through the model2vec token vectors);
+4. static token-level MaxSim (soft lexical matching through the model2vec token vectors), and BM25 re-scored
+   inside the top session with that session's own IDF (topic words shared by the whole session weigh less);
 5. a logistic-regression reranker over 12 features of the top 20 turns, in-sample (fit and scored on the same
    64 cases: an optimistic ceiling) and leave-one-case-out;
 6. optionally, a local LLM as a listwise reranker of the top 3 (through the project's client layer and the
@@ -52,6 +53,7 @@ def case_signals(retriever, case) -> dict[str, Any]:
         "texts": [d.text for d in docs], "roles": np.array([d.role for d in docs]),
         "ts": index.timestamps, "nxt": index._next_reply,
         "evidence": np.array([events[d.position].has_answer for d in docs]),
+        "sessions": [events[d.position].source_session for d in docs],
         "cos": np.clip(index.dense_scores(q).astype(np.float64), 0.0, None),
         "kw": {},
     }
@@ -149,6 +151,23 @@ def add_maxsim(sigs, model) -> None:
         sig["maxsim"] = np.array([
             float((idf * (qv @ table[d].T).max(axis=1)).sum() / max(idf.sum(), 1e-9)) if len(d) and len(q) else 0.0
             for d in doc_ids])
+
+
+def session_local_bm25(weight: float) -> Callable[[dict], np.ndarray]:
+    """Add `weight` x BM25 over the user turns of the top-ranked session, with IDF from that session alone."""
+    from harness.retrieval.keyword import KeywordIndex
+
+    def score(sig):
+        s = fused(sig)
+        top_session = sig["sessions"][order_of(sig, s)[0]]
+        idx = [i for i, (sess, role) in enumerate(zip(sig["sessions"], sig["roles"]))
+               if sess == top_session and role == "user"]
+        out = s.copy()
+        if len(idx) > 1:
+            local = KeywordIndex([sig["index"].doc_tokens[i] for i in idx]).scores(sig["q"])[0].astype(np.float64)
+            out[idx] += weight * (local / local.max() if local.max() > 0 else local)
+        return out
+    return score
 
 
 # --- 5. learned reranker ------------------------------------------------------------------------------------------
@@ -268,6 +287,12 @@ def main(argv: list[str] | None = None) -> None:
     rows.append(("4. static token MaxSim alone (user turns)", recall(sigs, lambda s: s["maxsim"] * np.where(s["roles"] == "user", 1, 0.5))))
     for beta in (0.25, 0.5, 1.0):
         rows.append((f"4. default + {beta} x MaxSim", recall(sigs, lambda s: fused(s) + beta * s["maxsim"])))
+
+    in_session = sum(sig["sessions"][order_of(sig, fused(sig))[0]] == sig["sessions"][int(np.flatnonzero(sig["evidence"])[0])]
+                     for sig in sigs if not sig["evidence"][order_of(sig, fused(sig))[0]])
+    for weight in (0.25, 0.5, 1.0, 2.0):
+        rows.append((f"4. default + {weight} x session-local BM25 (misses in the evidence session: {in_session})",
+                     recall(sigs, session_local_bm25(weight))))
 
     try:
         for c_reg in (0.01, 0.1, 1.0):
