@@ -1,4 +1,4 @@
-"""`lme-harness` command line: run, report, compare, gate, models pull, data info, retrieval-eval."""
+"""`lme-harness` command line: run, report, compare, gate, export, models pull, data info, retrieval-eval."""
 from __future__ import annotations
 
 import argparse
@@ -124,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pricing", help="price table YAML (default configs/pricing/default.yaml)")
     p.add_argument("--write-baseline", action="store_true",
                    help="write the baseline from this run (default tolerances) instead of checking")
+    p = sub.add_parser("export", help="write each mode's answers as a LongMemEval hypothesis file (question_id, hypothesis)")
+    p.add_argument("run_dir")
+    p.add_argument("--out", help="output directory (default: RUN_DIR/hypotheses)")
     p = sub.add_parser("models", help="manage embedded models")
     msub = p.add_subparsers(dest="models_cmd", required=True)
     pp = msub.add_parser("pull", help="assemble and sha256-verify a model file")
@@ -156,6 +159,19 @@ def main(argv: list[str] | None = None) -> int:
         from runners.gate import gate_main
 
         return _guard(lambda: gate_main(args.run_dir, args.baseline, pricing=args.pricing, write=args.write_baseline))
+    if args.cmd == "export":
+        from reports.export import export_hypotheses
+
+        def export() -> int:
+            res = export_hypotheses(args.run_dir, args.out)
+            for mode, f in res.files.items():
+                print(f"{mode}: {res.counts[mode]} hypotheses -> {f}")
+            for qid, mode, error in res.missing:
+                print(f"lme-harness: warning: no answer for {qid} / {mode} (failed: {error}); rerun the run to fill it",
+                      file=sys.stderr)
+            print("re-judge with LongMemEval's script: python src/evaluation/evaluate_qa.py gpt-4o FILE REF_FILE")
+            return EXIT_FAILED_CASES if res.missing else 0
+        return _guard(export)
     if args.cmd == "models":
         from harness.llm.models import available_models, load_spec, pull
 
