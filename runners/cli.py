@@ -1,4 +1,4 @@
-"""`lme-harness` command line: run, report, compare, gate, export, models pull, data info, retrieval-eval."""
+"""`lme-harness` command line: run, rescore, report, compare, gate, export, models pull, data info, retrieval-eval."""
 from __future__ import annotations
 
 import argparse
@@ -105,12 +105,29 @@ def _retrieval_task(cfg, run_dir: Path) -> int:
     return 0
 
 
+def _rescore_task(src: Path):
+    def task(cfg, run_dir: Path) -> int:
+        from reports.render import build_report
+        from runners.rescore import rescore_run
+
+        summary = rescore_run(cfg, src, run_dir)
+        paths = build_report(run_dir)
+        print(f"rescored {src} -> {run_dir}")
+        print(f"records: {summary.n_records} ({summary.n_skipped} already done, {summary.n_failed} without an answer)")
+        print(f"judge calls: {summary.stats.get('network_calls', 0)} network, {summary.stats.get('cache_hits', 0)} from cache")
+        print(f"report: {paths['markdown']}")
+        return EXIT_FAILED_CASES if summary.n_failed else 0
+    return task
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="lme-harness", description=__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("run", help="run the benchmark (Hydra overrides follow, e.g. dataset=s model=openai)", add_help=False)
     sub.add_parser("retrieval-eval", help="retrieval-only evaluation (Hydra overrides follow)", add_help=False)
+    sub.add_parser("rescore", help="score a run's answers again (other scorers/judge), no answer calls: "
+                   "rescore SRC_RUN_DIR [Hydra overrides]", add_help=False)
     p = sub.add_parser("report", help="rebuild tables and plots from a run directory's records (no model calls)")
     p.add_argument("run_dir")
     p.add_argument("--pricing", help="price table YAML (default configs/pricing/default.yaml)")
@@ -137,6 +154,16 @@ def main(argv: list[str] | None = None) -> int:
     dp = dsub.add_parser("info", help="question count, types, abstention count, sha256")
     dp.add_argument("path")
 
+    if argv and argv[0] == "rescore":
+        if len(argv) < 2 or "=" in argv[1]:
+            print("lme-harness: error: usage: lme-harness rescore SRC_RUN_DIR [HYDRA OVERRIDES...]", file=sys.stderr)
+            return 2
+        logging.basicConfig(level=logging.WARNING)
+        src = Path(argv[1])
+        overrides = argv[2:]
+        if not any(o.startswith("hydra.run.dir=") for o in overrides):  # next to the source, named by the overrides
+            overrides.append(f"hydra.run.dir={src / 'rescore'}/${{hydra.job.override_dirname}}")
+        return _hydra_main(_rescore_task(src), overrides)
     if argv and argv[0] in ("run", "retrieval-eval"):
         logging.basicConfig(level=logging.WARNING)
         task = _run_task if argv[0] == "run" else _retrieval_task

@@ -226,12 +226,7 @@ def _components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -> dic
     retrieval = instantiate(cfg.retrieval)
     if getattr(retrieval, "embedder", None) is not None and int(cfg.run.concurrency) > 1:
         retrieval.embedder = SerializedEmbedder(retrieval.embedder)
-    scorers = [instantiate(s) for s in cfg.scorers.values()]
-    for s in scorers:  # load lazy dependencies now (rouge-score imports nltk, ~1 s), not under the import lock
-        s.score(ScoreInput("warm-up", "", "", "warm up", "warm up"))  # that all concurrent cases would queue on
-    if cfg.judge.get("_target_"):
-        judge_cfg = {k: v for k, v in cfg.judge.items() if k != "endpoint"}  # the endpoint is opened above
-        scorers.append(instantiate(judge_cfg, model=judge_client))
+    scorers = build_scorers(cfg, judge_client)
     window = int(ep.spec.n_ctx or ep.spec.context_window or 8192)
     return {
         "client": client,
@@ -244,6 +239,29 @@ def _components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -> dic
         "scorers": scorers,
         "generation": {k: v for k, v in OmegaConf.to_container(cfg.generation, resolve=True).items() if v is not None},
     }
+
+
+def build_scorers(cfg: DictConfig, judge_client) -> list[Any]:
+    """The configured scorers, then the judge (if any) bound to `judge_client`."""
+    scorers = [instantiate(s) for s in cfg.scorers.values()]
+    for s in scorers:  # load lazy dependencies now (rouge-score imports nltk, ~1 s), not under the import lock
+        s.score(ScoreInput("warm-up", "", "", "warm up", "warm up"))  # that all concurrent cases would queue on
+    if cfg.judge.get("_target_"):
+        judge_cfg = {k: v for k, v in cfg.judge.items() if k != "endpoint"}  # the endpoint is opened by the caller
+        scorers.append(instantiate(judge_cfg, model=judge_client))
+    return scorers
+
+
+def score_prediction(scorers, item: ScoreInput) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(metrics, details by scorer class) of one answer."""
+    metrics: dict[str, Any] = {}
+    details: dict[str, Any] = {}
+    for s in scorers:
+        res = s.score(item)
+        metrics.update(res.values)
+        if res.details:
+            details[type(s).__name__] = res.details
+    return metrics, details
 
 
 class SerializedEmbedder:
@@ -354,13 +372,7 @@ def _base_record(case: Case, mode: str) -> dict[str, Any]:
 
 def _record(case: Case, mode: str, out: ModeOutput, scorers, wall_s: float) -> dict[str, Any]:
     item = ScoreInput(case.question_id, case.question_type, case.question, case.answer, out.prediction)
-    metrics: dict[str, Any] = {}
-    details: dict[str, Any] = {}
-    for s in scorers:
-        res = s.score(item)
-        metrics.update(res.values)
-        if res.details:
-            details[type(s).__name__] = res.details
+    metrics, details = score_prediction(scorers, item)
     answer_calls = [c.to_record() for c in out.calls]
     summary_calls = (out.summary or {}).get("calls", [])
     final = out.calls[-1] if out.calls else None

@@ -1,0 +1,107 @@
+"""`lme-harness rescore SRC_RUN_DIR [HYDRA OVERRIDES]`: score a run's answers again, with no answer calls.
+
+The answers are read from SRC's records (the source of truth); the configured scorers and judge score them
+again, e.g. the official judge on a run that was scored by the reference's LLMScore:
+
+    lme-harness rescore runs/repro/dataset=s,model=openai judge=longmemeval +model@judge.endpoint=openai \
+        judge.endpoint.model=gpt-4o-2024-08-06
+
+Each new record is the source record with `metrics` and `metric_details` replaced and `rescored_from` added;
+calls, tool trace, summary, usage and latency are kept, so cost and token columns still describe the run that
+produced the answers. A failed source pair has no answer: it is copied as failed (and listed in the report).
+The output directory (default SRC/rescore/<overrides>) resumes like a run: the same command scores only
+what is missing, and `lme-harness compare SRC OUT` puts the two judges side by side.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from harness.llm.cache import ResponseCache
+from harness.llm.endpoint import make_client, open_endpoint
+from harness.records import RECORDS_FILE, RecordError, RecordWriter, load_records, record_key
+from harness.scoring.base import ScoreInput
+from runners.provenance import MODEL_KEYS, redacted_config
+from runners.replay import FAILURE_NOTE, RunSummary, _write_failure, build_scorers, score_prediction
+
+log = logging.getLogger(__name__)
+
+
+def rescore_record(rec: dict[str, Any], scorers, source: str) -> dict[str, Any]:
+    out = {k: v for k, v in rec.items() if k != "schema"}
+    out["rescored_from"] = source
+    if rec.get("status") != "ok":
+        return out  # no answer to score: stays failed, with the source's reason
+    item = ScoreInput(rec["question_id"], rec.get("question_type") or "", rec.get("question") or "",
+                      str(rec.get("reference") or ""), rec.get("prediction") or "")
+    out["metrics"], out["metric_details"] = score_prediction(scorers, item)
+    return out
+
+
+def rescore_run(cfg: DictConfig, src_dir: Path, out_dir: Path) -> RunSummary:
+    src_dir, out_dir = Path(src_dir), Path(out_dir)
+    if src_dir.resolve() == out_dir.resolve():
+        raise RecordError(f"{out_dir}: rescore must write to another directory than its source")
+    source = load_records(src_dir / RECORDS_FILE) if (src_dir / RECORDS_FILE).exists() else []
+    if not source:
+        raise RecordError(f"{src_dir / RECORDS_FILE}: no records to rescore")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    started = False
+    try:
+        done = {record_key(r) for r in load_records(out_dir / RECORDS_FILE) if r.get("status") == "ok"} \
+            if (out_dir / RECORDS_FILE).exists() else set()
+        todo = [r for r in source if record_key(r) not in done]
+        stats: dict[str, Any] = {}
+        judge_spec = cfg.judge.get("endpoint") or cfg.model if cfg.judge.get("_target_") else None
+        with contextlib.ExitStack() as stack:
+            judge_client = None
+            if todo and judge_spec is not None:
+                cache = ResponseCache(Path(str(cfg.cache.path)).expanduser()) if cfg.cache.enabled else None
+                if cache is not None:
+                    stack.callback(cache.close)
+                ep = stack.enter_context(open_endpoint(judge_spec, log_dir=out_dir, progress=cfg.run.progress))
+                judge_client = make_client(ep, cfg.client, cache)
+                if cfg.client.get("preflight", True):
+                    judge_client.preflight(timeout_s=min(float(cfg.client.timeout_s), 15.0))
+            scorers = build_scorers(cfg, judge_client) if todo else []
+            started = True
+            (out_dir / FAILURE_NOTE).unlink(missing_ok=True)
+            writer = RecordWriter(out_dir / RECORDS_FILE)
+            t0 = time.perf_counter()
+            with ThreadPoolExecutor(max_workers=int(cfg.run.concurrency)) as pool:
+                for new in pool.map(lambda r: rescore_record(r, scorers, str(src_dir)), todo):
+                    writer.append(new)
+            if judge_client is not None:
+                stats = judge_client.stats.as_dict()
+            _write_meta(cfg, src_dir, out_dir, judge_spec, stats, time.perf_counter() - t0)
+    except Exception as e:
+        _write_failure(out_dir, e, started)
+        raise
+    final = load_records(out_dir / RECORDS_FILE)
+    failed = sum(r.get("status") != "ok" for r in final)
+    return RunSummary(out_dir, len(final), failed, len(source) - len(todo), stats)
+
+
+def _write_meta(cfg: DictConfig, src_dir: Path, out_dir: Path, judge_spec, stats: dict[str, Any], elapsed: float) -> None:
+    """run.json: the source run's provenance (dataset, answer model, config), with the new scoring on top."""
+    src_meta_path = src_dir / "run.json"
+    meta = json.loads(src_meta_path.read_text()) if src_meta_path.exists() else {}
+    new_cfg = redacted_config(cfg)
+    judge = {k: v for k, v in (OmegaConf.to_container(judge_spec, resolve=True) if judge_spec is not None else {}).items()
+             if k in MODEL_KEYS} or None
+    config = dict(meta.get("config") or {})
+    config.update({"judge": new_cfg.get("judge"), "scorers": new_cfg.get("scorers")})
+    meta.update({
+        "judge_model": judge,
+        "config": config,
+        "rescore": {"source": str(src_dir), "source_fingerprint": meta.get("fingerprint"), "elapsed_s": round(elapsed, 2),
+                    "judge_stats": stats},
+    })
+    (out_dir / "run.json").write_text(json.dumps(meta, indent=2, default=str))
