@@ -1,4 +1,5 @@
-"""A run's answers as LongMemEval hypothesis files, so anyone can re-judge them with upstream's own script.
+"""A run's answers as LongMemEval hypothesis files, so anyone can re-judge them with upstream's own script;
+optionally the per-case table as a Hugging Face `datasets` dataset (and Parquet) to share or analyse.
 
 Upstream (`src/evaluation/evaluate_qa.py METRIC_MODEL HYP_FILE REF_FILE`) reads JSON lines with
 `question_id` and `hypothesis`; one file per mode is written here from the records (the source of truth).
@@ -41,3 +42,26 @@ def export_hypotheses(run_dir: str | Path, out_dir: str | Path | None = None) ->
         f.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
         result.files[mode], result.counts[mode] = f, len(rows)
     return result
+
+
+def export_cases_dataset(run_dir: str | Path, out_dir: str | Path | None = None) -> dict[str, Path]:
+    """The per-case table of the report (metrics, tokens, cost, latency per question × mode) with the question,
+    reference and answer, as a `datasets.Dataset` saved to OUT/cases (`load_from_disk`, `push_to_hub`) and
+    OUT/cases.parquet. Failed pairs are rows too (status, error; metrics empty)."""
+    import datasets
+
+    from reports.aggregate import load_run
+
+    run_dir = Path(run_dir)
+    out = Path(out_dir) if out_dir else run_dir / "hypotheses"
+    out.mkdir(parents=True, exist_ok=True)
+    df = load_run(run_dir)
+    df.attrs = {}  # the price table object is not serialisable; its date is in the cost columns' provenance
+    texts = {(r["question_id"], r["mode"]): r for r in load_records(run_dir / RECORDS_FILE)}
+    for field_name in ("question", "reference", "prediction"):
+        df[field_name] = [texts.get((q, str(m)), {}).get(field_name) for q, m in zip(df["question_id"], df["mode"])]
+    df["mode"] = df["mode"].astype(str)
+    ds = datasets.Dataset.from_pandas(df, preserve_index=False)
+    ds.save_to_disk(str(out / "cases"))
+    ds.to_parquet(str(out / "cases.parquet"))
+    return {"dataset": out / "cases", "parquet": out / "cases.parquet"}

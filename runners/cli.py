@@ -144,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("export", help="write each mode's answers as a LongMemEval hypothesis file (question_id, hypothesis)")
     p.add_argument("run_dir")
     p.add_argument("--out", help="output directory (default: RUN_DIR/hypotheses)")
+    p.add_argument("--dataset", action="store_true",
+                   help="also the per-case table as a Hugging Face dataset (OUT/cases) and OUT/cases.parquet")
     p = sub.add_parser("models", help="manage embedded models")
     msub = p.add_subparsers(dest="models_cmd", required=True)
     pp = msub.add_parser("pull", help="assemble and sha256-verify a model file")
@@ -197,6 +199,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"lme-harness: warning: no answer for {qid} / {mode} (failed: {error}); rerun the run to fill it",
                       file=sys.stderr)
             print("re-judge with LongMemEval's script: python src/evaluation/evaluate_qa.py gpt-4o FILE REF_FILE")
+            if args.dataset:
+                from reports.export import export_cases_dataset
+
+                for kind, path in export_cases_dataset(args.run_dir, args.out).items():
+                    print(f"per-case {kind}: {path}")
             return EXIT_FAILED_CASES if res.missing else 0
         return _guard(export)
     if args.cmd == "models":

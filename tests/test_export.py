@@ -33,3 +33,17 @@ def test_a_retried_pair_exports_its_newest_answer(tmp_path):
 def test_export_of_a_directory_without_records_is_one_clear_error(tmp_path, capsys):
     assert main(["export", str(tmp_path)]) == 2
     assert "no records to export" in capsys.readouterr().err
+
+
+def test_export_dataset_writes_the_per_case_table_as_a_hf_dataset_and_parquet(tmp_path):
+    import datasets
+    import pandas as pd
+
+    run = write_run(tmp_path / "run", [rec("q1", "summary", em=1.0, prediction="Paris"),
+                                       rec("q2", "summary", status="failed", error="LLMError: 503")])
+    assert main(["export", str(run), "--dataset"]) == 3
+    ds = datasets.load_from_disk(str(run / "hypotheses" / "cases"))
+    rows = {r["question_id"]: r for r in ds}
+    assert rows["q1"]["em"] == 1.0 and rows["q1"]["prediction"] == "Paris" and rows["q1"]["question"] == "Where did I go?"
+    assert rows["q2"]["status"] == "failed" and rows["q2"]["prediction"] is None  # failed pairs stay visible
+    assert len(pd.read_parquet(run / "hypotheses" / "cases.parquet")) == 2
