@@ -44,8 +44,18 @@ class RunConfigError(ValueError):
     pass
 
 
+def _drop_nulls(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _drop_nulls(v) for k, v in obj.items() if v is not None}
+    if isinstance(obj, list):
+        return [_drop_nulls(v) for v in obj]
+    return obj
+
+
 def fingerprint(cfg: DictConfig) -> str:
-    c = OmegaConf.to_container(cfg, resolve=True)
+    """Identity of the result-bearing configuration. Null settings are left out, so a release that adds an
+    optional key (defaulting to null) does not orphan the run directories of the previous one."""
+    c = _drop_nulls(OmegaConf.to_container(cfg, resolve=True))
     for dotted in NON_RESULT_KEYS:
         node = c
         *parents, last = dotted.split(".")

@@ -82,3 +82,15 @@ def test_events_are_flattened_in_file_order_with_stable_ids():
 def test_select_rejects_negative_limit():
     with pytest.raises(DataError):
         select([], limit=-1)
+
+
+def test_seeded_sample_is_reproducible_stratified_and_sorted():
+    rows = [make_row(f"u{i:02d}") for i in range(12)] + [make_row(f"m{i:02d}", qtype="multi-session") for i in range(6)]
+    cases = parse_cases(__import__("json").dumps(rows).encode(), "x.json")
+    a = select(cases, None, limit=6, sample_seed=7)
+    assert [c.question_id for c in a] == sorted(c.question_id for c in a)
+    assert [c.question_id for c in a] == [c.question_id for c in select(cases, None, limit=6, sample_seed=7)]
+    assert sum(c.question_type == "multi-session" for c in a) == 2  # 6 of 18 are multi-session: 2 of 6
+    assert [c.question_id for c in a] != [c.question_id for c in select(cases, None, limit=6)]  # not the first 6
+    assert {c.question_id for c in select(cases, None, limit=6, sample_seed=8)} != {c.question_id for c in a}
+    assert len(select(cases, None, limit=50, sample_seed=7)) == 18

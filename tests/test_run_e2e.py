@@ -149,3 +149,15 @@ def test_embedding_endpoint_calls_land_in_records_and_are_priced(tmp_path, monke
     assert "embedding $/case" in (tmp_path / "run" / "report.md").read_text()
     retrieval = json.loads((tmp_path / "run" / "run.json").read_text())["retrieval"]
     assert retrieval["preset"] == "trpc_parity_openai" and retrieval["embedder"].startswith("openai:text-embedding-3-small")
+
+
+def test_fingerprint_ignores_null_settings_and_what_does_not_change_results():
+    from omegaconf import OmegaConf
+
+    from runners.replay import fingerprint
+
+    base = OmegaConf.create({"dataset": {"name": "s", "limit": 3}, "run": {"concurrency": 1}, "generation": {"seed": 0}})
+    same = OmegaConf.merge(base, {"dataset": {"sample_seed": None}, "run": {"concurrency": 8}})
+    assert fingerprint(same) == fingerprint(base)  # a new optional key (null) and the concurrency change nothing
+    assert fingerprint(OmegaConf.merge(base, {"dataset": {"sample_seed": 1}})) != fingerprint(base)
+    assert fingerprint(OmegaConf.merge(base, {"generation": {"seed": 1}})) != fingerprint(base)

@@ -159,9 +159,11 @@ def parse_cases(data: bytes, source: str) -> list[Case]:
 
 def select(
     cases: Iterable[Case], question_types: Sequence[str] | None = None, limit: int | None = None,
-    question_ids: Sequence[str] | None = None,
+    question_ids: Sequence[str] | None = None, sample_seed: int | None = None,
 ) -> list[Case]:
-    """Filter by type (case-insensitive), stable-sort by question_id, then keep the first `limit` (reference §2)."""
+    """Filter by type (case-insensitive), stable-sort by question_id, then keep `limit` cases: the first ones
+    (reference §2), or with `sample_seed` a seeded random sample, drawn per question type in proportion to its
+    share (the first N of a sorted file are not a representative subset), returned sorted by question_id."""
     out = list(cases)
     if question_types:
         wanted = {t.strip().lower() for t in question_types}
@@ -173,8 +175,26 @@ def select(
     if limit is not None:
         if limit < 0:
             raise DataError(f"limit must be >= 0, got {limit}")
-        out = out[:limit]
+        out = out[:limit] if sample_seed is None else _stratified_sample(out, limit, sample_seed)
     return out
+
+
+def _stratified_sample(cases: list[Case], n: int, seed: int) -> list[Case]:
+    """n cases, each question type getting round(n × its share) (largest remainders fill the rest)."""
+    import random
+
+    if n >= len(cases):
+        return cases
+    rng = random.Random(seed)
+    by_type: dict[str, list[Case]] = {}
+    for c in cases:
+        by_type.setdefault(c.question_type, []).append(c)
+    quotas = {t: n * len(cs) / len(cases) for t, cs in by_type.items()}
+    take = {t: int(q) for t, q in quotas.items()}
+    for t in sorted(quotas, key=lambda t: (-(quotas[t] - take[t]), t))[: n - sum(take.values())]:
+        take[t] += 1
+    picked = [c for t in sorted(by_type) for c in rng.sample(by_type[t], take[t])]
+    return sorted(picked, key=lambda c: c.question_id)
 
 
 def default_data_dirs() -> list[Path]:
@@ -210,6 +230,7 @@ class LongMemEvalSource:
     question_types: Sequence[str] | None = ("single-session-user",)
     question_ids: Sequence[str] | None = None
     limit: int | None = None
+    sample_seed: int | None = None  # with limit: a seeded random subset (stratified by type) instead of the first N
     hf_repo: str | None = "xiaowu0162/longmemeval-cleaned"
     hf_filename: str | None = None
     hf_revision: str = "main"
@@ -241,7 +262,7 @@ class LongMemEvalSource:
         if expected and digest != expected:
             raise DataError(f"{source}: sha256 mismatch: expected {expected}, got {digest}")
         all_cases = parse_cases(data, source)
-        cases = select(all_cases, self.question_types, self.limit, self.question_ids)
+        cases = select(all_cases, self.question_types, self.limit, self.question_ids, self.sample_seed)
         if not cases:
             raise DataError(f"{source}: no question matches question_types={list(self.question_types or [])}")
         return cases, {"source": source, "sha256": digest, "verified": bool(expected), "n_total": len(all_cases),
