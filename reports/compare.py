@@ -142,10 +142,11 @@ def paired_stats(pairs: pd.DataFrame, keys: Sequence[str] = COMPARE_KEYS, *, gro
             row: dict[str, Any] = {"group": g, "metric": k, "n": est.n, "mean_a": float(xa[keep].mean()),
                                    "mean_b": float(xb[keep].mean()), "delta": est.mean, "lo": est.lo, "hi": est.hi,
                                    "wins": wlt.wins, "ties": wlt.ties, "losses": wlt.losses,
-                                   "higher_is_better": hib, "mcnemar_b": None, "mcnemar_c": None, "p_value": None}
+                                   "higher_is_better": hib, "mcnemar_b": None, "mcnemar_c": None, "p_value": None,
+                                   "agreement": None, "kappa": None}
             if k in BINARY_KEYS:
                 m = mcnemar(xa, xb)
-                row.update(mcnemar_b=m.b, mcnemar_c=m.c, p_value=m.p_value)
+                row.update(mcnemar_b=m.b, mcnemar_c=m.c, p_value=m.p_value, agreement=m.agreement, kappa=m.kappa)
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -183,11 +184,15 @@ def _sig(r: Mapping[str, Any]) -> str:
 def mcnemar_cell(r: Mapping[str, Any]) -> str:
     if r.get("p_value") is None or (isinstance(r.get("p_value"), float) and math.isnan(r["p_value"])):
         return ""
-    return f"{int(r['mcnemar_b'])}/{int(r['mcnemar_c'])}, p={r['p_value']:.3g}"
+    cell = f"{int(r['mcnemar_b'])}/{int(r['mcnemar_c'])}, p={r['p_value']:.3g}"
+    agreement, kappa = r.get("agreement"), r.get("kappa")
+    if agreement is not None and not math.isnan(agreement):
+        cell += f"; agree {agreement:.0%}, κ=" + ("n/a" if kappa is None or math.isnan(kappa) else f"{kappa:.2f}")
+    return cell
 
 
 def markdown_paired(stats: pd.DataFrame, *, label_a: str, label_b: str) -> str:
-    head = ["mode", "metric", "n", label_a, label_b, "Δ (B − A) [95 % CI]", "win/tie/loss", "McNemar b/c, p"]
+    head = ["mode", "metric", "n", label_a, label_b, "Δ (B − A) [95 % CI]", "win/tie/loss", "McNemar b/c, p; agreement, κ"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in stats.to_dict("records"):
         label = ALL_COLUMNS[r["metric"]].label if r["metric"] in ALL_COLUMNS else r["metric"]
@@ -251,7 +256,7 @@ def pair_markdown(p: PairResult) -> str:
 COMPARE_NOTE = ("Paired by question_id and mode over cases scored in both runs. Δ = B − A with a paired-bootstrap 95 % CI "
                 "(resampling cases; 2000 resamples, seed 0); ▲/▼: the CI excludes 0 and B is better/worse. win/tie/loss "
                 "counts cases where B is better/equal/worse in the metric's direction (↑ higher is better, ↓ lower). "
-                "McNemar: b = A right & B wrong, c = A wrong & B right, exact two-sided p. Judge metrics pair only cases "
+                "McNemar: b = A right & B wrong, c = A wrong & B right, exact two-sided p; agreement = share of cases where A and B agree, κ = Cohen's kappa (agreement beyond chance: how interchangeable two judges are). Judge metrics pair only cases "
                 "judged in both (not_run is left out, never counted as wrong).")
 
 

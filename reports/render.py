@@ -277,7 +277,7 @@ def paired_html(stats: pd.DataFrame, *, table_id: str) -> str:
         rows.append([H.cell(r["group"]), H.cell(label), H.cell(r["n"]), H.cell(r["mean_a"], f), H.cell(r["mean_b"], f),
                      H.ci_cell(r["delta"], r["lo"], r["hi"], f.replace("{:", "{:+")), H.cell(r["wins"]),
                      H.cell(r["ties"]), H.cell(r["losses"]), H.cell(mcnemar_cell(r))])
-    return H.table(["mode", "metric", "n", "A", "B", "Δ (B − A) [95 % CI]", "wins", "ties", "losses", "McNemar b/c, p"],
+    return H.table(["mode", "metric", "n", "A", "B", "Δ (B − A) [95 % CI]", "wins", "ties", "losses", "McNemar b/c, p; agreement, κ"],
                    rows, table_id=table_id)
 
 

@@ -79,12 +79,16 @@ class McNemar:
     """Discordant pairs of two binary outcomes on the same cases and the exact two-sided p-value.
 
     `b`: A correct, B wrong. `c`: A wrong, B correct. `n`: pairs compared (both sides judged).
+    `agreement` and Cohen's `kappa` say how far two judges (or runs) agree beyond chance; kappa is NaN when
+    chance agreement is total (both sides constant and equal).
     """
 
     b: int
     c: int
     n: int
     p_value: float
+    agreement: float = float("nan")
+    kappa: float = float("nan")
 
 
 def mcnemar_exact(b: int, c: int) -> float:
@@ -110,7 +114,14 @@ def mcnemar(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) ->
         raise ValueError(f"mcnemar: outcomes must be 0/1, got {sorted(bad)[:3]}")
     nb = int(((xa == 1) & (xb == 0)).sum())
     nc = int(((xa == 0) & (xb == 1)).sum())
-    return McNemar(nb, nc, int(xa.size), mcnemar_exact(nb, nc))
+    n = int(xa.size)
+    agreement = kappa = float("nan")
+    if n:
+        agreement = (n - nb - nc) / n
+        pa, pb = float(xa.mean()), float(xb.mean())
+        chance = pa * pb + (1 - pa) * (1 - pb)
+        kappa = (agreement - chance) / (1 - chance) if chance < 1 else float("nan")
+    return McNemar(nb, nc, n, mcnemar_exact(nb, nc), agreement, kappa)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ def test_compare_prints_the_paired_table(tmp_path, capsys):
     assert '`prompt.name`: "trpc_default" → "state_recovery"' in out
     line = next(l for l in out.splitlines() if l.startswith("| summary_ondemand | EM ↑"))
     # 3 cases flip from wrong to right: delta +0.75, 3 wins / 1 tie, McNemar b=0 c=3, p = 2/8
-    assert "| 4 | 0.2500 | 1.0000 | +0.7500 [" in line and "| 3/1/0 | 0/3, p=0.25 |" in line
+    assert "| 4 | 0.2500 | 1.0000 | +0.7500 [" in line and "| 3/1/0 | 0/3, p=0.25; agree 25%, κ=0.00 |" in line
     tokens = next(l for l in out.splitlines() if l.startswith("| summary | prompt tokens ↓"))
     assert "-100 [-100, -100] ▲" in tokens and "| 4/0/0 |" in tokens  # fewer tokens: a win, CI excludes 0
     for name in ("compare.md", "compare.html", "compare.json", "pair1_deltas.png", "pair1_deltas.svg",

@@ -100,3 +100,14 @@ def test_win_loss_tie_respects_direction():
     tokens_a, tokens_b = [1000, 500, 300], [800, 600, 300]
     w = win_loss_tie(tokens_a, tokens_b, higher_is_better=False)
     assert (w.wins, w.ties, w.losses) == (1, 1, 1)  # fewer tokens is a win
+
+
+def test_mcnemar_reports_agreement_and_cohens_kappa():
+    from reports.stats import mcnemar
+
+    m = mcnemar([1, 1, 0, 0], [1, 0, 0, 0])
+    assert (m.b, m.c, m.n) == (1, 0, 4) and m.agreement == 0.75 and abs(m.kappa - 0.5) < 1e-12
+    same = mcnemar([1, 0, 1, 0], [1, 0, 1, 0])
+    assert same.agreement == 1.0 and same.kappa == 1.0
+    constant = mcnemar([1, 1], [1, 1])  # chance agreement is total: kappa undefined, not 0 or 1
+    assert constant.agreement == 1.0 and math.isnan(constant.kappa)
