@@ -187,7 +187,7 @@ def mcnemar_cell(r: Mapping[str, Any]) -> str:
     cell = f"{int(r['mcnemar_b'])}/{int(r['mcnemar_c'])}, p={r['p_value']:.3g}"
     agreement, kappa = r.get("agreement"), r.get("kappa")
     if agreement is not None and not math.isnan(agreement):
-        cell += f"; agree {agreement:.0%}, κ=" + ("n/a" if kappa is None or math.isnan(kappa) else f"{kappa:.2f}")
+        cell += f"; agree {agreement:.0%}, κ=" + ("n/a" if kappa is None or math.isnan(kappa) else f"{round(kappa, 2) + 0.0:.2f}")
     return cell
 
 
