@@ -35,8 +35,9 @@ from runners.summaries import SummaryProvider
 log = logging.getLogger(__name__)
 
 # Keys that do not change results: a run directory may be resumed when only these differ.
-NON_RESULT_KEYS = ("run.concurrency", "run.progress", "run.max_consecutive_failures", "client.concurrency", "client.timeout_s", "client.max_retries",
-                   "client.backoff_base_s", "client.backoff_max_s", "client.preflight", "run.name", "cache")
+NON_RESULT_KEYS = ("run.concurrency", "run.progress", "run.max_consecutive_failures", "client.concurrency",
+                   "client.timeout_s", "client.max_retries", "client.backoff_base_s", "client.backoff_max_s",
+                   "client.preflight", "run.name", "cache")
 FAILURE_NOTE = "FAILED.txt"  # the only file a run that could not start leaves (besides Hydra's .hydra/)
 
 
