@@ -27,7 +27,7 @@ def export_hypotheses(run_dir: str | Path, out_dir: str | Path | None = None) ->
     path = run_dir / RECORDS_FILE
     if not path.exists():
         raise RecordError(f"{path}: no records to export")
-    out = Path(out_dir) if out_dir else run_dir / "hypotheses"
+    out = Path(out_dir) if out_dir else run_dir / "export"
     out.mkdir(parents=True, exist_ok=True)
     by_mode: dict[str, list[dict]] = {}
     result = HypothesisExport()
@@ -53,7 +53,7 @@ def export_cases_dataset(run_dir: str | Path, out_dir: str | Path | None = None)
     from reports.aggregate import load_run
 
     run_dir = Path(run_dir)
-    out = Path(out_dir) if out_dir else run_dir / "hypotheses"
+    out = Path(out_dir) if out_dir else run_dir / "export"
     out.mkdir(parents=True, exist_ok=True)
     df = load_run(run_dir)
     df.attrs = {}  # the price table object is not serialisable; its date is in the cost columns' provenance

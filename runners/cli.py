@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="write the baseline from this run (default tolerances) instead of checking")
     p = sub.add_parser("export", help="write each mode's answers as a LongMemEval hypothesis file (question_id, hypothesis)")
     p.add_argument("run_dir")
-    p.add_argument("--out", help="output directory (default: RUN_DIR/hypotheses)")
+    p.add_argument("--out", help="output directory (default: RUN_DIR/export)")
     p.add_argument("--dataset", action="store_true",
                    help="also the per-case table as a Hugging Face dataset (OUT/cases) and OUT/cases.parquet")
     p = sub.add_parser("models", help="manage embedded models")

@@ -17,9 +17,9 @@ def test_export_writes_one_upstream_hypothesis_file_per_mode(tmp_path, capsys):
     ])
     assert main(["export", str(run)]) == 3  # something is missing: same exit status as a run with failed pairs
     out, err = capsys.readouterr()
-    assert lines(run / "hypotheses" / "summary.jsonl") == [
+    assert lines(run / "export" / "summary.jsonl") == [
         {"question_id": "q1", "hypothesis": "Paris, in May"}, {"question_id": "q2", "hypothesis": "Tokyo"}]
-    assert lines(run / "hypotheses" / "long_context.jsonl") == [{"question_id": "q1", "hypothesis": ""}]
+    assert lines(run / "export" / "long_context.jsonl") == [{"question_id": "q1", "hypothesis": ""}]
     assert "no answer for q2 / long_context (failed: LLMError: 503)" in err
     assert "summary: 2 hypotheses" in out and "evaluate_qa.py" in out
 
@@ -42,8 +42,8 @@ def test_export_dataset_writes_the_per_case_table_as_a_hf_dataset_and_parquet(tm
     run = write_run(tmp_path / "run", [rec("q1", "summary", em=1.0, prediction="Paris"),
                                        rec("q2", "summary", status="failed", error="LLMError: 503")])
     assert main(["export", str(run), "--dataset"]) == 3
-    ds = datasets.load_from_disk(str(run / "hypotheses" / "cases"))
+    ds = datasets.load_from_disk(str(run / "export" / "cases"))
     rows = {r["question_id"]: r for r in ds}
     assert rows["q1"]["em"] == 1.0 and rows["q1"]["prediction"] == "Paris" and rows["q1"]["question"] == "Where did I go?"
     assert rows["q2"]["status"] == "failed" and rows["q2"]["prediction"] is None  # failed pairs stay visible
-    assert len(pd.read_parquet(run / "hypotheses" / "cases.parquet")) == 2
+    assert len(pd.read_parquet(run / "export" / "cases.parquet")) == 2
