@@ -33,8 +33,9 @@ def open_endpoint(model_cfg: Any, *, log_dir: Path, progress: bool = True, n_thr
         return
     from harness.llm.local_server import LlamaServer
 
-    pull(spec, progress=progress)
-    with LlamaServer(spec, log_path=Path(log_dir) / f"llama-server-{spec.name}.log", n_threads=n_threads) as server:
+    pull(spec, progress=progress)  # ends by verifying the file's sha256, so the server need not hash it again
+    with LlamaServer(spec, log_path=Path(log_dir) / f"llama-server-{spec.name}.log", n_threads=n_threads,
+                     verify_model=False) as server:
         ns = f"llama.cpp:{spec.sha256}:n_ctx={spec.n_ctx}:{spec.chat_format}"
         yield Endpoint(spec, server.base_url, None, cache_namespace=ns)
 
