@@ -385,6 +385,31 @@ def test_unindexed_events_cannot_be_loaded_or_windowed_but_are_scanned():
     assert "context" not in body["results"][0]
 
 
+def test_only_indexed_events_are_embedded():
+    class Counting(HashingEmbedder):
+        def __init__(self):
+            super().__init__()
+            self.texts = []
+
+        def embed(self, texts):
+            self.texts += list(texts)
+            return super().embed(texts)
+
+    big = "zebra " * 40
+    s = make_session([("user", "hello there"), ("assistant", "general reply"), ("user", "quokka facts " + big)])
+    emb = Counting()
+    t = Retriever(preset("default"), embedder=emb, max_embed_tokens=30).tools(s, boundary=boundary_at(s))
+    assert emb.texts == ["hello there", "general reply"]  # the over-long message is never sent to the embedder
+    body, _ = search(t, query="hello")
+    assert body["results"][0]["event_id"] == "e0000"
+
+
+def test_a_session_without_searchable_text_searches_without_error():
+    s = make_session([("user", "   "), ("assistant", "")])
+    body, _ = search(tools_for(s, config=preset("default"), embedder=HashingEmbedder()), query="anything")
+    assert body["results"] == [] and body["count"] == 0
+
+
 # --- untrusted arguments ---------------------------------------------------------------------------------
 
 

@@ -19,10 +19,18 @@ from harness.retrieval.index import CaseIndex, Doc
 from harness.retrieval.keyword import analyze
 
 
-def _embed_docs(docs: Sequence[Doc], embedder: Any) -> np.ndarray:
-    texts = [d.text for d in docs]
-    vecs = np.asarray(embedder.embed(texts), dtype=np.float32) if texts else np.zeros((0, 1), np.float32)
-    return vecs
+def _embed_docs(docs: Sequence[Doc], embedder: Any) -> np.ndarray | None:
+    """One row per document; only indexed documents are embedded (the others are never ranked, and under
+    `max_embed_tokens` they are exactly the texts too long to embed). None when nothing is indexed."""
+    rows = [i for i, d in enumerate(docs) if d.indexed]
+    if not rows:
+        return None
+    vecs = np.asarray(embedder.embed([docs[i].text for i in rows]), dtype=np.float32)
+    if len(rows) == len(docs):
+        return vecs
+    out = np.zeros((len(docs), vecs.shape[1]), dtype=np.float32)
+    out[rows] = vecs
+    return out
 
 
 def build_index(key: str, docs: Sequence[Doc], embedder: Any | None, stopwords: str = "lucene") -> CaseIndex:
@@ -69,7 +77,7 @@ class IndexStore:
         self.stats["token_builds"] += 1
         return tokens
 
-    def _vectors(self, key: str, docs: Sequence[Doc], embedder: Any) -> np.ndarray:
+    def _vectors(self, key: str, docs: Sequence[Doc], embedder: Any) -> np.ndarray | None:
         ident = getattr(embedder, "identity", None) or getattr(embedder, "name", type(embedder).__name__)
         with self._lock:
             row = self._db.execute(
@@ -81,6 +89,8 @@ class IndexStore:
         t0 = time.perf_counter()
         vecs = _embed_docs(docs, embedder)
         seconds = time.perf_counter() - t0
+        if vecs is None:  # nothing to embed: a keyword-only index, nothing worth storing
+            return None
         with self._lock, self._db:
             self._db.execute(
                 "INSERT OR REPLACE INTO vectors VALUES (?,?,?,?,?,?,?)",
