@@ -78,6 +78,11 @@ def iter_records(path: str | Path) -> Iterator[dict[str, Any]]:
             raise RecordError(f"{p}:{i + 1}: corrupt record ({e})") from e
 
 
+def done_keys(path: str | Path) -> set[tuple[str, str]]:
+    """The (question_id, mode) pairs whose newest record is scored: what a resumed run skips."""
+    return {record_key(r) for r in load_records(path) if r.get("status") == "ok"}
+
+
 def load_records(path: str | Path) -> list[dict[str, Any]]:
     """All records; if a (case, mode) appears twice, the last one wins (it is the newest)."""
     by_key: dict[tuple[str, str], dict[str, Any]] = {}

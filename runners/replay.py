@@ -25,7 +25,7 @@ from harness.data.longmemeval import Case
 from harness.llm.cache import ResponseCache
 from harness.llm.client import embedding_call_log
 from harness.llm.endpoint import make_client, open_endpoint
-from harness.records import RECORDS_FILE, RecordWriter, load_records
+from harness.records import RECORDS_FILE, RecordWriter, load_records, record_key
 from harness.scoring.base import ScoreInput
 from harness.session.events import Session
 from runners.modes import CaseContext, Mode, ModeOutput
@@ -152,6 +152,22 @@ def _write_failure(run_dir: Path, e: BaseException, started: bool) -> None:
         pass
 
 
+def open_cache(cfg: DictConfig, stack: contextlib.ExitStack) -> ResponseCache | None:
+    """The response cache of `cfg.cache` (closed with `stack`), or None when disabled."""
+    if not cfg.cache.enabled:
+        return None
+    cache = ResponseCache(str(cfg.cache.path))
+    stack.callback(cache.close)
+    return cache
+
+
+def preflight(cfg: DictConfig, *clients) -> None:
+    """One clear error before anything runs, instead of N failed records (`client.preflight=false` skips it)."""
+    if cfg.client.get("preflight", True):
+        for c in dict.fromkeys(clients):
+            c.preflight(timeout_s=min(float(cfg.client.timeout_s), 15.0))
+
+
 def build_modes(cfg: DictConfig) -> list[Mode]:
     if not cfg.get("mode"):
         raise RunConfigError("no mode selected (mode=[long_context,summary,summary_ondemand])")
@@ -174,13 +190,11 @@ def run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
             cases, data_prov = dataset.load()
             modes = build_modes(cfg)
             prior = [r for r in load_records(run_dir / RECORDS_FILE) if r.get("status") == "ok"]
-            done = {(r["question_id"], r["mode"]) for r in prior}
+            done = {record_key(r) for r in prior}
             todo = [(c, [m for m in modes if (c.question_id, m.name) not in done]) for c in cases]
             todo = [(c, ms) for c, ms in todo if ms]
             n_skipped = len(cases) * len(modes) - sum(len(ms) for _, ms in todo)
-            cache = ResponseCache(Path(str(cfg.cache.path)).expanduser()) if cfg.cache.enabled else None
-            if cache is not None:
-                stack.callback(cache.close)
+            cache = open_cache(cfg, stack)
             stats: dict[str, Any] = {}
             n_failed = 0
             t0 = time.time()
@@ -192,9 +206,7 @@ def run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
                 if cfg.judge.get("endpoint"):  # a separately configured judge model (e.g. +model@judge.endpoint=openai)
                     jep = stack.enter_context(open_endpoint(cfg.judge.endpoint, log_dir=run_dir, progress=cfg.run.progress))
                     judge_client = make_client(jep, cfg.client, cache)
-                if cfg.client.get("preflight", True):  # one clear error instead of N failed records
-                    for c in dict.fromkeys((client, judge_client)):
-                        c.preflight(timeout_s=min(float(cfg.client.timeout_s), 15.0))
+                preflight(cfg, client, judge_client)
                 components = _components(cfg, client, judge_client, ep, run_dir)
                 for r in prior:  # summaries recorded by an interrupted run keep their attribution
                     if (r.get("summary") or {}).get("reused") is False:
@@ -206,7 +218,7 @@ def run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
             cases_s = 0.0
             if todo:
                 t_cases = time.perf_counter()
-                n_failed = _run_cases(cfg, todo, modes, components, writer)
+                n_failed = _run_cases(cfg, todo, components, writer)
                 cases_s = time.perf_counter() - t_cases
                 stats = client.stats.as_dict()
                 if judge_client is not client:
@@ -229,16 +241,15 @@ def _components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -> dic
     from harness.session.tokens import o200k_counter
 
     counter = o200k_counter()
+    window = int(ep.spec.n_ctx or ep.spec.context_window or 8192)
     # Objects are passed to the partial, not to instantiate(): Hydra would turn dataclasses into configs.
     make_summarizer = instantiate(cfg.summarizer, _partial_=True)
-    summarizer = make_summarizer(model=client, prompt=instantiate(cfg.prompt),
-                                 context_window=int(ep.spec.n_ctx or ep.spec.context_window or 8192),
+    summarizer = make_summarizer(model=client, prompt=instantiate(cfg.prompt), context_window=window,
                                  token_counter=counter)
     retrieval = instantiate(cfg.retrieval)
     if getattr(retrieval, "embedder", None) is not None and int(cfg.run.concurrency) > 1:
         retrieval.embedder = SerializedEmbedder(retrieval.embedder)
     scorers = build_scorers(cfg, judge_client)
-    window = int(ep.spec.n_ctx or ep.spec.context_window or 8192)
     return {
         "client": client,
         "counter": counter,
@@ -306,12 +317,14 @@ class FailureBreaker:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.streak = 0
+        self.seen = 0  # records observed this run
         self.last_error: str | None = None
         self.tripped = threading.Event()
         self._lock = threading.Lock()
 
     def observe(self, rec: dict[str, Any]) -> None:
         with self._lock:
+            self.seen += 1
             if rec["status"] == "ok":
                 self.streak = 0
                 return
@@ -321,8 +334,8 @@ class FailureBreaker:
                 self.tripped.set()
 
 
-def _run_cases(cfg: DictConfig, todo: Sequence[tuple[Case, list[Mode]]], modes: Sequence[Mode],
-               comp: dict[str, Any], writer: RecordWriter) -> int:
+def _run_cases(cfg: DictConfig, todo: Sequence[tuple[Case, list[Mode]]], comp: dict[str, Any],
+               writer: RecordWriter) -> int:
     failed = 0
     total = sum(len(ms) for _, ms in todo)
     breaker = FailureBreaker(int(cfg.run.get("max_consecutive_failures", 0) or 0))
@@ -333,8 +346,7 @@ def _run_cases(cfg: DictConfig, todo: Sequence[tuple[Case, list[Mode]]], modes: 
             failed += f.result()
     bar.close()
     if breaker.tripped.is_set():
-        done = {(r["question_id"], r["mode"]) for r in load_records(writer.path) if r.get("status") == "ok"}
-        not_run = sum((c.question_id, m.name) not in done for c, ms in todo for m in ms) - failed
+        not_run = total - breaker.seen
         raise RunStopped(
             f"stopped after {breaker.streak} (case, mode) runs failed in a row (run.max_consecutive_failures="
             f"{breaker.limit}); last error: {breaker.last_error}. {failed} failed and {not_run} not started this run; "
@@ -344,18 +356,18 @@ def _run_cases(cfg: DictConfig, todo: Sequence[tuple[Case, list[Mode]]], modes: 
 
 
 def _run_case(case: Case, modes: Sequence[Mode], comp: dict[str, Any], writer: RecordWriter, bar,
-              breaker: FailureBreaker | None = None) -> int:
+              breaker: FailureBreaker) -> int:
     session = Session(id=f"lme-{case.question_id}", user_id=case.question_id)
     session.extend(case.events())
     failed = 0
     retriever = comp["retrieval"]
+    ctx = CaseContext(case=case, session=session, model=comp["client"], generation=comp["generation"],
+                      context_window=comp["window"], token_counter=comp["counter"],
+                      token_ratio=comp["token_ratio"], summaries=comp["summaries"],
+                      tools_factory=lambda sess, boundary: retriever.tools(sess, boundary=boundary))
     for mode in modes:
-        if breaker is not None and breaker.tripped.is_set():
+        if breaker.tripped.is_set():
             break  # not started: left for the next run, never recorded as an outcome it did not have
-        ctx = CaseContext(case=case, session=session, model=comp["client"], generation=comp["generation"],
-                          context_window=comp["window"], token_counter=comp["counter"],
-                          token_ratio=comp["token_ratio"], summaries=comp["summaries"],
-                          tools_factory=lambda sess, boundary: retriever.tools(sess, boundary=boundary))
         t0 = time.perf_counter()
         with embedding_call_log() as embedding_calls:  # index builds and query vectors of this mode's run
             try:
@@ -369,8 +381,7 @@ def _run_case(case: Case, modes: Sequence[Mode], comp: dict[str, Any], writer: R
             rec["usage"]["embedding_tokens"] = sum(c["usage"]["prompt_tokens"] for c in embedding_calls)
         failed += rec["status"] != "ok"
         writer.append(rec)
-        if breaker is not None:
-            breaker.observe(rec)
+        breaker.observe(rec)
         bar.update(1)
     comp["summaries"].forget(case.question_id)
     return failed

@@ -24,12 +24,12 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from harness.llm.cache import ResponseCache
 from harness.llm.endpoint import make_client, open_endpoint
-from harness.records import RECORDS_FILE, RecordError, RecordWriter, load_records, record_key
+from harness.records import RECORDS_FILE, RecordError, RecordWriter, done_keys, load_records, record_key
 from harness.scoring.base import ScoreInput
 from runners.provenance import MODEL_KEYS, redacted_config
-from runners.replay import FAILURE_NOTE, RunSummary, _write_failure, build_scorers, score_prediction
+from runners.replay import (FAILURE_NOTE, RunSummary, _write_failure, build_scorers, open_cache, preflight,
+                            score_prediction)
 
 log = logging.getLogger(__name__)
 
@@ -49,27 +49,23 @@ def rescore_run(cfg: DictConfig, src_dir: Path, out_dir: Path) -> RunSummary:
     src_dir, out_dir = Path(src_dir), Path(out_dir)
     if src_dir.resolve() == out_dir.resolve():
         raise RecordError(f"{out_dir}: rescore must write to another directory than its source")
-    source = load_records(src_dir / RECORDS_FILE) if (src_dir / RECORDS_FILE).exists() else []
+    source = load_records(src_dir / RECORDS_FILE)
     if not source:
         raise RecordError(f"{src_dir / RECORDS_FILE}: no records to rescore")
     out_dir.mkdir(parents=True, exist_ok=True)
     started = False
     try:
-        done = {record_key(r) for r in load_records(out_dir / RECORDS_FILE) if r.get("status") == "ok"} \
-            if (out_dir / RECORDS_FILE).exists() else set()
+        done = done_keys(out_dir / RECORDS_FILE)
         todo = [r for r in source if record_key(r) not in done]
         stats: dict[str, Any] = {}
         judge_spec = cfg.judge.get("endpoint") or cfg.model if cfg.judge.get("_target_") else None
         with contextlib.ExitStack() as stack:
             judge_client = None
             if todo and judge_spec is not None:
-                cache = ResponseCache(Path(str(cfg.cache.path)).expanduser()) if cfg.cache.enabled else None
-                if cache is not None:
-                    stack.callback(cache.close)
+                cache = open_cache(cfg, stack)
                 ep = stack.enter_context(open_endpoint(judge_spec, log_dir=out_dir, progress=cfg.run.progress))
                 judge_client = make_client(ep, cfg.client, cache)
-                if cfg.client.get("preflight", True):
-                    judge_client.preflight(timeout_s=min(float(cfg.client.timeout_s), 15.0))
+                preflight(cfg, judge_client)
             scorers = build_scorers(cfg, judge_client) if todo else []
             started = True
             (out_dir / FAILURE_NOTE).unlink(missing_ok=True)
