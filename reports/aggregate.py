@@ -347,8 +347,18 @@ def load_meta(run_dir: Path) -> dict[str, Any]:
     return json.loads(p.read_text()) if p.exists() else {}
 
 
-def load_run(run_dir: Path, *, prices: PriceTable | str | Path | None = None, with_cost: bool = True) -> pd.DataFrame:
-    """The records frame of a run directory, priced with `prices` (a table or a path; default table if None)."""
+@dataclass
+class RunData:
+    """A run directory read once: its records frame, the records themselves and run.json."""
+
+    df: pd.DataFrame
+    records: list[dict[str, Any]]
+    meta: dict[str, Any]
+
+
+def read_run(run_dir: Path, *, prices: PriceTable | str | Path | None = None, with_cost: bool = True) -> RunData:
+    """Records and run.json of a run directory, and the records frame priced with `prices` (a table or a path;
+    default table if None)."""
     path = Path(run_dir) / RECORDS_FILE
     if not path.exists():
         raise FileNotFoundError(f"{path}: no records in this run directory")
@@ -358,6 +368,12 @@ def load_run(run_dir: Path, *, prices: PriceTable | str | Path | None = None, wi
     table = None
     if with_cost:
         table = prices if isinstance(prices, PriceTable) else load_price_table(prices)
-    df = records_frame(records, meta=load_meta(run_dir), prices=table)
+    meta = load_meta(run_dir)
+    df = records_frame(records, meta=meta, prices=table)
     df.attrs["price_table"] = table
-    return df
+    return RunData(df, records, meta)
+
+
+def load_run(run_dir: Path, *, prices: PriceTable | str | Path | None = None, with_cost: bool = True) -> pd.DataFrame:
+    """The records frame of a run directory (see `read_run`)."""
+    return read_run(run_dir, prices=prices, with_cost=with_cost).df

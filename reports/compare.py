@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import pandas as pd
 
 from harness.records import RECORDS_FILE
-from reports.aggregate import ALL_COLUMNS, BINARY_KEYS, QUALITY_KEYS, higher_is_better, load_meta, load_run, modes
+from reports.aggregate import ALL_COLUMNS, BINARY_KEYS, QUALITY_KEYS, higher_is_better, modes, read_run
 from reports.cost import PriceTable
 from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, mcnemar, paired_bootstrap_ci, win_loss_tie
 
@@ -109,8 +109,9 @@ def _labels(paths: Sequence[Path], metas: Sequence[Mapping[str, Any]]) -> list[s
 
 
 def load_runs(paths: Sequence[Path], *, prices: PriceTable | None = None) -> list[Run]:
-    metas = [load_meta(p) for p in paths]
-    return [Run(p, label, load_run(p, prices=prices), m) for p, label, m in zip(paths, _labels(paths, metas), metas)]
+    runs = [read_run(p, prices=prices) for p in paths]
+    metas = [r.meta for r in runs]
+    return [Run(p, label, r.df, r.meta) for p, label, r in zip(paths, _labels(paths, metas), runs)]
 
 
 def paired_frame(a: pd.DataFrame, b: pd.DataFrame, *, on: Sequence[str] = ("question_id", "mode")) -> pd.DataFrame:

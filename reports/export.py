@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.records import RECORDS_FILE, RecordError, load_records
+from harness.records import RECORDS_FILE, RecordError, load_records, record_key
 
 
 @dataclass
@@ -50,14 +50,15 @@ def export_cases_dataset(run_dir: str | Path, out_dir: str | Path | None = None)
     OUT/cases.parquet. Failed pairs are rows too (status, error; metrics empty)."""
     import datasets
 
-    from reports.aggregate import load_run
+    from reports.aggregate import read_run
 
     run_dir = Path(run_dir)
     out = Path(out_dir) if out_dir else run_dir / "export"
     out.mkdir(parents=True, exist_ok=True)
-    df = load_run(run_dir)
+    run = read_run(run_dir)
+    df = run.df
     df.attrs = {}  # the price table object is not serialisable; its date is in the cost columns' provenance
-    texts = {(r["question_id"], r["mode"]): r for r in load_records(run_dir / RECORDS_FILE)}
+    texts = {record_key(r): r for r in run.records}
     for field_name in ("question", "reference", "prediction"):
         df[field_name] = [texts.get((q, str(m)), {}).get(field_name) for q, m in zip(df["question_id"], df["mode"])]
     df["mode"] = df["mode"].astype(str)

@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-import pandas as pd
 import yaml
 
-from reports.aggregate import higher_is_better, load_meta, load_run, scoreboard
+from reports.aggregate import higher_is_better, read_run, scoreboard
 
 EPS = 1e-6  # baselines are written rounded to 6 decimals; smaller differences are equal
 BASELINE_VERSION = 1
@@ -193,10 +192,10 @@ def _identity(meta: Mapping[str, Any]) -> dict[str, Any]:
 def run_gate(baseline_path: str | Path, run_dir: str | Path, *, prices: Any = None) -> GateResult:
     raw, checks = load_baseline(baseline_path)
     run_dir = Path(run_dir)
-    df = load_run(run_dir, prices=prices)
-    board = scoreboard(df)
+    run = read_run(run_dir, prices=prices)
+    board = scoreboard(run.df)
     warnings = []
-    want, have = raw.get("source") or {}, _identity(load_meta(run_dir))
+    want, have = raw.get("source") or {}, _identity(run.meta)
     for key in ("dataset_sha256", "model_sha256", "model", "fingerprint"):
         if want.get(key) and have.get(key) and want[key] != have[key]:
             warnings.append(f"{key} differs from the baseline's run ({str(want[key])[:16]} vs {str(have[key])[:16]}): "
@@ -222,7 +221,8 @@ def baseline_from_run(run_dir: str | Path, *, policy: Mapping[str, Mapping[str, 
                       description: str = "", command: str = "", prices: Any = None) -> dict[str, Any]:
     """A baseline document holding the run's current values with `policy`'s tolerances."""
     run_dir = Path(run_dir)
-    df = load_run(run_dir, prices=prices)
+    run = read_run(run_dir, prices=prices)
+    df, meta = run.df, run.meta
     board = scoreboard(df)
     checks = []
     modes = list(dict.fromkeys(m for m, _ in board))
@@ -238,7 +238,6 @@ def baseline_from_run(run_dir: str | Path, *, policy: Mapping[str, Mapping[str, 
                 chk["baseline"] = round(v, 6)
                 chk.update(tol)
             checks.append(chk)
-    meta = load_meta(run_dir)
     return {"version": BASELINE_VERSION, "description": description, "command": command,
             "source": {**_identity(meta), "run_dir": str(run_dir), "git_sha": (meta.get("git") or {}).get("sha"),
                        "created": _dt.date.today().isoformat(), "cases": int(df["question_id"].nunique())},
@@ -262,12 +261,5 @@ def write_baseline(doc: Mapping[str, Any], path: str | Path) -> Path:
     return p
 
 
-def scoreboard_frame(run_dir: str | Path, *, prices: Any = None) -> pd.DataFrame:
-    """Every gateable (mode, metric) of a run with its direction: what a baseline may check."""
-    board = scoreboard(load_run(Path(run_dir), prices=prices))
-    return pd.DataFrame([{"mode": m, "metric": k, "value": v, "higher_is_better": higher_is_better(k)}
-                         for (m, k), v in board.items()])
-
-
 __all__: Sequence[str] = ("Check", "GateError", "GateResult", "Outcome", "baseline_from_run", "evaluate",
-                          "load_baseline", "run_gate", "scoreboard_frame", "write_baseline")
+                          "load_baseline", "run_gate", "write_baseline")

@@ -8,10 +8,9 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from harness.records import RECORDS_FILE, load_records
 from reports import html as H
 from reports import plots
-from reports.aggregate import (ALL_COLUMNS, COLUMNS, QUALITY_KEYS, cost_table, judge_table, load_meta, load_run, modes,
+from reports.aggregate import (ALL_COLUMNS, COLUMNS, QUALITY_KEYS, cost_table, judge_table, modes, read_run,
                                savings, summarize, summarize_ci, tool_stats)
 from reports.compare import COMPARE_KEYS, compare_modes, markdown_paired, mcnemar_cell
 from reports.cost import PriceTable
@@ -80,10 +79,9 @@ def _present(df: pd.DataFrame, keys: Sequence[str]) -> list[str]:
 
 def build_report(run_dir: Path, *, prices: PriceTable | str | Path | None = None) -> dict[str, Path]:
     run_dir = Path(run_dir)
-    df = load_run(run_dir, prices=prices)
+    run = read_run(run_dir, prices=prices)
+    df, meta, records = run.df, run.meta, run.records
     table: PriceTable = df.attrs["price_table"]
-    meta = load_meta(run_dir)
-    records = load_records(run_dir / RECORDS_FILE)
     summary = summarize(df)
     quality = _present(df, QUALITY_KEYS)
     other = _present(df, [k for k in ALL_COLUMNS if k not in QUALITY_KEYS])
