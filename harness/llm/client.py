@@ -161,17 +161,8 @@ class LLMClient:
         msgs = [dict(m) for m in messages]
         key_params = {**merged, "_cache_salt": cache_salt} if cache_salt else merged
         key = request_key(self.cache_namespace, self.model, msgs, list(tools) if tools else None, key_params)
-        if self.cache is not None:
-            hit = self.cache.get(key)
-            if hit is not None:
-                result = _from_cache(hit, purpose)
-                self.stats.add(result)
-                return result
-        result = self._call_with_retries(self._call_once, msgs, tools, merged, purpose)
-        if self.cache is not None:
-            self.cache.put(key, _to_cache(result))
-        self.stats.add(result)
-        return result
+        return self._cached(key, lambda hit: _from_cache(hit, purpose), _to_cache,
+                            self._call_once, msgs, tools, merged, purpose)
 
     def embed(self, texts: Sequence[str], *, purpose: str = "embedding", **params: Any) -> EmbeddingResult:
         """One `/embeddings` request for `texts` (params such as `dimensions` are sent as given), with the
@@ -179,24 +170,34 @@ class LLMClient:
         inputs = [str(t) for t in texts]
         params = {k: v for k, v in params.items() if v is not None}
         key = request_key(self.cache_namespace, self.model, inputs, None, {**params, "_endpoint": "embeddings"})
-        result = None
-        if self.cache is not None:
-            hit = self.cache.get(key)
-            if hit is not None:
-                result = EmbeddingResult(tuple(tuple(v) for v in hit["vectors"]), Usage(**hit["usage"]),
-                                         float(hit["latency_s"]), hit["model"], len(inputs), True, purpose)
-        if result is None:
-            result = self._call_with_retries(self._embed_once, inputs, params, purpose)
-            if self.cache is not None:
-                self.cache.put(key, {"vectors": [list(v) for v in result.vectors], "usage": asdict(result.usage),
-                                     "latency_s": result.latency_s, "model": result.model})
-        self.stats.add(result)
+
+        def decode(hit: dict[str, Any]) -> EmbeddingResult:
+            return EmbeddingResult(tuple(tuple(v) for v in hit["vectors"]), Usage(**hit["usage"]),
+                                   float(hit["latency_s"]), hit["model"], len(inputs), True, purpose)
+
+        def encode(r: EmbeddingResult) -> dict[str, Any]:
+            return {"vectors": [list(v) for v in r.vectors], "usage": asdict(r.usage), "latency_s": r.latency_s,
+                    "model": r.model}
+
+        result = self._cached(key, decode, encode, self._embed_once, inputs, params, purpose)
         log = _EMBEDDING_LOG.get()
         if log is not None:
             log.append(result.to_record())
         return result
 
     # -- internals --------------------------------------------------------------------------------
+    def _cached(self, key: str, decode, encode, call, *args) -> Any:
+        """The cached response for `key`, else `call(*args)` with retries, stored; counted either way."""
+        hit = self.cache.get(key) if self.cache is not None else None
+        if hit is not None:
+            result = decode(hit)
+        else:
+            result = self._call_with_retries(call, *args)
+            if self.cache is not None:
+                self.cache.put(key, encode(result))
+        self.stats.add(result)
+        return result
+
     def _wait_s(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
         after = _retry_after_s(exc)
