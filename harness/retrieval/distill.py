@@ -17,7 +17,8 @@ import os
 import time
 from pathlib import Path
 
-from harness.retrieval.embedders import _resolve_model_dir, sha256_file
+from harness.llm.models import file_sha256
+from harness.retrieval.embedders import _resolve_model_dir
 
 
 def distill_static(teacher: str, out: str | Path, pca_dims: int = 256, sif: float = 1e-4) -> str:
@@ -30,7 +31,7 @@ def distill_static(teacher: str, out: str | Path, pca_dims: int = 256, sif: floa
     out = Path(out).expanduser()
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out))
-    return sha256_file(out / "model.safetensors")
+    return file_sha256(out / "model.safetensors")
 
 
 def main(argv: list[str] | None = None) -> None:

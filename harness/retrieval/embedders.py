@@ -10,7 +10,6 @@
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import zlib
 from functools import lru_cache
@@ -19,6 +18,7 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from harness.llm.models import file_sha256
 from harness.retrieval.keyword import analyze
 
 
@@ -37,30 +37,12 @@ def _normalise(v: np.ndarray) -> np.ndarray:
     return v / np.where(norms == 0, 1.0, norms)
 
 
-def sha256_file(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 @lru_cache(maxsize=1)
 def _cl100k():
-    """cl100k_base (text-embedding-3-small's tokenizer) built offline, like tokens.load_o200k_encoding."""
-    from unittest import mock
+    """cl100k_base (text-embedding-3-small's tokenizer), built offline."""
+    from harness.session.tokens import load_offline_encoding
 
-    import tiktoken
-    from tiktoken_ext import openai_public
-
-    from harness.session.tokens import _load_ranks
-
-    def offline_loader(_url: str, expected_hash: str | None = None) -> dict[bytes, int]:
-        return _load_ranks("cl100k_base.tiktoken.gz", expected_hash or "")
-
-    with mock.patch.object(openai_public, "load_tiktoken_bpe", offline_loader):
-        spec = openai_public.cl100k_base()
-    return tiktoken.Encoding(**spec)
+    return load_offline_encoding("cl100k_base")
 
 
 def cl100k_count(text: str) -> int:
@@ -97,7 +79,7 @@ class StaticEmbedder:
                 distill_static(teacher, self.path)
             except (ImportError, FileNotFoundError) as e:
                 raise FileNotFoundError(f"{how} (automatic build failed: {type(e).__name__}: {e})") from e
-        digest = sha256_file(weights)
+        digest = file_sha256(weights)
         if sha256 and digest != sha256:
             raise ValueError(f"{weights}: sha256 {digest} does not match the configured {sha256}")
         from model2vec import StaticModel
@@ -133,7 +115,7 @@ class SentenceTransformerEmbedder:
         self.model = SentenceTransformer(str(path), device="cpu")
         self.model.max_seq_length = max_seq_length
         self.batch_size = batch_size
-        self.identity = f"st:{Path(path).name}:{max_seq_length}:{sha256_file(Path(path) / 'model.safetensors')[:16]}"
+        self.identity = f"st:{Path(path).name}:{max_seq_length}:{file_sha256(Path(path) / 'model.safetensors')[:16]}"
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:

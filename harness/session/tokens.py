@@ -96,8 +96,8 @@ def _load_ranks(gz_name: str, expected_sha256: str) -> dict[bytes, int]:
     return ranks
 
 
-def load_o200k_encoding() -> Any:
-    """The o200k_base tiktoken Encoding, built offline.
+def load_offline_encoding(name: str) -> Any:
+    """A tiktoken Encoding (`o200k_base`, `cl100k_base`) built offline.
 
     The regex and special tokens come from tiktoken's own definition (tiktoken_ext.openai_public);
     only the BPE-rank loader is swapped for the file bundled in bpe-openai.
@@ -108,11 +108,16 @@ def load_o200k_encoding() -> Any:
     from tiktoken_ext import openai_public
 
     def offline_loader(_url: str, expected_hash: str | None = None) -> dict[bytes, int]:
-        return _load_ranks("o200k_base.tiktoken.gz", expected_hash or "")
+        return _load_ranks(f"{name}.tiktoken.gz", expected_hash or "")
 
     with mock.patch.object(openai_public, "load_tiktoken_bpe", offline_loader):
-        spec = openai_public.o200k_base()
+        spec = getattr(openai_public, name)()
     return tiktoken.Encoding(**spec)
+
+
+def load_o200k_encoding() -> Any:
+    """The o200k_base tiktoken Encoding (gpt-4o-mini's tokenizer), built offline."""
+    return load_offline_encoding("o200k_base")
 
 
 _lock = threading.Lock()
