@@ -120,7 +120,7 @@ class SentenceTransformerEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.model.get_sentence_embedding_dimension()), dtype=np.float32)
-        v = self.model.encode(list(texts), batch_size=self.batch_size, show_progress_bar=False, normalize_embeddings=True)
+        v = self.model.encode(list(texts), batch_size=self.batch_size, show_progress_bar=False)
         return _normalise(v)
 
 

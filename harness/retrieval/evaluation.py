@@ -94,7 +94,6 @@ def evidence_in_response(content: str, events: Sequence[Event]) -> tuple[bool, b
     for r in body.get("results", []):
         hit_ids.add(r.get("event_id"))
         texts.append(r.get("snippet", ""))
-        texts.append(r.get("text", ""))
         for m in r.get("context") or ():
             texts.append(m.get("content", ""))
     blob = "\n".join(t for t in texts if t)

@@ -71,11 +71,9 @@ class CaseIndex:
         doc_tokens: Sequence[Sequence[str]] | None = None,
         vectors: np.ndarray | None = None,
         embedder=None,
-        key: str = "",
         stopwords: str = "lucene",
     ) -> None:
         self.docs = list(docs)
-        self.key = key
         self.by_id = {d.event_id: i for i, d in enumerate(self.docs)}
         toks = doc_tokens if doc_tokens is not None else [analyze(d.text, stopwords) for d in self.docs]
         self.doc_tokens = [list(t) for t in toks]
@@ -116,8 +114,8 @@ class CaseIndex:
         q = np.asarray(self.embedder.embed([query]), dtype=np.float32)[0]
         return self.vectors @ q
 
-    def dense_search(self, query: str, mask: np.ndarray, k: int, *, min_score: float = 0.0, scores=None):
-        scores = self.dense_scores(query) if scores is None else scores
+    def dense_search(self, query: str, mask: np.ndarray, k: int, *, min_score: float = 0.0):
+        scores = self.dense_scores(query)
         ok = mask & self.indexed
         if min_score > 0:
             ok &= scores >= min_score

@@ -69,7 +69,7 @@ class Retriever:
         else:
             from harness.retrieval.store import build_index
 
-            idx = build_index(key, docs, self.embedder, self.stopwords)
+            idx = build_index(docs, self.embedder, self.stopwords)
         with self._lock:
             self._memo[key] = idx
             while len(self._memo) > self._memo_size:

@@ -33,10 +33,10 @@ def _embed_docs(docs: Sequence[Doc], embedder: Any) -> np.ndarray | None:
     return out
 
 
-def build_index(key: str, docs: Sequence[Doc], embedder: Any | None, stopwords: str = "lucene") -> CaseIndex:
+def build_index(docs: Sequence[Doc], embedder: Any | None, stopwords: str = "lucene") -> CaseIndex:
     """Build an index in memory (no store)."""
     vectors = _embed_docs(docs, embedder) if embedder is not None else None
-    return CaseIndex(docs, vectors=vectors, embedder=embedder, key=key, stopwords=stopwords)
+    return CaseIndex(docs, vectors=vectors, embedder=embedder, stopwords=stopwords)
 
 
 class IndexStore:
@@ -61,7 +61,7 @@ class IndexStore:
     def load_or_build(self, key: str, docs: Sequence[Doc], embedder: Any | None, stopwords: str = "lucene") -> CaseIndex:
         tokens = self._tokens(f"{key}|sw={stopwords}", docs, stopwords)
         vectors = self._vectors(key, docs, embedder) if embedder is not None else None
-        return CaseIndex(docs, doc_tokens=tokens, vectors=vectors, embedder=embedder, key=key, stopwords=stopwords)
+        return CaseIndex(docs, doc_tokens=tokens, vectors=vectors, embedder=embedder, stopwords=stopwords)
 
     def _tokens(self, key: str, docs: Sequence[Doc], stopwords: str) -> list[list[str]]:
         with self._lock:

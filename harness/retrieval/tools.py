@@ -102,10 +102,6 @@ class SessionTools:
             ref.search_spec(wire_exact=exact, keyword_mode=self.config.allow_keyword_mode and not exact),
         ]
 
-    @property
-    def names(self) -> tuple[str, str]:
-        return (ref.SEARCH_TOOL, ref.LOAD_TOOL)
-
     def call(self, name: str, arguments: str | dict | None) -> ToolOutcome:
         """Run one tool call; never raises (errors become an error tool message)."""
         started = time.perf_counter()
@@ -421,9 +417,6 @@ class SessionTools:
                 return s, i
         return None
 
-    def with_boundary(self, boundary: SummaryBoundary | None) -> "SessionTools":
-        """The same tools over the same index with another summary boundary."""
-        return SessionTools(self.session, self.index, boundary=boundary, config=self.config, others=self.others)
 
 
 
