@@ -61,13 +61,14 @@ def query_for(question: str, form: str) -> str:
 
 
 def evaluate_preset(
-    name: str, rcfg: DictConfig, cases, counter, store_dir: Path, query_form: str = "question"
+    name: str, rcfg: DictConfig, cases, events: dict[str, list], counter, store_dir: Path, query_form: str = "question"
 ) -> tuple[dict[str, Any], list[dict]]:
-    """Cold pass (no store: indexing timed from scratch), then a warm pass loading from a fresh store."""
+    """Cold pass (no store: indexing timed from scratch), then a warm pass loading from a fresh store.
+    `events`: each case's events by question_id, built once for every preset."""
     rcfg = OmegaConf.merge(rcfg, {"store": None})
     retriever = instantiate(rcfg)
     results = [
-        evaluate_case(retriever, c.question_id, c.events(), query_for(c.question, query_form), counter=counter)
+        evaluate_case(retriever, c.question_id, events[c.question_id], query_for(c.question, query_form), counter=counter)
         for c in cases
     ]
     summary = summarize(results)
@@ -76,12 +77,13 @@ def evaluate_preset(
     warm_cfg = OmegaConf.merge(rcfg, {"store": store})
     builder = instantiate(warm_cfg)
     for c in cases:
-        builder.index(c.events())
+        builder.index(events[c.question_id])
     loader = instantiate(warm_cfg)
     loads = []
     for c in cases:
+        case_events = events[c.question_id]
         t0 = time.perf_counter()
-        loader.index(c.events())
+        loader.index(case_events)
         loads.append(time.perf_counter() - t0)
     summary["warm_load_s_mean"] = sum(loads) / len(loads) if loads else float("nan")
     summary["embedder"] = getattr(retriever.embedder, "identity", None)
@@ -149,9 +151,10 @@ def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Pa
     query_form = str(opts.get("query_form") or "question")
     summaries: dict[str, dict[str, Any]] = {}
     rows: list[dict] = []
+    events = {c.question_id: c.events() for c in cases}
     with tempfile.TemporaryDirectory(prefix="lme-retrieval-eval-") as tmp:
         for name in presets:
-            s, r = evaluate_preset(name, preset_config(name, cfg), cases, counter, Path(tmp), query_form)
+            s, r = evaluate_preset(name, preset_config(name, cfg), cases, events, counter, Path(tmp), query_form)
             summaries[name] = s
             rows += r
     (run_dir / "retrieval_eval_cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
