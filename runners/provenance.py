@@ -39,15 +39,16 @@ def provenance(cfg: DictConfig, data: dict[str, Any]) -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             versions[p] = None
     status = _git("status", "--porcelain")
+    config = redacted_config(cfg)
     return {
         "dataset": data,
         "git": {"sha": _git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None},
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "packages": versions,
-        "model": {k: v for k, v in redacted_config(cfg)["model"].items() if k in MODEL_KEYS},
+        "model": {k: v for k, v in config["model"].items() if k in MODEL_KEYS},
         # The judge's own model when configured (judge.endpoint), else the answer model judges.
-        "judge_model": {k: v for k, v in ((redacted_config(cfg).get("judge") or {}).get("endpoint") or {}).items()
+        "judge_model": {k: v for k, v in ((config.get("judge") or {}).get("endpoint") or {}).items()
                         if k in MODEL_KEYS} or None,
-        "config": redacted_config(cfg),
+        "config": config,
     }
