@@ -140,8 +140,8 @@ class SummaryMode:
 
         got = ctx.summaries.get(ctx, self.name)
         summary = got.summary
-        after = ctx.session.after(summary.boundary.last_event_id)
-        messages = assemble(system, summary, after, _question_message(ctx.case), injection=self.injection)
+        # assemble() keeps only the events after the summary's boundary (summary.events_after).
+        messages = assemble(system, summary, ctx.session.events, _question_message(ctx.case), injection=self.injection)
         return messages, got.record(), summary
 
     def run(self, ctx: CaseContext) -> ModeOutput:

@@ -5,7 +5,7 @@ An event is immutable once appended; nothing in the harness rewrites or deletes 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator
 
 
 @dataclass(frozen=True)
@@ -81,11 +81,3 @@ class Session:
                 return e
         return None
 
-    def after(self, last_event_id: str | None) -> Sequence[Event]:
-        """Events strictly after the event `last_event_id` (all events when None or unknown)."""
-        if last_event_id is None:
-            return list(self.events)
-        for i, e in enumerate(self.events):
-            if e.id == last_event_id:
-                return self.events[i + 1 :]
-        return list(self.events)
