@@ -215,20 +215,23 @@ def summarize_ci(df: pd.DataFrame, keys: Sequence[str] | None = None, *, n_boot:
     return pd.DataFrame(rows, columns=["mode", "metric", "mean", "lo", "hi", "n", "not_run", "mean_all"])
 
 
-def judge_table(df: pd.DataFrame, *, n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED) -> pd.DataFrame:
+def judge_table(df: pd.DataFrame, *, ci: pd.DataFrame | None = None, n_boot: int = DEFAULT_N_BOOT,
+                seed: int = DEFAULT_SEED) -> pd.DataFrame:
     """Per mode and judge metric: accuracy over judged cases (CI), `not_run`, accuracy over all cases, and for the
-    LongMemEval judge the task-averaged and abstention accuracy as upstream's print_qa_metrics.py reports them."""
+    LongMemEval judge the task-averaged and abstention accuracy as upstream's print_qa_metrics.py reports them.
+
+    The accuracy columns are `summarize_ci`'s rows for the judge metrics: pass `ci` when it is already computed."""
     ok = _ok(df)
+    keys = [k for k in JUDGE_KEYS if k in df.columns]
+    if ci is None or not set(keys) <= set(ci["metric"]):
+        ci = summarize_ci(df, keys, n_boot=n_boot, seed=seed)
+    base = ci[ci["metric"].isin(keys) & (ci["n"] + ci["not_run"] > 0)]
     rows = []
-    for k in (k for k in JUDGE_KEYS if k in df.columns):
-        for mode in modes(df):
-            part = ok[ok["mode"] == mode]
-            vals = part[k].to_numpy(dtype=float)
-            if vals.size == 0:
-                continue
-            est = bootstrap_ci(vals, n_boot=n_boot, seed=seed)
-            row = {"metric": k, "mode": mode, "accuracy": est.mean, "lo": est.lo, "hi": est.hi, "judged": est.n,
-                   "not_run": int(np.isnan(vals).sum()), "accuracy_all": float(np.nan_to_num(vals, nan=0.0).mean())}
+    for k in keys:
+        for r in base[base["metric"] == k].to_dict("records"):
+            part = ok[ok["mode"] == r["mode"]]
+            row = {"metric": k, "mode": r["mode"], "accuracy": r["mean"], "lo": r["lo"], "hi": r["hi"],
+                   "judged": r["n"], "not_run": r["not_run"], "accuracy_all": r["mean_all"]}
             by_type = part.groupby("question_type", observed=True)[k].mean()
             row["task_avg"] = float(by_type.mean()) if len(by_type.dropna()) else math.nan
             abst = part[part["question_id"].str.contains("_abs", regex=False)][k].dropna()

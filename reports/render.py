@@ -86,7 +86,7 @@ def build_report(run_dir: Path, *, prices: PriceTable | str | Path | None = None
     quality = _present(df, QUALITY_KEYS)
     other = _present(df, [k for k in ALL_COLUMNS if k not in QUALITY_KEYS])
     ci = summarize_ci(df, quality + other)
-    judges, sav, tools, costs = judge_table(df), savings(df), tool_stats(df), cost_table(df)
+    judges, sav, tools, costs = judge_table(df, ci=ci), savings(df), tool_stats(df), cost_table(df)
     ms = modes(df)
     pair = WLT_PAIR if all(m in ms for m in WLT_PAIR) else (tuple(ms[:2]) if len(ms) >= 2 else None)
     wlt = compare_modes(df, pair[0], pair[1], [k for k in COMPARE_KEYS if k in df.columns]) if pair else pd.DataFrame()
