@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from harness.records import RECORDS_FILE, RecordError, load_records
-from reports.cost import Endpoints, PriceTable, load_price_table, record_costs, summary_calls
+from reports.cost import Endpoints, PriceTable, judge_calls, load_price_table, record_costs, summary_calls
 from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap_ci
 
 MODE_ORDER = ("long_context", "summary", "summary_ondemand")
@@ -109,6 +109,12 @@ def _trpc_acc(details: Mapping[str, Any] | None, key: str) -> float | None:
     return 1.0 if v == "correct" else 0.0 if v == "incorrect" else None
 
 
+def _tokens(calls: Sequence[Mapping[str, Any]]) -> int:
+    """Prompt + completion tokens of call records."""
+    return sum((c.get("usage") or {}).get("prompt_tokens", 0) + (c.get("usage") or {}).get("completion_tokens", 0)
+               for c in calls)
+
+
 def records_frame(records: Sequence[dict[str, Any]], *, meta: Mapping[str, Any] | None = None,
                   prices: PriceTable | None = None) -> pd.DataFrame:
     """One row per record. Cost columns are filled when a price table is given (else left out)."""
@@ -122,7 +128,6 @@ def records_frame(records: Sequence[dict[str, Any]], *, meta: Mapping[str, Any] 
         details = r.get("metric_details") or {}
         summary = r.get("summary") or {}
         trpc = details.get("TrpcJudge")
-        judge_usage = [d.get("usage") for d in details.values() if isinstance(d, dict) and isinstance(d.get("usage"), dict)]
         row: dict[str, Any] = {
             "question_id": r["question_id"],
             "question_type": r.get("question_type"),
@@ -135,10 +140,8 @@ def records_frame(records: Sequence[dict[str, Any]], *, meta: Mapping[str, Any] 
             "prompt_tokens_total": usage.get("prompt_tokens_total"),
             "completion_tokens_total": usage.get("completion_tokens_total"),
             # tokens of the summary this record used, also when another mode generated it (shared summaries)
-            "summary_tokens": sum((c.get("usage") or {}).get("prompt_tokens", 0) + (c.get("usage") or {}).get(
-                "completion_tokens", 0) for c in summary_calls(r, by_key)) if ok else None,
-            "judge_tokens": sum((u.get("usage") or {}).get("prompt_tokens", 0) + (u.get("usage") or {}).get(
-                "completion_tokens", 0) for u in judge_usage) if ok else None,
+            "summary_tokens": _tokens(summary_calls(r, by_key)) if ok else None,
+            "judge_tokens": _tokens(judge_calls(r)) if ok else None,
             "answer_calls": usage.get("answer_calls"),
             "query_ms": (r.get("latency") or {}).get("query_ms"),
             "wall_ms": (r.get("latency") or {}).get("wall_ms"),
