@@ -52,6 +52,15 @@ class _Hit:
     score: float
     source: str  # dense | keyword | hybrid | scan
 
+    @property
+    def rank_key(self) -> tuple[float, float]:
+        """Best first; ties newer first (the reference's order)."""
+        return -self.score, -self.index.docs[self.doc].timestamp
+
+
+def _best(hits, k: int) -> list[_Hit]:
+    return sorted(hits, key=lambda h: h.rank_key)[:k]
+
 
 def normalize_window(before: int, after: int) -> tuple[int, int]:
     """Negatives → 0; both 0 → 1/1; shrink to a span of 4 (after first while after ≥ before)."""
@@ -188,7 +197,7 @@ class SessionTools:
         if scope == "current_hidden":
             return current
         merged = current + self._search_others(query, k, min_score, mode, trace)
-        merged.sort(key=lambda h: (-h.score, -h.index.docs[h.doc].timestamp))
+        merged.sort(key=lambda h: h.rank_key)
         out, seen = [], set()
         for h in merged:
             key = (h.session.id, h.index.docs[h.doc].event_id)
@@ -296,8 +305,7 @@ class SessionTools:
             if len(merged) >= k:
                 break
         trace.setdefault("path", "search")
-        hits = sorted(merged.values(), key=lambda h: (-h.score, -index.docs[h.doc].timestamp))
-        return hits[:k]
+        return _best(merged.values(), k)
 
     def _scan(self, query: str, k: int, *, boundary: SummaryBoundary | None, trace) -> list[_Hit]:
         """Lexical substring scan over the session's (hidden) messages, variant by variant."""
@@ -338,16 +346,14 @@ class SessionTools:
                     merged[e.id] = _Hit(self.session, self.index, doc, score, "scan")
             if len(merged) >= k:
                 break
-        hits = sorted(merged.values(), key=lambda h: (-h.score, -self.index.docs[h.doc].timestamp))
-        return hits[:k]
+        return _best(merged.values(), k)
 
     def _search_others(self, query, k, min_score, mode, trace) -> list[_Hit]:
         hits: list[_Hit] = []
         for session, index in self.others:
             mask = np.ones(len(index), dtype=bool)
             hits += self._search_with_fallback(session, index, mask, query, k, min_score, mode, {})
-        hits.sort(key=lambda h: (-h.score, -h.index.docs[h.doc].timestamp))
-        return hits[:k]
+        return _best(hits, k)
 
     # --- rendering ------------------------------------------------------------------------------------
     def _render_hit(self, rank: int, hit: _Hit, scope: str) -> dict[str, Any]:
