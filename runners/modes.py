@@ -170,8 +170,8 @@ class SummaryOnDemandMode(SummaryMode):
 
         system = self.instruction + "\n\n" + self.ondemand_instruction
         messages, summary_info, summary = self.build(ctx, system)
-        if self.use_overview:
-            _extend_system(messages, "\n\n" + ondemand_texts.ONDEMAND_SESSION_OVERVIEW)
+        if self.use_overview:  # assemble() always starts with the system message
+            messages[0] = {**messages[0], "content": messages[0]["content"] + "\n\n" + ondemand_texts.ONDEMAND_SESSION_OVERVIEW}
         base_system = messages[0]["content"]
         tools = ctx.tools_factory(ctx.session, summary.boundary)
         specs = tools.specs()
@@ -204,10 +204,3 @@ class SummaryOnDemandMode(SummaryMode):
                 messages.append({"role": "tool", "tool_call_id": tc.get("id") or "", "content": out.content})
         return ModeOutput(prediction=prediction, calls=calls, query_latency_s=query_latency(calls, sw.harness_s()),
                           tool_trace=trace, summary=summary_info, error=error, final_messages=len(messages))
-
-
-def _extend_system(messages: list[Message], text: str) -> None:
-    if messages and messages[0]["role"] == "system":
-        messages[0] = {**messages[0], "content": messages[0]["content"] + text}
-    else:
-        messages.insert(0, {"role": "system", "content": text.lstrip()})

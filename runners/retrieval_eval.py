@@ -45,7 +45,7 @@ def preset_config(name: str, cfg: DictConfig) -> DictConfig:
 
 
 def _answerable(cases):
-    return [c for c in cases if not c.is_abstention and any(t.has_answer for s in c.sessions for t in s)]
+    return [c for c in cases if not c.is_abstention and c.has_evidence_label]
 
 
 def query_for(question: str, form: str) -> str:

@@ -56,6 +56,11 @@ class Case:
         return self.question_id.endswith("_abs")
 
     @property
+    def has_evidence_label(self) -> bool:
+        """Some turn carries `has_answer` (what turn-level retrieval metrics are scored against)."""
+        return any(t.has_answer for s in self.sessions for t in s)
+
+    @property
     def n_turns(self) -> int:
         return sum(len(s) for s in self.sessions)
 
@@ -300,7 +305,7 @@ def info(path: str | Path) -> dict[str, Any]:
         "questions": len(cases),
         "question_types": dict(sorted(types.items())),
         "abstention": sum(c.is_abstention for c in cases),
-        "with_evidence_label": sum(any(t.has_answer for s in c.sessions for t in s) for c in cases),
+        "with_evidence_label": sum(c.has_evidence_label for c in cases),
         "turns_mean": round(sum(c.n_turns for c in cases) / max(len(cases), 1), 1),
         "sha256": sha256_bytes(data),
         "bytes_uncompressed": len(data),
