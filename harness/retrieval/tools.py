@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Sequence
 
 import numpy as np
@@ -206,6 +207,11 @@ class SessionTools:
                 out.append(h)
         return out[:k]
 
+    @cached_property
+    def _hidden(self) -> np.ndarray:
+        """The `current_hidden` scope of this session's index: fixed for the tools' life, computed once."""
+        return self._hidden_mask(self.boundary)
+
     def _hidden_mask(self, boundary: SummaryBoundary) -> np.ndarray:
         """Documents at or before the summary boundary (by event position when the id is known)."""
         idx = self.index
@@ -227,7 +233,7 @@ class SessionTools:
         if b is None or not b.cutoff_at:
             trace["path"] = "no_boundary"
             return []  # nothing is hidden without a summary boundary (reference behaviour)
-        hits = self._search_with_fallback(self.session, self.index, self._hidden_mask(b), query, k, min_score, mode, trace)
+        hits = self._search_with_fallback(self.session, self.index, self._hidden, query, k, min_score, mode, trace)
         if self.config.tail_filter:
             before = len(hits)
             hits = self._tail_filter(hits, b)
