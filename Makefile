@@ -6,15 +6,24 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BENCH_MODEL ?= qwen25_coder_15b
 SMOKE_MODEL := smollm2_135m
+# Fetched during setup, beside the compile (network while the CPU compiles).
+PREFETCH_MODELS ?= $(BENCH_MODEL)
 
 .PHONY: setup bench test gate gate-baseline models clean-runs
 
-$(STAMP): pyproject.toml
+# Setup overlaps its slow parts: the llama.cpp compile (CPU) runs in the background while pip installs the rest and
+# the model files are fetched (network); docs/quickstart.md has the measured times.
+$(STAMP): pyproject.toml scripts/llama_runtime.py
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
-	# torch first, pinned: 2.13.0 is the CPU build on this machine kind's disk (unpinned, pip may pull a CUDA build).
-	# It is only needed once, to distil the default retrieval embedder (harness/retrieval/distill.py).
-	$(BIN)/pip install torch==2.13.0
+	# The embedded llama.cpp runtime, built for the portable x86-64-v3 baseline (never -march=native: docs/models.md),
+	# once per flag set into ~/.cache/lme-harness/wheels; LME_LLAMA_PROFILE=native opts into a host-specific build.
+	$(BIN)/python scripts/llama_runtime.py build > $(VENV)/llama-build.log 2>&1 & build=$$!; \
+	  ( set -e; $(BIN)/pip install torch==2.13.0; $(BIN)/pip install -e '.[embed,test,sweep]'; \
+	    for m in $(SMOKE_MODEL) $(PREFETCH_MODELS); do $(BIN)/lme-harness models pull $$m; done ); status=$$?; \
+	  wait $$build || { tail -40 $(VENV)/llama-build.log; echo 'llama.cpp build failed: $(VENV)/llama-build.log'; exit 1; }; \
+	  exit $$status
+	$(BIN)/python scripts/llama_runtime.py install
 	$(BIN)/pip install -e '.[local,embed,test,sweep]'
 	touch $(STAMP)
 

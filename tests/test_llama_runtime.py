@@ -1,0 +1,105 @@
+"""The embedded llama.cpp runtime is portable: no instruction outside the x86-64-v3 baseline in its libraries.
+
+The check runs on every machine, including ones whose CPU would happily execute AVX-512 or AMX code: a build that
+contains such code crashes elsewhere (a guest that advertises AMX but faults on `ldtilecfg`).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import llama_runtime as rt  # noqa: E402
+
+needs_tools = pytest.mark.skipif(not (shutil.which("objdump") and shutil.which("gcc")), reason="needs gcc and objdump")
+
+
+def _shared_lib(tmp_path: Path, name: str, body: str, flags: list[str]) -> Path:
+    src = tmp_path / f"{name}.c"
+    src.write_text(body)
+    out = tmp_path / f"lib{name}.so"
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", *flags, "-o", str(out), str(src)], check=True)
+    return out
+
+
+AVX2_CODE = """
+#include <immintrin.h>
+__m256 f(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
+"""
+AVX512_CODE = """
+#include <immintrin.h>
+__m512 f(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
+"""
+AVX512VL_CODE = """
+#include <immintrin.h>
+__m256i f(__m256i a, __m256i b, __m256i c) { return _mm256_ternarylogic_epi32(a, b, c, 0x96); }
+"""
+AMX_CODE = """
+void f(const void *cfg) { __asm__ volatile("ldtilecfg (%0)" :: "r"(cfg)); __asm__ volatile("tilerelease"); }
+"""
+
+
+@needs_tools
+def test_scan_accepts_x86_64_v3_code(tmp_path):
+    lib = _shared_lib(tmp_path, "v3", AVX2_CODE, ["-mavx2", "-mfma"])
+    assert rt.scan(lib, "portable") == {}
+
+
+@needs_tools
+@pytest.mark.parametrize("name,code,flags,kind", [
+    ("zmm", AVX512_CODE, ["-mavx512f"], "AVX-512 / AVX-VNNI instruction or register"),
+    ("evex_ymm", AVX512VL_CODE, ["-mavx512f", "-mavx512vl"], "AVX-512 / AVX-VNNI instruction or register"),
+    ("amx", AMX_CODE, ["-mamx-tile"], "AMX tile instruction"),
+])
+def test_scan_flags_code_outside_the_baseline(tmp_path, name, code, flags, kind):
+    lib = _shared_lib(tmp_path, name, code, flags)
+    found = rt.scan(lib, "portable")
+    assert kind in found, found
+
+
+@needs_tools
+def test_native_profile_still_forbids_amx(tmp_path):
+    lib = _shared_lib(tmp_path, "amx", AMX_CODE, ["-mamx-tile"])
+    assert "AMX tile instruction" in rt.scan(lib, "native")
+    assert rt.scan(_shared_lib(tmp_path, "zmm", AVX512_CODE, ["-mavx512f"]), "native") == {}
+
+
+def test_portable_profile_is_the_default_and_pins_the_baseline(monkeypatch):
+    monkeypatch.delenv(rt.PROFILE_ENV, raising=False)
+    assert rt.profile_name() == "portable"
+    args = rt.cmake_args("portable")
+    for flag in ("-DGGML_NATIVE=OFF", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON", "-DGGML_BMI2=ON",
+                 "-DGGML_AVX512=OFF", "-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AVX_VNNI=OFF"):
+        assert flag in args
+    assert not any(a.startswith("-DGGML_NATIVE=ON") for a in args)
+    with pytest.raises(SystemExit, match="not a profile"):
+        rt.profile_name("fastest")
+
+
+def test_a_changed_flag_gets_its_own_wheel_folder(monkeypatch):
+    before = rt.wheel_dir("portable")
+    monkeypatch.setitem(rt.PROFILES, "portable", (*rt.PROFILES["portable"], "-DGGML_LTO=ON"))
+    assert rt.wheel_dir("portable") != before
+    assert rt.wheel_dir("native") != before
+
+
+@needs_tools
+def test_installed_runtime_is_the_portable_build_and_is_clean():
+    """The llama.cpp libraries this environment runs contain nothing outside the portable baseline."""
+    if rt.package_dir() is None:
+        if os.environ.get("CI"):
+            pytest.fail("llama_cpp is not installed (make test installs it through scripts/llama_runtime.py)")
+        pytest.skip("llama_cpp not installed")
+    info = rt.installed_info()
+    assert info is not None, "llama_cpp was not installed by scripts/llama_runtime.py (its build flags are unknown)"
+    if info["profile"] != "portable":
+        pytest.skip(f"opt-in {info['profile']} build installed: only portable builds are checked against x86-64-v3")
+    libs = rt.libraries()
+    assert any(p.name.startswith("libggml-cpu") for p in libs), libs
+    problems = {lib.name: found for lib in libs if (found := rt.scan(lib, "portable"))}
+    assert problems == {}, problems
