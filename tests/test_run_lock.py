@@ -33,6 +33,7 @@ def test_second_holder_is_refused_naming_the_directory_and_the_pid(tmp_path):
         with pytest.raises(RunDirLocked, match=rf"{tmp_path / 'run'}: another lme-harness process \(pid {os.getpid()}\)"):
             with run_dir_lock(tmp_path / "run"):
                 pass
+    assert not (tmp_path / "run" / "run.lock").exists()  # removed on release: a run leaves no lock file behind
     with run_dir_lock(tmp_path / "run"):  # released on exit
         pass
 
