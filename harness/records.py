@@ -2,9 +2,14 @@
 
 Aggregates, tables and plots are derived from these files and can be rebuilt without a model.
 A torn last line (a crash mid-write) is detected and skipped on read; nothing else is ever dropped.
+
+Statuses: "ok" (answered and scored: final), "scoring_failed" (answered, a scorer such as the judge failed:
+the answer, calls and usage are kept and only scoring is redone), "failed" (no answer: the pair is run again).
+A (case, mode) has at most one "ok" record: the writer refuses any record after it, by construction.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import threading
@@ -14,6 +19,9 @@ from typing import Any, Iterator
 
 SCHEMA_VERSION = 1
 RECORDS_FILE = "records.jsonl"
+STATUS_OK = "ok"
+STATUS_SCORING_FAILED = "scoring_failed"
+STATUS_FAILED = "failed"
 
 
 class RecordError(ValueError):
@@ -24,27 +32,66 @@ def record_key(rec: dict[str, Any]) -> tuple[str, str]:
     return rec["question_id"], rec["mode"]
 
 
+def has_answer(rec: dict[str, Any]) -> bool:
+    """The record holds the answer model's output (scored or waiting to be scored again)."""
+    return rec.get("status") in (STATUS_OK, STATUS_SCORING_FAILED)
+
+
 class RecordWriter:
-    """Appends one JSON line per record and fsyncs it, so a finished case survives a crash."""
+    """Appends one JSON line per record and fsyncs it, so a finished case survives a crash.
+
+    A record for a (case, mode) that already has an "ok" record in the file is refused (append returns False,
+    with a warning): the first scored result stands. The check also sees lines other processes appended,
+    because each append rereads the file's new tail under an exclusive flock before writing.
+    """
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         _truncate_torn_tail(self.path)
+        self._done: set[tuple[str, str]] = set()
+        self._offset = 0  # bytes of the file already folded into _done
 
-    def append(self, rec: dict[str, Any]) -> None:
-        """Returns once the line is on disk. The lock keeps lines whole; the fsync runs outside it so that
-        concurrent cases do not queue behind each other's disk flushes."""
+    def _catch_up(self, f) -> None:
+        """Fold complete lines past `_offset` into `_done` (f is open for reading at any position)."""
+        f.seek(self._offset)
+        tail = f.read()
+        end = tail.rfind(b"\n") + 1
+        for raw in tail[:end].split(b"\n"):
+            try:
+                rec = json.loads(raw) if raw.strip() else None
+            except json.JSONDecodeError:
+                continue  # load_records reports corruption; the writer only needs the keys it can read
+            if isinstance(rec, dict) and rec.get("status") == STATUS_OK and {"question_id", "mode"} <= rec.keys():
+                self._done.add(record_key(rec))
+        self._offset += end
+
+    def append(self, rec: dict[str, Any]) -> bool:
+        """Returns once the line is on disk (True), or False when the pair already has an "ok" record.
+        The thread lock keeps lines whole; the flock orders writers of other processes; the fsync runs outside
+        both so that concurrent cases do not queue behind each other's disk flushes."""
         line = json.dumps({"schema": SCHEMA_VERSION, **rec}, ensure_ascii=False, sort_keys=True) + "\n"
-        with self._lock, open(self.path, "a", encoding="utf-8") as f:
-            f.write(line)
+        with self._lock, open(self.path, "a+b") as f:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)  # released when f closes
+            self._catch_up(f)
+            key = record_key(rec)
+            if key in self._done:
+                warnings.warn(f"{self.path}: {key[0]} / {key[1]} already has a scored record; "
+                              f"this {rec.get('status')!r} record was not written (the first result stands)")
+                return False
+            f.seek(0, os.SEEK_END)
+            f.write(line.encode("utf-8"))
             f.flush()
+            self._offset = f.tell()
+            if rec.get("status") == STATUS_OK:
+                self._done.add(key)
             fd = os.dup(f.fileno())
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
+        return True
 
 
 def _truncate_torn_tail(path: Path) -> None:
@@ -79,13 +126,26 @@ def iter_records(path: str | Path) -> Iterator[dict[str, Any]]:
 
 
 def done_keys(path: str | Path) -> set[tuple[str, str]]:
-    """The (question_id, mode) pairs whose newest record is scored: what a resumed run skips."""
-    return {record_key(r) for r in load_records(path) if r.get("status") == "ok"}
+    """The (question_id, mode) pairs whose record is scored ("ok"): what a resumed run or rescore skips.
+    A "scoring_failed" pair is not done: its scoring is redone (its answer is kept)."""
+    return {record_key(r) for r in load_records(path) if r.get("status") == STATUS_OK}
 
 
 def load_records(path: str | Path) -> list[dict[str, Any]]:
-    """All records; if a (case, mode) appears twice, the last one wins (it is the newest)."""
+    """One record per (case, mode): the newest, except that the first "ok" record is final.
+
+    The writer never appends after an "ok" record; a file written before that rule (e.g. by two runs on one
+    directory at once) may hold more, and those later lines are ignored, with one warning that counts them.
+    """
     by_key: dict[tuple[str, str], dict[str, Any]] = {}
+    ignored = 0
     for rec in iter_records(path):
-        by_key[record_key(rec)] = rec
+        key = record_key(rec)
+        if by_key.get(key, {}).get("status") == STATUS_OK:
+            ignored += 1
+            continue
+        by_key[key] = rec
+    if ignored:
+        warnings.warn(f"{path}: {ignored} duplicate record(s) of already scored (case, mode) pairs ignored "
+                      f"(the first scored record of each pair is kept)")
     return list(by_key.values())

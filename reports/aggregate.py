@@ -134,7 +134,7 @@ def records_frame(records: Sequence[dict[str, Any]], *, meta: Mapping[str, Any] 
             "is_abstention": bool(r.get("is_abstention", "_abs" in r["question_id"])),
             "mode": r["mode"],
             "status": r.get("status"),
-            "error": r.get("error"),
+            "error": r.get("scoring_error") or r.get("error"),  # a scoring failure is what the failure table must say
             **{k: (np.nan if v is None else v) for k, v in (r.get("metrics") or {}).items()},
             "final_prompt_tokens": usage.get("final_prompt_tokens"),
             "prompt_tokens_total": usage.get("prompt_tokens_total"),

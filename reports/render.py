@@ -181,7 +181,9 @@ def _markdown(*, run_dir, df, meta, summary, ci, quality, other, judges, sav, to
     failures = df[(df["status"] != "ok") | df["error"].notna()][["question_id", "mode", "status", "error"]]
     if len(failures):
         L += ["## Failed or errored cases", "",
-              "`failed`: not scored (retried on the next run); `ok` with an error: scored as the reference scores it.",
+              "`failed`: not scored (retried on the next run); `scoring_failed`: answered, but scoring failed (e.g. the "
+              "judge endpoint): no metric counted, scored again by the next run; `ok` with an error: scored as the "
+              "reference scores it.",
               "", "| question_id | mode | status | error |", "|---|---|---|---|"]
         L += [f"| {r.question_id} | {r.mode} | {r.status} | {' '.join(str(r.error).split()).replace('|', '/')[:200]} |"
               for r in failures.itertuples()]

@@ -91,6 +91,7 @@ def _run_task(cfg, run_dir: Path) -> int:
     paths = build_report(run_dir)
     print(f"run directory: {run_dir}")
     print(f"records: {summary.n_records} ({summary.n_skipped} already done, {summary.n_failed} failed this run)")
+    _print_scoring_failed(summary)
     print(f"model calls: {summary.stats.get('network_calls', 0)} network, {summary.stats.get('cache_hits', 0)} from cache")
     print(f"report: {paths['markdown']}")
     print(Path(paths["markdown"]).read_text())
@@ -113,11 +114,18 @@ def _rescore_task(src: Path):
         summary = rescore_run(cfg, src, run_dir)
         paths = build_report(run_dir)
         print(f"rescored {src} -> {run_dir}")
-        print(f"records: {summary.n_records} ({summary.n_skipped} already done, {summary.n_failed} without an answer)")
+        print(f"records: {summary.n_records} ({summary.n_skipped} already done, {summary.n_failed} not scored)")
+        _print_scoring_failed(summary)
         print(f"judge calls: {summary.stats.get('network_calls', 0)} network, {summary.stats.get('cache_hits', 0)} from cache")
         print(f"report: {paths['markdown']}")
         return EXIT_FAILED_CASES if summary.n_failed else 0
     return task
+
+
+def _print_scoring_failed(summary) -> None:
+    if summary.n_scoring_failed:
+        print(f"lme-harness: scoring failed for {summary.n_scoring_failed} answered pair(s) (judge endpoint error): "
+              "answers are kept, the same command scores them again", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,8 @@
 
 Resumable: a (case, mode) that already has a successful record in the run directory is skipped,
 so re-running the same command makes no model call. Failures are recorded with their reason,
-never dropped, and retried on the next run.
+never dropped, and retried on the next run; a pair whose scoring failed (the judge endpoint) keeps
+its answer and is only scored again. One process at a time writes a run directory (run.lock).
 """
 from __future__ import annotations
 
@@ -25,11 +26,14 @@ from harness.data.longmemeval import Case
 from harness.llm.cache import ResponseCache
 from harness.llm.client import embedding_call_log
 from harness.llm.endpoint import make_client, open_endpoint
-from harness.records import RECORDS_FILE, RecordWriter, load_records, record_key
+from harness.records import (RECORDS_FILE, STATUS_SCORING_FAILED, RecordWriter, has_answer, load_records,
+                             record_key)
+from harness.runlock import run_dir_lock
 from harness.scoring.base import ScoreInput
 from harness.session.events import Session
 from runners.modes import CaseContext, Mode, ModeOutput
 from runners.provenance import provenance
+from runners.scoring import apply_scores, rescore_pending
 from runners.summaries import SummaryProvider
 
 log = logging.getLogger(__name__)
@@ -109,6 +113,7 @@ class RunSummary:
     n_failed: int
     n_skipped: int
     stats: dict[str, Any]
+    n_scoring_failed: int = 0  # answered pairs whose scoring failed (also in n_failed); scored again next run
 
 
 def _check_fingerprint(run_dir: Path, fp: str) -> None:
@@ -177,9 +182,13 @@ def build_modes(cfg: DictConfig) -> list[Mode]:
 def run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
     """Run every (case, mode) not yet done in `run_dir`. Everything that can fail before the first case
     (config, data, endpoint reachability and key) is checked before anything is written to `run_dir`;
-    such a failure leaves only FAILED.txt and is re-raised."""
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    such a failure leaves only FAILED.txt and is re-raised. Raises RunDirLocked (writing nothing) when
+    another process is running on `run_dir`."""
+    with run_dir_lock(run_dir):
+        return _run_benchmark(cfg, Path(run_dir))
+
+
+def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
     started = False
     try:
         with contextlib.ExitStack() as stack:
@@ -189,17 +198,20 @@ def run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
             dataset = instantiate(cfg.dataset, _convert_="all")
             cases, data_prov = dataset.load()
             modes = build_modes(cfg)
-            prior = [r for r in load_records(run_dir / RECORDS_FILE) if r.get("status") == "ok"]
+            prior = [r for r in load_records(run_dir / RECORDS_FILE) if has_answer(r)]
             done = {record_key(r) for r in prior}
             todo = [(c, [m for m in modes if (c.question_id, m.name) not in done]) for c in cases]
             todo = [(c, ms) for c, ms in todo if ms]
-            n_skipped = len(cases) * len(modes) - sum(len(ms) for _, ms in todo)
+            wanted = {(c.question_id, m.name) for c in cases for m in modes}
+            # answered, but the judge failed: scored again, no answer-model call
+            rescore = [r for r in prior if r["status"] == STATUS_SCORING_FAILED and record_key(r) in wanted]
+            n_skipped = len(cases) * len(modes) - sum(len(ms) for _, ms in todo) - len(rescore)
             cache = open_cache(cfg, stack)
             stats: dict[str, Any] = {}
             n_failed = 0
             t0 = time.time()
             client = judge_client = components = None
-            if todo:
+            if todo or rescore:
                 ep = stack.enter_context(open_endpoint(cfg.model, log_dir=run_dir, progress=cfg.run.progress))
                 client = make_client(ep, cfg.client, cache)
                 judge_client = client
@@ -216,9 +228,10 @@ def run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
             (run_dir / "fingerprint.json").write_text(json.dumps({"fingerprint": fp}))
             writer = RecordWriter(run_dir / RECORDS_FILE)
             cases_s = 0.0
-            if todo:
+            if todo or rescore:
                 t_cases = time.perf_counter()
-                n_failed = _run_cases(cfg, todo, components, writer)
+                n_failed = _run_cases(cfg, todo, components, writer) if todo else 0
+                n_failed += rescore_pending(rescore, components["scorers"], writer, int(cfg.run.concurrency))
                 cases_s = time.perf_counter() - t_cases
                 stats = client.stats.as_dict()
                 if judge_client is not client:
@@ -233,7 +246,9 @@ def run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
     except Exception as e:
         _write_failure(run_dir, e, started)
         raise
-    return RunSummary(run_dir, len(load_records(run_dir / RECORDS_FILE)), n_failed, n_skipped, stats)
+    final = load_records(run_dir / RECORDS_FILE)
+    return RunSummary(run_dir, len(final), n_failed, n_skipped, stats,
+                      sum(r.get("status") == STATUS_SCORING_FAILED for r in final))
 
 
 def _components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -> dict[str, Any]:
@@ -394,22 +409,21 @@ def _base_record(case: Case, mode: str) -> dict[str, Any]:
 
 def _record(case: Case, mode: str, out: ModeOutput, scorers, wall_s: float) -> dict[str, Any]:
     item = ScoreInput(case.question_id, case.question_type, case.question, case.answer, out.prediction)
-    metrics, details = score_prediction(scorers, item)
     answer_calls = [c.to_record() for c in out.calls]
     summary_calls = (out.summary or {}).get("calls", [])
     final = out.calls[-1] if out.calls else None
     error = out.error
     if error is None and not out.prediction:  # scored (as the reference would), but never silently
         error = f"empty answer from the model (finish_reason={final.finish_reason if final else None})"
-    return {
+    return apply_scores({
         **_base_record(case, mode),
         # "ok" = scored. `error` may still note a model-level problem the reference also scores
         # (e.g. the tool-iteration limit, which leaves an empty answer); "failed" = not scored, retried next run.
         "status": "ok",
         "error": error,
         "prediction": out.prediction,
-        "metrics": metrics,
-        "metric_details": details,
+        "metrics": {},  # filled by apply_scores, which may also set status "scoring_failed"
+        "metric_details": {},
         "usage": {
             # The reference reports the prompt tokens of the final call only (§3.5); the sums are ours.
             "final_prompt_tokens": final.usage.prompt_tokens if final else 0,
@@ -431,7 +445,7 @@ def _record(case: Case, mode: str, out: ModeOutput, scorers, wall_s: float) -> d
         "truncation": out.truncation,
         "summary": out.summary,
         "final_messages": out.final_messages,
-    }
+    }, scorers, item)
 
 
 def _failed_record(case: Case, mode: str, e: BaseException, wall_s: float) -> dict[str, Any]:

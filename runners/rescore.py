@@ -9,8 +9,10 @@ again, e.g. the official judge on a run that was scored by the reference's LLMSc
 Each new record is the source record with `metrics` and `metric_details` replaced and `rescored_from` added;
 calls, tool trace, summary, usage and latency are kept, so cost and token columns still describe the run that
 produced the answers. A failed source pair has no answer: it is copied as failed (and listed in the report).
+A pair whose judge call fails is recorded "scoring_failed" (exit 3) and scored again by the same command.
 The output directory (default SRC/rescore/<overrides>) resumes like a run: the same command scores only
-what is missing, and `lme-harness compare SRC OUT` puts the two judges side by side.
+what is missing, and `lme-harness compare SRC OUT` puts the two judges side by side. One process at a time
+writes it (run.lock).
 """
 from __future__ import annotations
 
@@ -25,11 +27,12 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from harness.llm.endpoint import make_client, open_endpoint
-from harness.records import RECORDS_FILE, RecordError, RecordWriter, done_keys, load_records, record_key
-from harness.scoring.base import ScoreInput
+from harness.records import (RECORDS_FILE, STATUS_OK, STATUS_SCORING_FAILED, RecordError, RecordWriter, done_keys,
+                             has_answer, load_records, record_key)
+from harness.runlock import run_dir_lock
 from runners.provenance import MODEL_KEYS, redacted_config
-from runners.replay import (FAILURE_NOTE, RunSummary, _write_failure, build_scorers, open_cache, preflight,
-                            score_prediction)
+from runners.replay import FAILURE_NOTE, RunSummary, _write_failure, build_scorers, open_cache, preflight
+from runners.scoring import apply_scores
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +40,9 @@ log = logging.getLogger(__name__)
 def rescore_record(rec: dict[str, Any], scorers, source: str) -> dict[str, Any]:
     out = {k: v for k, v in rec.items() if k != "schema"}
     out["rescored_from"] = source
-    if rec.get("status") != "ok":
+    if not has_answer(rec):
         return out  # no answer to score: stays failed, with the source's reason
-    item = ScoreInput(rec["question_id"], rec.get("question_type") or "", rec.get("question") or "",
-                      str(rec.get("reference") or ""), rec.get("prediction") or "")
-    out["metrics"], out["metric_details"] = score_prediction(scorers, item)
-    return out
+    return apply_scores(out, scorers)
 
 
 def rescore_run(cfg: DictConfig, src_dir: Path, out_dir: Path) -> RunSummary:
@@ -52,7 +52,11 @@ def rescore_run(cfg: DictConfig, src_dir: Path, out_dir: Path) -> RunSummary:
     source = load_records(src_dir / RECORDS_FILE)
     if not source:
         raise RecordError(f"{src_dir / RECORDS_FILE}: no records to rescore")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    with run_dir_lock(out_dir):
+        return _rescore_locked(cfg, src_dir, out_dir, source)
+
+
+def _rescore_locked(cfg: DictConfig, src_dir: Path, out_dir: Path, source: list[dict[str, Any]]) -> RunSummary:
     started = False
     try:
         done = done_keys(out_dir / RECORDS_FILE)
@@ -81,8 +85,9 @@ def rescore_run(cfg: DictConfig, src_dir: Path, out_dir: Path) -> RunSummary:
         _write_failure(out_dir, e, started)
         raise
     final = load_records(out_dir / RECORDS_FILE)
-    failed = sum(r.get("status") != "ok" for r in final)
-    return RunSummary(out_dir, len(final), failed, len(source) - len(todo), stats)
+    failed = sum(r.get("status") != STATUS_OK for r in final)
+    return RunSummary(out_dir, len(final), failed, len(source) - len(todo), stats,
+                      sum(r.get("status") == STATUS_SCORING_FAILED for r in final))
 
 
 def _write_meta(cfg: DictConfig, src_dir: Path, out_dir: Path, judge_spec, stats: dict[str, Any], elapsed: float) -> None:

@@ -124,6 +124,13 @@ def test_failed_call_is_not_run_never_zero(error):
     assert res.values == {"lme_acc": None, "lme_acc_strict": None}
     assert res.details["verdict"] == "not_run" and res.details["reason"] == "judge call failed"
     assert type(error).__name__ in res.details["error"]
+    assert res.error is not None and type(error).__name__ in res.error  # scoring failed: redone by the next run
+
+
+def test_an_unparsable_reply_is_not_a_scoring_failure():
+    judge, _ = judge_with("The response is correct.")
+    res = judge.score(item())
+    assert res.error is None and res.values["lme_acc_strict"] is None
 
 
 def test_unknown_question_type_is_not_run_without_a_call():

@@ -151,13 +151,20 @@ def test_strict_needs_explicit_verdict():
 
 
 @pytest.mark.parametrize("error", [LLMError("endpoint http://x: 500 after 3 retries"), RuntimeError("boom")])
-def test_judge_exception_never_crashes(error):
+def test_judge_exception_never_crashes_and_is_a_scoring_failure_not_a_zero(error):
     judge, _ = judge_with(error)
     res = judge.score(item())
-    assert res.values == {"llm_score": 0.0, "llm_score_strict": None}
+    assert res.values == {"llm_score": None, "llm_score_strict": None}  # the reference's 0 would be a fake score
+    assert res.error is not None and "judge call failed" in res.error and type(error).__name__ in res.error
     d = res.details
     assert d["judge_called"] is True and d["parse_mode"] == "not_run" and d["verdict_strict"] == "not_run"
     assert type(error).__name__ in d["error"] and str(error) in d["error"]
+
+
+def test_an_unparsable_reply_is_a_score_not_a_scoring_failure():
+    judge, _ = judge_with("I cannot say")
+    res = judge.score(item())
+    assert res.error is None and res.values["llm_score_strict"] is None and res.details["verdict_strict"] == "not_run"
 
 
 class TestParserGoParity:

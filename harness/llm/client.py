@@ -1,13 +1,15 @@
 """The one place every model call goes through (openai SDK, any OpenAI-compatible base URL).
 
 It owns timeouts, bounded retries (exponential backoff with jitter, honouring Retry-After), a
-concurrency limit, the content-keyed response cache and token accounting.
+concurrency limit, the content-keyed response cache and token accounting. `timeout_s` bounds each
+attempt's whole duration (harness/llm/deadline.py), not only each socket read.
 """
 from __future__ import annotations
 
 import contextlib
 import contextvars
 import json
+import logging
 import random
 import threading
 import time
@@ -19,10 +21,28 @@ import openai
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
 from harness.llm.cache import ResponseCache, request_key
+from harness.llm.deadline import DeadlineHttpxClient, call_deadline
 from harness.llm.types import ChatResult, EmbeddingResult, LLMError, Message, Usage
 
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504}
 MAX_RETRY_AFTER_S = 120.0
+ANNOUNCE_WAIT_S = 10.0  # a retry wait longer than this is logged at WARNING: a run must not look hung
+
+log = logging.getLogger(__name__)
+
+
+def _sleep(seconds: float) -> None:
+    """The retry wait (a module function so tests can patch it without patching time.sleep everywhere)."""
+    time.sleep(seconds)
+
+
+class CallTimeout(openai.APITimeoutError):
+    """An attempt ran past `timeout_s` (in total, or one read did); retried like any timeout."""
+
+    def __init__(self, request: Any, timeout_s: float) -> None:
+        openai.APIConnectionError.__init__(
+            self, message=f"no complete response within timeout_s={timeout_s:g} s (a bound on the whole attempt)",
+            request=request)
 
 
 def _is_retryable(exc: BaseException) -> bool:
@@ -140,9 +160,12 @@ class LLMClient:
         self.backoff_base_s = backoff_base_s
         self.backoff_max_s = backoff_max_s
         self.stats = CallStats()
+        self.timeout_s = float(timeout_s)
         self._sem = threading.BoundedSemaphore(concurrency)
         # The SDK's own retries are off: this class owns retry policy so it is the same for every backend.
-        self._sdk = openai.OpenAI(base_url=base_url, api_key=api_key or "no-key", timeout=timeout_s, max_retries=0)
+        # The http client enforces `call_deadline` (httpx alone bounds each read, not the call).
+        self._sdk = openai.OpenAI(base_url=base_url, api_key=api_key or "no-key", timeout=timeout_s, max_retries=0,
+                                  http_client=DeadlineHttpxClient())
         self._secret = api_key or None  # scrubbed from every error message (an endpoint may echo it back)
 
     # -- public API -----------------------------------------------------------------------------
@@ -209,12 +232,20 @@ class LLMClient:
     def _call_with_retries(self, call, *args) -> Any:
         def before_sleep(state: RetryCallState) -> None:
             self.stats.bump("retries")
+            wait = state.next_action.sleep if state.next_action else 0.0
+            if wait > ANNOUNCE_WAIT_S:
+                exc = state.outcome.exception() if state.outcome else None
+                why = "Retry-After" if _retry_after_s(exc) is not None else "backoff"
+                log.warning("%s model=%s: waiting %.0f s (%s) before attempt %d of %d, after %s",
+                            self.base_url, self.model, wait, why, state.attempt_number + 1, self.max_retries + 1,
+                            type(exc).__name__ if exc else "an error")
 
         retrying = Retrying(
             retry=retry_if_exception(_is_retryable),
             stop=stop_after_attempt(self.max_retries + 1),
             wait=self._wait_s,
             before_sleep=before_sleep,
+            sleep=lambda s: _sleep(s),
             reraise=True,
         )
         try:
@@ -249,7 +280,10 @@ class LLMClient:
         with self._sem:
             t0 = time.perf_counter()
             try:
-                resp = self._sdk.chat.completions.create(**kwargs)
+                with call_deadline(self.timeout_s):
+                    resp = self._sdk.chat.completions.create(**kwargs)
+            except openai.APITimeoutError as e:
+                raise CallTimeout(e.request, self.timeout_s) from e
             except json.JSONDecodeError as e:  # a 200 whose body is not JSON (cut off, a proxy's page): retried
                 raise _MalformedResponse(f"response body is not JSON ({e})") from e
             latency = time.perf_counter() - t0
@@ -277,7 +311,10 @@ class LLMClient:
         with self._sem:
             t0 = time.perf_counter()
             try:
-                resp = self._sdk.embeddings.create(model=self.model, input=inputs, **params)
+                with call_deadline(self.timeout_s):
+                    resp = self._sdk.embeddings.create(model=self.model, input=inputs, **params)
+            except openai.APITimeoutError as e:
+                raise CallTimeout(e.request, self.timeout_s) from e
             except ValueError as e:  # not JSON, or the SDK's "No embedding data received"
                 raise _MalformedResponse(f"malformed embeddings response ({e})") from e
             latency = time.perf_counter() - t0

@@ -37,6 +37,9 @@ class ScoreResult:
 
     values: dict[str, float | None]
     details: dict[str, Any] = field(default_factory=dict)
+    # Set when scoring itself failed (e.g. the judge endpoint errored or timed out after retries): the values
+    # are None and the pair's scoring must be redone. A judge that answered unusably is not an error.
+    error: str | None = None
 
 
 @runtime_checkable

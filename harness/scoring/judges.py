@@ -5,11 +5,15 @@
 
     llm_score = 1.0                       if the containment match holds (judge not called)
               = confidence if correct     otherwise, from one judge call
-              = 0.0                       if the verdict is "incorrect" or the call fails
+              = 0.0                       if the verdict is "incorrect"
 
 The reference parser has a lenient fallback that reads "incorrect" as correct, so beside it we
-report `llm_score_strict`: same prompt and call, but a reply without a usable JSON verdict (or a
-failed call) gives None ("not computed") instead of a guess.
+report `llm_score_strict`: same prompt and call, but a reply without a usable JSON verdict gives
+None ("not computed") instead of a guess.
+
+A judge call that fails (transport error or HTTP error after the client's retries, timeout) is not
+a verdict: the reference would count it as 0, we return no values and `ScoreResult.error`, so the
+pair is recorded as "scoring_failed" and scored again by the next run (its answer kept).
 """
 from __future__ import annotations
 
@@ -167,7 +171,7 @@ class TrpcJudge:
         MetricSpec("llm_score", True,
                    "tRPC LLMScore: 1 on containment match, else judge confidence if correct (lenient parse)"),
         MetricSpec("llm_score_strict", True,
-                   "LLMScore from an explicit JSON verdict only; None when the reply is unusable or the call failed"),
+                   "LLMScore from an explicit JSON verdict only; None when the reply is unusable"),
     )
 
     def __init__(self, model: ChatModel, params: Mapping[str, Any] | None = None) -> None:
@@ -192,11 +196,11 @@ class TrpcJudge:
         details["judge_called"] = True
         try:
             result = self.model.chat([{"role": "user", "content": prompt}], purpose="judge", **self.params)
-        except Exception as e:  # LLMError or anything else: score the case, never crash it
+        except Exception as e:  # LLMError or anything else: never a score (the reference's 0), never a crash
             details["error"] = f"{type(e).__name__}: {e}"
             details["strict_reason"] = "judge call failed"
-            # The reference counts a failed judge call as 0; the strict variant says "not computed".
-            return ScoreResult({"llm_score": 0.0, "llm_score_strict": None}, details)
+            return ScoreResult({"llm_score": None, "llm_score_strict": None}, details,
+                               error=f"judge call failed: {details['error']}")
 
         raw = result.content or ""
         verdict = parse_trpc_judge_reply(raw)
@@ -290,8 +294,9 @@ class LongMemEvalJudge:
     """The official LongMemEval QA judge (reference spec §8): per-type yes/no prompts, abstention by `_abs`.
 
     `lme_acc` uses the upstream parse (parity); `lme_acc_strict` accepts only a reply that starts with yes/no.
-    A failed call, a question type without an official prompt, or (strict only) an unparsable reply gives
-    None — verdict `not_run` with the reason in the details — never a silent 0 or 1.
+    A question type without an official prompt, or (strict only) an unparsable reply gives None — verdict
+    `not_run` with the reason in the details — never a silent 0 or 1. A failed call also gives None, and
+    `ScoreResult.error`: the pair's scoring failed and is redone by the next run.
     """
 
     metrics: tuple[MetricSpec, ...] = (
@@ -322,9 +327,9 @@ class LongMemEvalJudge:
         details["judge_called"] = True
         try:
             result = self.model.chat([{"role": "user", "content": prompt}], purpose="judge", **self.params)
-        except Exception as e:  # a failed judge call is "not run", never a score
+        except Exception as e:  # a failed judge call is a failure of scoring, never a score
             details.update(error=f"{type(e).__name__}: {e}", reason="judge call failed", strict_reason="judge call failed")
-            return ScoreResult(none, details)
+            return ScoreResult(none, details, error=f"judge call failed: {details['error']}")
         raw = result.content or ""
         label = parse_lme_official(raw)
         strict, why = parse_lme_strict(raw)

@@ -1,0 +1,68 @@
+"""Scoring an answered (case, mode) pair, and scoring again the pairs whose scoring failed.
+
+A scorer that returns `ScoreResult.error` (the judge endpoint failed after retries, timed out, answered with an
+HTTP error) makes the record "scoring_failed": the answer, calls, usage and the other scorers' values are kept,
+`scoring_error` says why, and the pair counts as failed (exit 3, failure table) without being scored as 0.
+The next `run` (or `rescore`) scores it again with no answer-model call.
+"""
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Sequence
+
+from harness.records import STATUS_OK, STATUS_SCORING_FAILED, RecordWriter
+from harness.scoring.base import ScoreInput
+
+log = logging.getLogger(__name__)
+
+
+def score_all(scorers: Sequence[Any], item: ScoreInput) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """(metrics, details by scorer class, scoring errors as "Scorer: why") of one answer."""
+    metrics: dict[str, Any] = {}
+    details: dict[str, Any] = {}
+    errors: list[str] = []
+    for s in scorers:
+        res = s.score(item)
+        metrics.update(res.values)
+        if res.details:
+            details[type(s).__name__] = res.details
+        if getattr(res, "error", None):
+            errors.append(f"{type(s).__name__}: {res.error}")
+    return metrics, details, errors
+
+
+def item_of(rec: dict[str, Any]) -> ScoreInput:
+    """The scorer input of an answered record."""
+    return ScoreInput(rec["question_id"], rec.get("question_type") or "", rec.get("question") or "",
+                      str(rec.get("reference") or ""), rec.get("prediction") or "")
+
+
+def apply_scores(rec: dict[str, Any], scorers: Sequence[Any], item: ScoreInput | None = None) -> dict[str, Any]:
+    """Score `rec`'s answer into it (metrics, metric_details, status, scoring_error) and return it."""
+    metrics, details, errors = score_all(scorers, item or item_of(rec))
+    rec["metrics"], rec["metric_details"] = metrics, details
+    rec.pop("scoring_error", None)
+    rec["status"] = STATUS_OK
+    if errors:
+        rec["status"] = STATUS_SCORING_FAILED
+        rec["scoring_error"] = "; ".join(errors)
+        log.warning("%s / %s: scoring failed, the answer is kept and only scoring is redone by the next run: %s",
+                    rec["question_id"], rec["mode"], rec["scoring_error"])
+    return rec
+
+
+def rescore_pending(records: Sequence[dict[str, Any]], scorers: Sequence[Any], writer: RecordWriter,
+                    concurrency: int, on_record: Callable[[dict[str, Any]], None] | None = None) -> int:
+    """Score again the answered records whose scoring failed; append the new records. Returns how many failed again."""
+    def one(rec: dict[str, Any]) -> dict[str, Any]:
+        return apply_scores({k: v for k, v in rec.items() if k != "schema"}, scorers)
+
+    failed = 0
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        for new in pool.map(one, records):
+            writer.append(new)
+            failed += new["status"] != STATUS_OK
+            if on_record is not None:
+                on_record(new)
+    return failed

@@ -1,0 +1,118 @@
+"""`client.timeout_s` bounds a whole attempt (not each read), and long retry waits are announced."""
+import logging
+import socket
+import threading
+import time
+
+import pytest
+
+from harness.llm.client import LLMClient
+from harness.llm.types import LLMError
+from harness.testing.fake_openai import FakeOpenAIServer, Reply, completion, scripted
+
+MSGS = [{"role": "user", "content": "hi"}]
+
+
+class TrickleServer:
+    """Loopback HTTP server: answers 200 with its headers, then one body byte every `every_s`, forever."""
+
+    def __init__(self, every_s: float = 0.2) -> None:
+        self.every_s = every_s
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.stop = threading.Event()
+        self.abandoned_at: list[float] = []  # when the client's side of a connection went away
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+
+    def _serve(self) -> None:
+        self.sock.settimeout(0.2)
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{")
+            try:
+                while not self.stop.wait(self.every_s):
+                    conn.sendall(b" ")
+            except OSError:
+                self.abandoned_at.append(time.monotonic())
+
+    def __enter__(self) -> "TrickleServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.sock.close()
+
+
+@pytest.mark.timeout(30)
+def test_a_trickling_endpoint_fails_within_timeout_s_and_the_connection_is_dropped():
+    timeout_s = 1.0
+    with TrickleServer(0.2) as srv:
+        c = LLMClient(base_url=srv.base_url, model="m", timeout_s=timeout_s, max_retries=0)
+        threads = threading.active_count()
+        t0 = time.monotonic()
+        with pytest.raises(LLMError, match=r"CallTimeout: no complete response within timeout_s=1 s"):
+            c.chat(MSGS)
+        elapsed = time.monotonic() - t0
+        assert elapsed < timeout_s + 0.5, elapsed
+        # the socket was shut down, not left to trickle: the server's next writes fail promptly
+        deadline = time.monotonic() + 3
+        while not srv.abandoned_at and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert srv.abandoned_at and srv.abandoned_at[0] - t0 < timeout_s + 1.5
+        assert threading.active_count() <= threads + 1  # at most the one shared watchdog thread
+        assert c.stats.as_dict()["failures"] == 1
+
+
+@pytest.mark.timeout(30)
+def test_each_retry_gets_its_own_total_deadline():
+    with TrickleServer(0.1) as srv:
+        c = LLMClient(base_url=srv.base_url, model="m", timeout_s=0.5, max_retries=1, backoff_base_s=0.0,
+                      backoff_max_s=0.0)
+        t0 = time.monotonic()
+        with pytest.raises(LLMError, match="timeout_s=0.5"):
+            c.chat(MSGS)
+        assert time.monotonic() - t0 < 2 * 0.5 + 0.6
+        assert c.stats.as_dict()["retries"] == 1
+
+
+def test_a_normal_call_is_unaffected_and_its_connection_is_reused():
+    with FakeOpenAIServer(lambda req: completion("fine")) as srv:
+        c = LLMClient(base_url=srv.base_url, model="m", timeout_s=5)
+        assert [c.chat(MSGS).content for _ in range(3)] == ["fine"] * 3
+
+
+def test_a_long_retry_after_wait_is_announced(monkeypatch, caplog):
+    slept: list[float] = []
+    monkeypatch.setattr("harness.llm.client._sleep", slept.append)
+    replies = [Reply(status=429, body={"error": {"message": "slow down"}}, headers={"Retry-After": "12"}),
+               completion("ok")]
+    with FakeOpenAIServer(scripted(replies)) as srv, caplog.at_level(logging.WARNING, logger="harness.llm.client"):
+        c = LLMClient(base_url=srv.base_url, model="m", max_retries=2)
+        assert c.chat(MSGS).content == "ok"
+    assert slept == [12.0]
+    (msg,) = [r.getMessage() for r in caplog.records if r.name == "harness.llm.client"]
+    assert srv.base_url in msg and "waiting 12 s (Retry-After)" in msg and "attempt 2 of 3" in msg
+    assert caplog.records[0].levelno == logging.WARNING
+
+
+def test_a_short_retry_wait_is_not_announced(monkeypatch, caplog):
+    monkeypatch.setattr("harness.llm.client._sleep", lambda s: None)
+    replies = [Reply(status=429, body={"error": {"message": "slow down"}}, headers={"Retry-After": "2"}),
+               completion("ok")]
+    with FakeOpenAIServer(scripted(replies)) as srv, caplog.at_level(logging.WARNING, logger="harness.llm.client"):
+        assert LLMClient(base_url=srv.base_url, model="m").chat(MSGS).content == "ok"
+    assert not [r for r in caplog.records if r.name == "harness.llm.client"]
