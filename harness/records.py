@@ -12,6 +12,8 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
+from harness import secrets
+
 SCHEMA_VERSION = 1
 RECORDS_FILE = "records.jsonl"
 
@@ -36,6 +38,7 @@ class RecordWriter:
     def append(self, rec: dict[str, Any]) -> None:
         """Returns once the line is on disk. The lock keeps lines whole; the fsync runs outside it so that
         concurrent cases do not queue behind each other's disk flushes."""
+        rec = secrets.redact_obj(rec)  # an endpoint may echo a key into an error or an answer
         line = json.dumps({"schema": SCHEMA_VERSION, **rec}, ensure_ascii=False, sort_keys=True) + "\n"
         with self._lock, open(self.path, "a", encoding="utf-8") as f:
             f.write(line)
