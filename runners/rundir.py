@@ -22,6 +22,7 @@ class RunNameError(ValueError):
 
 
 _SEPARATORS = {"/": "%2F", "\\": "%5C"}
+_INTERPOLATION = re.compile(r"\$\{([^{}]*)\}")
 
 
 def check_run_name(name: Any) -> str:
@@ -40,6 +41,11 @@ def _is_excluded(key: str, exclude: list[str]) -> bool:
 def sanitize_value(line: str) -> str:
     """One override's text, safe as part of one path component and free of secrets."""
     text = secrets.redact(line)
+    # Hydra resolves the run directory's name again (runtime.output_dir): an interpolation left in it would
+    # read the env var (a key) into the path, so `${oc.env:K}` is written `$(oc.env:K)`.
+    while _INTERPOLATION.search(text):
+        text = _INTERPOLATION.sub(r"$(\1)", text)
+    text = text.replace("${", "$(")
     for sep, esc in _SEPARATORS.items():
         text = text.replace(sep, esc)
     return text
