@@ -63,9 +63,20 @@ def _hydra_main(task_fn, argv: list[str]) -> int:
         _main()
     except SystemExit as e:  # Hydra exits on config errors after printing them; keep main() returning a code
         return e.code if isinstance(e.code, int) else 1
+    except Exception as e:  # a run.name set in a config file fails while Hydra names the run directory
+        if not any(isinstance(c, RunNameError) or RunNameError.__name__ in str(c) for c in _causes(e)):
+            raise
+        print(f"lme-harness: error: {str(e).split(': ', 1)[-1].splitlines()[0]}", file=sys.stderr)
+        return 2
     finally:
         sys.argv, sys.stdout, sys.stderr = saved
     return status["code"]
+
+
+def _causes(e: BaseException | None):
+    while e is not None:
+        yield e
+        e = e.__cause__ or e.__context__
 
 
 def _scrub_snapshot(run_dir: Path) -> None:
