@@ -26,7 +26,7 @@ ENV_VARS = ("OPENAI_API_KEY", "LME_HARNESS_API_KEY")  # read by the shipped mode
 # Values too short (or placeholders) to mask everywhere without mangling ordinary text.
 _MIN_LEN = 6
 _PLACEHOLDERS = {"no-key", "EMPTY", "null", "None", "none", "REDACTED", MASK}
-_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>`]+")
+_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>`]*[^\s'\"<>`.,;:!?)]")  # not a sentence's last stop
 # A literal allowed as a secret-key override: nothing, or a key read from the environment / another node.
 _SAFE_SECRET_VALUE = re.compile(
     r"^(|null|None|~|\$\{oc\.env:[A-Za-z_][A-Za-z0-9_]*(,\s*(null|None|''|\"\")?)?\}|\$\{[A-Za-z_][\w.]*\})$")

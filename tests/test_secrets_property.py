@@ -79,3 +79,29 @@ def test_a_canary_secret_never_leaves_a_run(entry, tmp_path, monkeypatch, capfd,
              if canary in str(p) or (p.is_file() and canary.encode() in p.read_bytes())]
     assert leaks == []
     assert canary not in out.out and canary not in out.err and canary not in caplog.text
+
+
+@pytest.mark.parametrize("entry", ["base_url userinfo", "base_url query api_key", "env interpolation on model.api_key"])
+def test_a_run_that_cannot_start_leaks_no_canary(entry, tmp_path, monkeypatch, capfd, caplog):
+    """The endpoint rejects the key at preflight and echoes it: FAILED.txt, stderr and logs stay clean."""
+    env, overrides, _ = ENTRIES[entry]
+    canary = "sk-canary-" + stdlib_secrets.token_hex(12)
+    for name, value in env.items():
+        monkeypatch.setenv(name, canary)
+    monkeypatch.chdir(tmp_path)
+    caplog.set_level(logging.DEBUG)
+
+    def reject(path):
+        return Reply(status=401, body={"error": {"message": f"bad key {canary} at {path}"}})
+
+    with FakeOpenAIServer(FakeModel(), on_get=reject) as srv:
+        code = main(["run", "model=endpoint", f"model.base_url={srv.base_url}", "model.model=fake-model",
+                     f"cache.path={tmp_path / 'cache.sqlite'}", "run.progress=false", "retrieval=bm25",
+                     "dataset.limit=1", *overrides(srv.base_url, canary)])
+    out = capfd.readouterr()
+    assert code == 2 and "rejected the API key" in out.err
+    assert list(tmp_path.glob("runs/*/*/FAILED.txt"))
+    leaks = [str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")
+             if canary in str(p) or (p.is_file() and canary.encode() in p.read_bytes())]
+    assert leaks == []
+    assert canary not in out.out and canary not in out.err and canary not in caplog.text
