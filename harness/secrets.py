@@ -7,7 +7,6 @@ masks through it. The API-key env vars the harness reads are always registered.
 """
 from __future__ import annotations
 
-import io
 import logging
 import os
 import re
@@ -80,6 +79,8 @@ class Registry:
 
     def add(self, values: Iterable[Any]) -> None:
         new = {str(v) for v in values if v is not None and len(str(v)) >= _MIN_LEN and str(v) not in _PLACEHOLDERS}
+        if new <= set(self._values):  # the common case (called on every write): nothing to re-sort
+            return
         with self._lock:
             self._values = tuple(sorted(set(self._values) | new, key=len, reverse=True))
 
@@ -235,8 +236,9 @@ def install_log_filter(logger: logging.Logger | None = None) -> None:
             h.addFilter(_FILTER)
 
 
-class RedactingStream(io.TextIOBase):
-    """A text stream that masks secrets in what is written to the stream it wraps (stdout, stderr)."""
+class RedactingStream:
+    """A text stream that masks secrets in what is written to the stream it wraps (stdout, stderr). Not an
+    io.IOBase: its finaliser would flush (and fail on) a wrapped stream closed long before."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
@@ -253,10 +255,6 @@ class RedactingStream(io.TextIOBase):
 
     def fileno(self) -> int:
         return self.inner.fileno()
-
-    @property
-    def encoding(self) -> str:  # type: ignore[override]
-        return getattr(self.inner, "encoding", "utf-8")
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

@@ -74,7 +74,9 @@ def _hydra_main(task_fn, argv: list[str]) -> int:
 
 
 def _causes(e: BaseException | None):
-    while e is not None:
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
         yield e
         e = e.__cause__ or e.__context__
 

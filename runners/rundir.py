@@ -28,7 +28,7 @@ _INTERPOLATION = re.compile(r"\$\{([^{}]*)\}")
 def check_run_name(name: Any) -> str:
     """`run.name` is one directory under runs/: no path separators, no `..`, not empty."""
     text = str(name)
-    if not text.strip() or any(s in text for s in _SEPARATORS) or text in (".", "..") or ".." in text.split("."):
+    if not text.strip() or any(s in text for s in _SEPARATORS) or text.strip() in (".", ".."):
         raise RunNameError(f"run.name={text!r}: must be a plain directory name (no '/', '\\' or '..'); "
                            f"it names runs/<run.name>/")
     return text
