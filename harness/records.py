@@ -17,6 +17,8 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
+from harness import secrets
+
 SCHEMA_VERSION = 1
 RECORDS_FILE = "records.jsonl"
 STATUS_OK = "ok"
@@ -71,6 +73,7 @@ class RecordWriter:
         """Returns once the line is on disk (True), or False when the pair already has an "ok" record.
         The thread lock keeps lines whole; the flock orders writers of other processes; the fsync runs outside
         both so that concurrent cases do not queue behind each other's disk flushes."""
+        rec = secrets.redact_obj(rec)  # an endpoint may echo a key into an error or an answer
         line = json.dumps({"schema": SCHEMA_VERSION, **rec}, ensure_ascii=False, sort_keys=True) + "\n"
         with self._lock, open(self.path, "a+b") as f:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX)  # released when f closes

@@ -14,6 +14,7 @@ from reports.aggregate import (ALL_COLUMNS, COLUMNS, QUALITY_KEYS, cost_table, j
                                savings, summarize, summarize_ci, tool_stats)
 from reports.compare import COMPARE_KEYS, compare_modes, markdown_paired, mcnemar_cell
 from reports.cost import PriceTable
+from reports.safe import md_cell, write_csv
 from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, WinLossTie
 
 BAR_KEYS = ("em", "llm_score", "llm_score_strict", "lme_acc", "lme_acc_strict", "rouge_l", "f1", "bleu1")
@@ -36,7 +37,7 @@ def markdown_table(summary: pd.DataFrame) -> str:
     head = ["mode", "cases", "failed", *[c.label + (" ↑" if c.higher_is_better else " ↓") for c in cols]]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for mode, row in summary.iterrows():
-        cells = [str(mode), str(int(row["cases"])), str(int(row["failed"]))]
+        cells = [md_cell(mode), str(int(row["cases"])), str(int(row["failed"]))]
         cells += [_fmt(row[c.key], c.fmt) for c in cols]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -44,7 +45,7 @@ def markdown_table(summary: pd.DataFrame) -> str:
 
 def _md(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    out += ["| " + " | ".join(str(c).replace("|", "/") for c in r) + " |" for r in rows]
+    out += ["| " + " | ".join(md_cell(c) for c in r) + " |" for r in rows]
     return "\n".join(out)
 
 
@@ -94,9 +95,9 @@ def build_report(run_dir: Path, *, prices: PriceTable | str | Path | None = None
     out: dict[str, Path] = {"markdown": run_dir / "report.md", "html": run_dir / "report.html",
                             "csv": run_dir / "summary.csv", "ci_csv": run_dir / "summary_ci.csv",
                             "cases_csv": run_dir / "cases.csv", "plot": run_dir / "quality_vs_tokens.png"}
-    summary.to_csv(out["csv"])
-    ci.to_csv(out["ci_csv"], index=False)
-    df.to_csv(out["cases_csv"], index=False)
+    write_csv(summary, out["csv"])
+    write_csv(ci, out["ci_csv"], index=False)
+    write_csv(df, out["cases_csv"], index=False)
     figs: dict[str, list[Path]] = {
         "quality_vs_tokens": plots.quality_vs_tokens(ci, run_dir / "quality_vs_tokens"),
         "metrics": plots.metric_bars(ci, [k for k in BAR_KEYS if k in quality], run_dir / "metrics"),
@@ -139,7 +140,7 @@ def _provenance_lines(meta: Mapping[str, Any]) -> list[str]:
 
 def _markdown(*, run_dir, df, meta, summary, ci, quality, other, judges, sav, tools, costs, table, pair, wlt, figs,
               **_: Any) -> str:
-    L = [f"# lme-harness report: {run_dir.name}", "", *_provenance_lines(meta), "",
+    L = [f"# lme-harness report: {md_cell(run_dir.name)}", "", *_provenance_lines(meta), "",
          "## Reference table", "", markdown_table(summary), "",
          "Means over scored cases. Prompt tokens are those of the final answer call (the reference's figure); "
          "↑ higher is better, ↓ lower is better.", "",
@@ -185,7 +186,7 @@ def _markdown(*, run_dir, df, meta, summary, ci, quality, other, judges, sav, to
               "judge endpoint): no metric counted, scored again by the next run; `ok` with an error: scored as the "
               "reference scores it.",
               "", "| question_id | mode | status | error |", "|---|---|---|---|"]
-        L += [f"| {r.question_id} | {r.mode} | {r.status} | {' '.join(str(r.error).split()).replace('|', '/')[:200]} |"
+        L += [f"| {md_cell(r.question_id)} | {md_cell(r.mode)} | {md_cell(r.status)} | {md_cell(str(r.error)[:200])} |"
               for r in failures.itertuples()]
         L.append("")
     L += ["Per-case details (question, reference, prediction, summary, tool trace): `report.html`.", ""]

@@ -15,65 +15,80 @@ NOISY_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "openai")
 
 
 def _hydra_main(task_fn, argv: list[str]) -> int:
-    """Run `task_fn(cfg, run_dir)` under Hydra with `argv` as overrides (supports -m multirun)."""
+    """Run `task_fn(cfg, run_dir)` under Hydra with `argv` as overrides (supports -m multirun).
+    Secrets of the composed config are masked in everything the run prints, logs or writes."""
     import hydra
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import DictConfig
+
+    from harness import secrets
+    from runners.rundir import RunNameError, check_run_name, register_resolvers
 
     status = {"code": 0}
 
     @hydra.main(config_path=CONFIG_DIR, config_name="config", version_base="1.3")
     def _main(cfg: DictConfig) -> None:
         run_dir = Path(HydraConfig.get().runtime.output_dir)
+        secrets.register(secrets.config_secrets(cfg))
+        secrets.install_log_filter()  # on the handlers Hydra has just configured (console, cli.log)
         for name in NOISY_LOGGERS:  # Hydra's logging is INFO: one line per HTTP request otherwise
             logging.getLogger(name).setLevel(logging.WARNING)
-        _scrub_snapshot(cfg, run_dir)
-        status["code"] = max(status["code"], _guard(lambda: task_fn(cfg, run_dir)))
+        _scrub_snapshot(run_dir)
+        try:
+            status["code"] = max(status["code"], _guard(lambda: task_fn(cfg, run_dir)))
+        finally:  # logs written by other processes (the embedded server) cannot be filtered as they are written
+            for log in run_dir.glob("*.log"):
+                secrets.scrub_file(log)
 
-    bad = _literal_secret_overrides(argv)
+    bad = secrets.check_overrides(argv)
     if bad:
         print(f"lme-harness: error: {', '.join(bad)}: pass API keys through the environment (OPENAI_API_KEY, "
-              "LME_HARNESS_API_KEY, or KEY.api_key='${oc.env:YOUR_VAR}'), not as a literal on the command line: "
-              "it would be written into the run directory's name and Hydra's config snapshot", file=sys.stderr)
+              "LME_HARNESS_API_KEY, or KEY.api_key='${oc.env:YOUR_VAR}'), not as a literal or through another "
+              "resolver (oc.decode, ...) on the command line: it would be written into the run directory's name "
+              "and Hydra's config snapshot", file=sys.stderr)
         return 2
-    saved = sys.argv
-    sys.argv = [saved[0], *argv]
+    for arg in argv:
+        key, eq, value = arg.partition("=")
+        if eq and key.lstrip("+") == "run.name":
+            try:
+                check_run_name(value.strip().strip("'\""))
+            except RunNameError as e:
+                print(f"lme-harness: error: {e}", file=sys.stderr)
+                return 2
+    register_resolvers()
+    saved = sys.argv, sys.stdout, sys.stderr
+    sys.argv = [saved[0][0], *argv]
+    sys.stdout, sys.stderr = secrets.RedactingStream(sys.stdout), secrets.RedactingStream(sys.stderr)
     try:
         _main()
     except SystemExit as e:  # Hydra exits on config errors after printing them; keep main() returning a code
         return e.code if isinstance(e.code, int) else 1
+    except Exception as e:  # a run.name set in a config file fails while Hydra names the run directory
+        if not any(isinstance(c, RunNameError) or RunNameError.__name__ in str(c) for c in _causes(e)):
+            raise
+        print(f"lme-harness: error: {str(e).split(': ', 1)[-1].splitlines()[0]}", file=sys.stderr)
+        return 2
     finally:
-        sys.argv = saved
+        sys.argv, sys.stdout, sys.stderr = saved
     return status["code"]
 
 
-def _literal_secret_overrides(argv: list[str]) -> list[str]:
-    """Overrides that set an `*api_key` to a literal value (an `${oc.env:...}` interpolation is fine)."""
-    out = []
-    for arg in argv:
-        key, eq, value = arg.partition("=")
-        if eq and key.lower().endswith("api_key") and value.strip().strip("'\"") not in ("", "null", "None") \
-                and not value.strip().strip("'\"").startswith("${"):
-            out.append(f"{key.lstrip('+~')}=***")
-    return out
+def _causes(e: BaseException | None):
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        yield e
+        e = e.__cause__ or e.__context__
 
 
-def _scrub_snapshot(cfg, run_dir: Path) -> None:
-    """Hydra snapshots the unresolved config (env interpolations stay interpolations); a key written
-    literally in a config file would still land in .hydra/*.yaml, so such values are masked there
+def _scrub_snapshot(run_dir: Path) -> None:
+    """Hydra snapshots the unresolved config and the override lines before the task starts: a key written
+    literally in a config file or inside a URL would land in .hydra/*.yaml, so such values are masked there
     (with a token that stays valid YAML wherever it lands: `***` would read as an alias)."""
-    from runners.replay import secret_values
+    from harness import secrets
 
-    secrets = secret_values(cfg)
-    if not secrets:
-        return
     for path in (run_dir / ".hydra").glob("*.yaml"):
-        text = path.read_text()
-        masked = text
-        for secret in secrets:
-            masked = masked.replace(secret, "REDACTED")
-        if masked != text:
-            path.write_text(masked)
+        secrets.scrub_file(path, mask="REDACTED")
 
 
 def _run_task(cfg, run_dir: Path) -> int:
@@ -165,14 +180,15 @@ def main(argv: list[str] | None = None) -> int:
     dp.add_argument("path")
 
     if argv and argv[0] == "rescore":
-        if len(argv) < 2 or "=" in argv[1]:
+        if len(argv) < 2 or ("=" in argv[1] and not Path(argv[1]).is_dir()):  # run dirs hold `=` too
             print("lme-harness: error: usage: lme-harness rescore SRC_RUN_DIR [HYDRA OVERRIDES...]", file=sys.stderr)
             return 2
         logging.basicConfig(level=logging.WARNING)
         src = Path(argv[1])
         overrides = argv[2:]
         if not any(o.startswith("hydra.run.dir=") for o in overrides):  # next to the source, named by the overrides
-            overrides.append(f"hydra.run.dir={src / 'rescore'}/${{hydra.job.override_dirname}}")
+            quoted = str(src / "rescore").replace("\\", "\\\\").replace("'", "\\'")  # `=` and `,` stay one value
+            overrides.append(f"hydra.run.dir='{quoted}/${{lme.run_dirname:}}'")
         return _hydra_main(_rescore_task(src), overrides)
     if argv and argv[0] in ("run", "retrieval-eval"):
         logging.basicConfig(level=logging.WARNING)

@@ -24,11 +24,10 @@ def _git(*args: str) -> str | None:
 
 
 def redacted_config(cfg: DictConfig) -> dict[str, Any]:
-    from runners.replay import _redact
+    from harness import secrets
 
     c = OmegaConf.to_container(cfg, resolve=True)
-    _redact(c)
-    return c  # type: ignore[return-value]
+    return secrets.mask_config(c, secrets.REGISTRY.values + tuple(secrets.config_secrets(cfg)))
 
 
 def provenance(cfg: DictConfig, data: dict[str, Any]) -> dict[str, Any]:

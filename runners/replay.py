@@ -22,6 +22,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
+from harness import secrets
 from harness.data.longmemeval import Case
 from harness.llm.cache import ResponseCache
 from harness.llm.client import embedding_call_log
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 NON_RESULT_KEYS = ("run.concurrency", "run.progress", "run.max_consecutive_failures", "client.concurrency",
                    "client.timeout_s", "client.max_retries", "client.backoff_base_s", "client.backoff_max_s",
                    "client.preflight", "run.name", "cache")
+ENDPOINT_KEYS = ("model.base_url", "judge.endpoint.base_url")  # where a model is served, not which model
 FAILURE_NOTE = "FAILED.txt"  # the only file a run that could not start leaves (besides Hydra's .hydra/)
 
 
@@ -57,53 +59,46 @@ def _drop_nulls(obj: Any) -> Any:
     return obj
 
 
-def fingerprint(cfg: DictConfig) -> str:
+def fingerprint(cfg: DictConfig, *, legacy: bool = False) -> str:
     """Identity of the result-bearing configuration. Null settings are left out, so a release that adds an
-    optional key (defaulting to null) does not orphan the run directories of the previous one."""
+    optional key (defaulting to null) does not orphan the run directories of the previous one. Endpoint URLs
+    are not result-bearing (a restarted server on a new port is the same model; the model name is kept).
+    `legacy`: the identity before that change (URLs in, every `*api_key*` key masked), still accepted."""
     c = _drop_nulls(OmegaConf.to_container(cfg, resolve=True))
-    for dotted in NON_RESULT_KEYS:
+    for dotted in NON_RESULT_KEYS + (() if legacy else ENDPOINT_KEYS):
         node = c
         *parents, last = dotted.split(".")
         for p in parents:
             node = node.get(p, {}) if isinstance(node, dict) else {}
         if isinstance(node, dict):
             node.pop(last, None)
-    _redact(c)
+    if legacy:
+        _legacy_redact(c)
+    else:
+        secrets.mask_config(c)
     return hashlib.sha256(json.dumps(c, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def secret_values(cfg: DictConfig) -> list[str]:
-    """The resolved values of every `*api_key` setting in `cfg` (to mask wherever they could be written)."""
-    found: list[str] = []
-
-    def walk(obj: Any) -> None:
-        if isinstance(obj, dict):
-            for k, v in obj.items():
-                if str(k).lower().endswith("api_key") and isinstance(v, str) and len(v) >= 8:
-                    found.append(v)
-                else:
-                    walk(v)
-        elif isinstance(obj, list):
-            for v in obj:
-                walk(v)
-
-    try:
-        walk(OmegaConf.to_container(cfg, resolve=True))
-    except Exception:  # an unresolvable interpolation elsewhere: fall back to what resolves
-        walk(OmegaConf.to_container(cfg, resolve=False))
-    return sorted(set(found), key=len, reverse=True)
+    """Every secret value in `cfg` (to mask wherever it could be written): see harness/secrets.py."""
+    return secrets.config_secrets(cfg)
 
 
 def _redact(obj: Any) -> None:
+    """Mask secrets in a resolved config container, in place."""
+    secrets.mask_config(obj, secrets.REGISTRY.values)
+
+
+def _legacy_redact(obj: Any) -> None:
     if isinstance(obj, dict):
         for k in list(obj):
             if "api_key" in k.lower() and obj[k]:
                 obj[k] = "***"
             else:
-                _redact(obj[k])
+                _legacy_redact(obj[k])
     elif isinstance(obj, list):
         for v in obj:
-            _redact(v)
+            _legacy_redact(v)
 
 
 @dataclass
@@ -116,12 +111,12 @@ class RunSummary:
     n_scoring_failed: int = 0  # answered pairs whose scoring failed (also in n_failed); scored again next run
 
 
-def _check_fingerprint(run_dir: Path, fp: str) -> None:
+def _check_fingerprint(run_dir: Path, fp: str, legacy: str | None = None) -> None:
     """Refuse a directory holding records of another configuration (read-only: nothing is written here)."""
     path = run_dir / "fingerprint.json"
     if path.exists():
         old = json.loads(path.read_text()).get("fingerprint")
-        if old != fp and (run_dir / RECORDS_FILE).exists():
+        if old not in (fp, legacy) and (run_dir / RECORDS_FILE).exists():
             raise RunConfigError(
                 f"{run_dir}: holds records of a different configuration (fingerprint {old} != {fp}); "
                 f"use another run.name or hydra.run.dir=... so results are never mixed")
@@ -152,7 +147,7 @@ def _validate(cfg: DictConfig) -> None:
 def _write_failure(run_dir: Path, e: BaseException, started: bool) -> None:
     what = "the run stopped" if started else "the run could not start; nothing else was written"
     try:
-        (run_dir / FAILURE_NOTE).write_text(f"{what}:\n{type(e).__name__}: {e}\n")
+        (run_dir / FAILURE_NOTE).write_text(secrets.redact(f"{what}:\n{type(e).__name__}: {e}\n"))
     except OSError:
         pass
 
@@ -193,7 +188,7 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
     try:
         with contextlib.ExitStack() as stack:
             fp = fingerprint(cfg)
-            _check_fingerprint(run_dir, fp)
+            _check_fingerprint(run_dir, fp, fingerprint(cfg, legacy=True))
             _validate(cfg)
             dataset = instantiate(cfg.dataset, _convert_="all")
             cases, data_prov = dataset.load()
@@ -242,7 +237,7 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
             prov.update({"fingerprint": fp, "records": str(run_dir / RECORDS_FILE),
                          "elapsed_s": round(time.time() - t0, 2), "cases_elapsed_s": round(cases_s, 2),
                          "skipped_already_done": n_skipped, "llm_stats": stats})
-            (run_dir / "run.json").write_text(json.dumps(prov, indent=2, default=str))
+            (run_dir / "run.json").write_text(secrets.redact(json.dumps(prov, indent=2, default=str)))
     except Exception as e:
         _write_failure(run_dir, e, started)
         raise

@@ -1,0 +1,39 @@
+"""Text from datasets, endpoints and configs is data: it must not become markup in report.md or a formula in a CSV."""
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+# Cells a spreadsheet would evaluate (OWASP CSV injection): prefixed with a quote so they read as text.
+_FORMULA_LEAD = ("=", "+", "-", "@", "\t", "\r")
+
+
+def md_cell(value: Any) -> str:
+    """One Markdown table cell: HTML escaped (shown as text, never rendered), one line, no column break."""
+    text = " ".join(str(value).split())
+    return html.escape(text, quote=False).replace("|", "\\|")
+
+
+def csv_cell(value: Any) -> Any:
+    if isinstance(value, str) and value.startswith(_FORMULA_LEAD):
+        return "'" + value
+    return value
+
+
+def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of `df` whose text cells (index and column names too) cannot start a spreadsheet formula."""
+    out = df.copy()
+    for col in out.columns:
+        if out[col].dtype == object or pd.api.types.is_string_dtype(out[col]):
+            out[col] = out[col].map(csv_cell)
+    out.index = out.index.map(csv_cell)
+    out.columns = out.columns.map(csv_cell)
+    return out
+
+
+def write_csv(df: pd.DataFrame, path: str | Path, **kwargs: Any) -> None:
+    """`df.to_csv(path)`, formula-safe: every CSV the harness writes goes through here."""
+    csv_safe(df).to_csv(path, **kwargs)
