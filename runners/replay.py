@@ -30,6 +30,7 @@ from harness.scoring.base import ScoreInput
 from harness.session.events import Session
 from runners.modes import CaseContext, Mode, ModeOutput
 from runners.provenance import provenance
+from runners.settings import RunConfigError, validate_settings
 from runners.summaries import SummaryProvider
 
 log = logging.getLogger(__name__)
@@ -39,10 +40,6 @@ NON_RESULT_KEYS = ("run.concurrency", "run.progress", "run.max_consecutive_failu
                    "client.timeout_s", "client.max_retries", "client.backoff_base_s", "client.backoff_max_s",
                    "client.preflight", "run.name", "cache")
 FAILURE_NOTE = "FAILED.txt"  # the only file a run that could not start leaves (besides Hydra's .hydra/)
-
-
-class RunConfigError(ValueError):
-    pass
 
 
 def _drop_nulls(obj: Any) -> Any:
@@ -122,28 +119,6 @@ def _check_fingerprint(run_dir: Path, fp: str) -> None:
                 f"use another run.name or hydra.run.dir=... so results are never mixed")
 
 
-def _validate(cfg: DictConfig) -> None:
-    """Numeric settings a run cannot start without; each error names its key."""
-    def number(key: str, kind: type, minimum: float) -> None:
-        value = OmegaConf.select(cfg, key)
-        try:
-            ok = value is not None and not isinstance(value, bool) and kind(value) == float(value) and value >= minimum
-        except (TypeError, ValueError):
-            ok = False
-        if not ok:
-            raise RunConfigError(f"{key} must be {'an integer' if kind is int else 'a number'} >= {minimum}, got {value!r}")
-
-    number("run.concurrency", int, 1)
-    if OmegaConf.select(cfg, "run.max_consecutive_failures") is not None:
-        number("run.max_consecutive_failures", int, 0)
-    number("client.concurrency", int, 1)
-    number("client.max_retries", int, 0)
-    number("client.timeout_s", float, 0.001)
-    if int(cfg.client.concurrency) < int(cfg.run.concurrency):
-        log.warning("run.concurrency=%s but client.concurrency=%s: at most %s model calls run at once "
-                    "(raise client.concurrency too)", cfg.run.concurrency, cfg.client.concurrency, cfg.client.concurrency)
-
-
 def _write_failure(run_dir: Path, e: BaseException, started: bool) -> None:
     what = "the run stopped" if started else "the run could not start; nothing else was written"
     try:
@@ -185,7 +160,7 @@ def run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
         with contextlib.ExitStack() as stack:
             fp = fingerprint(cfg)
             _check_fingerprint(run_dir, fp)
-            _validate(cfg)
+            validate_settings(cfg)
             dataset = instantiate(cfg.dataset, _convert_="all")
             cases, data_prov = dataset.load()
             modes = build_modes(cfg)
