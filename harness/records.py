@@ -5,6 +5,7 @@ A torn last line (a crash mid-write) is detected and skipped on read; nothing el
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -31,20 +32,49 @@ class RecordWriter:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self.error: RecordError | None = None  # set by a failed write: the run must stop, not lose records
         _truncate_torn_tail(self.path)
 
     def append(self, rec: dict[str, Any]) -> None:
         """Returns once the line is on disk. The lock keeps lines whole; the fsync runs outside it so that
-        concurrent cases do not queue behind each other's disk flushes."""
-        line = json.dumps({"schema": SCHEMA_VERSION, **rec}, ensure_ascii=False, sort_keys=True) + "\n"
-        with self._lock, open(self.path, "a", encoding="utf-8") as f:
-            f.write(line)
-            f.flush()
-            fd = os.dup(f.fileno())
+        concurrent cases do not queue behind each other's disk flushes.
+
+        A failed write (a full disk) is cut back to the previous line end, so the file never holds a torn
+        line, and raises StorageError naming the file; every later append raises it again at once."""
+        data = (json.dumps({"schema": SCHEMA_VERSION, **rec}, ensure_ascii=False, sort_keys=True) + "\n").encode()
+        with self._lock:
+            if self.error is not None:
+                raise self.error
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            except OSError as e:
+                raise self._failed(e) from e
+            try:  # unbuffered: nothing is left in a buffer to be flushed (and torn) after a failure
+                end = os.lseek(fd, 0, os.SEEK_END)
+                view = memoryview(data)
+                while view:
+                    view = view[_write(fd, view):]
+            except OSError as e:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, end)  # back to the previous line end: no torn line for the next load
+                os.close(fd)
+                raise self._failed(e) from e
         try:
             os.fsync(fd)
+        except OSError as e:
+            with self._lock:
+                raise self._failed(e) from e
         finally:
             os.close(fd)
+
+    def _failed(self, e: OSError) -> RecordError:
+        from harness.storage import write_failed  # storage imports this module
+
+        self.error = write_failed(self.path, e, "every record written before is kept")
+        return self.error
+
+
+_write = os.write  # the one call that writes record bytes (tests inject a full disk here)
 
 
 def _truncate_torn_tail(path: Path) -> None:

@@ -28,6 +28,7 @@ from harness.llm.endpoint import make_client, open_endpoint
 from harness.records import RECORDS_FILE, RecordWriter, load_records, record_key
 from harness.scoring.base import ScoreInput
 from harness.session.events import Session
+from harness.storage import StorageError, write_text_atomic
 from runners.modes import CaseContext, Mode, ModeOutput
 from runners.provenance import provenance
 from runners.settings import RunConfigError, validate_settings
@@ -121,10 +122,10 @@ def _check_fingerprint(run_dir: Path, fp: str) -> None:
 
 def _write_failure(run_dir: Path, e: BaseException, started: bool) -> None:
     what = "the run stopped" if started else "the run could not start; nothing else was written"
-    try:
-        (run_dir / FAILURE_NOTE).write_text(f"{what}:\n{type(e).__name__}: {e}\n")
-    except OSError:
-        pass
+    try:  # best effort (the disk may be full): never an empty or torn note
+        write_text_atomic(run_dir / FAILURE_NOTE, f"{what}:\n{type(e).__name__}: {e}\n")
+    except StorageError as note_error:
+        log.warning("%s", note_error)
 
 
 def open_cache(cfg: DictConfig, stack: contextlib.ExitStack) -> ResponseCache | None:
@@ -188,7 +189,7 @@ def run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
                         components["summaries"].adopt(r["question_id"], r["summary"].get("generated_for") or r["mode"])
             started = True
             (run_dir / FAILURE_NOTE).unlink(missing_ok=True)
-            (run_dir / "fingerprint.json").write_text(json.dumps({"fingerprint": fp}))
+            write_text_atomic(run_dir / "fingerprint.json", json.dumps({"fingerprint": fp}))
             writer = RecordWriter(run_dir / RECORDS_FILE)
             cases_s = 0.0
             if todo:
@@ -204,7 +205,7 @@ def run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
             prov.update({"fingerprint": fp, "records": str(run_dir / RECORDS_FILE),
                          "elapsed_s": round(time.time() - t0, 2), "cases_elapsed_s": round(cases_s, 2),
                          "skipped_already_done": n_skipped, "llm_stats": stats})
-            (run_dir / "run.json").write_text(json.dumps(prov, indent=2, default=str))
+            write_text_atomic(run_dir / "run.json", json.dumps(prov, indent=2, default=str))
     except Exception as e:
         _write_failure(run_dir, e, started)
         raise
@@ -341,7 +342,7 @@ def _run_case(case: Case, modes: Sequence[Mode], comp: dict[str, Any], writer: R
                       token_ratio=comp["token_ratio"], summaries=comp["summaries"],
                       tools_factory=lambda sess, boundary: retriever.tools(sess, boundary=boundary))
     for mode in modes:
-        if breaker.tripped.is_set():
+        if breaker.tripped.is_set() or writer.error is not None:
             break  # not started: left for the next run, never recorded as an outcome it did not have
         t0 = time.perf_counter()
         with embedding_call_log() as embedding_calls:  # index builds and query vectors of this mode's run

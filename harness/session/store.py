@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from harness.llm.types import ChatResult, Usage
 from harness.session.boundary import Summary, SummaryBoundary
 from harness.session.events import Event, Session, ToolCall
 from harness.session.summary import BOUNDARY_VERSION, Summarizer, SummaryOutcome, pick_summary
+from harness.storage import open_sqlite
 
 SessionKey = tuple[str, str, str]  # (app, user_id, session_id)
 
@@ -130,6 +130,12 @@ CREATE TABLE IF NOT EXISTS summary_cache (
 """
 
 
+_COLUMNS = {"events": ("app", "user_id", "session_id", "idx", "event_id", "body"),
+            "sessions": ("app", "user_id", "session_id", "updated_at"),
+            "summaries": ("app", "user_id", "session_id", "filter_key", "body"),
+            "summary_cache": ("cache_key", "body", "created_at")}
+
+
 class SQLiteStore:
     """Embedded SQLite store in WAL mode (readers do not block the writer). Thread-safe: one
     connection guarded by a lock, which is ample for the few writes a run makes per case."""
@@ -138,10 +144,9 @@ class SQLiteStore:
         self.path = Path(path).expanduser()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db = open_sqlite(self.path, "session store", _SCHEMA, _COLUMNS,
+                               "it holds this run's sessions and summaries: they are generated again")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
 
     def close(self) -> None:
         with self._lock:
