@@ -29,6 +29,7 @@ from harness.records import RECORDS_FILE, RecordWriter, load_records, record_key
 from harness.scoring.base import ScoreInput
 from harness.session.events import Session
 from harness.storage import StorageError, write_text_atomic
+from runners.bounds import RecordBounds, bound_record
 from runners.modes import CaseContext, Mode, ModeOutput
 from runners.provenance import provenance
 from runners.settings import RunConfigError, validate_settings
@@ -236,6 +237,7 @@ def _components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -> dic
         "retrieval": retrieval,
         "scorers": scorers,
         "generation": {k: v for k, v in OmegaConf.to_container(cfg.generation, resolve=True).items() if v is not None},
+        "bounds": RecordBounds.from_config(cfg),
     }
 
 
@@ -356,7 +358,7 @@ def _run_case(case: Case, modes: Sequence[Mode], comp: dict[str, Any], writer: R
             rec["embedding_calls"] = list(embedding_calls)
             rec["usage"]["embedding_tokens"] = sum(c["usage"]["prompt_tokens"] for c in embedding_calls)
         failed += rec["status"] != "ok"
-        writer.append(rec)
+        writer.append(bound_record(rec, comp.get("bounds") or RecordBounds()))
         breaker.observe(rec)
         bar.update(1)
     comp["summaries"].forget(case.question_id)

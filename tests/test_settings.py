@@ -22,7 +22,7 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
     ("summarizer.temperature=-0.1", "summarizer.temperature must be a number >= 0 and <= 2, got -0.1"),
     ("generation.seed=abc", "generation.seed must be an integer, got 'abc'"),
     ("mode.long_context.max_events=0", "mode.long_context.max_events must be an integer >= 1, got 0"),
-    ("+summarizer.max_event_chars=true", "summarizer.max_event_chars must be an integer >= 1, got True"),
+    ("summarizer.max_event_chars=true", "summarizer.max_event_chars must be an integer >= 1, got True"),
     ("client.timeout_s=nan", "client.timeout_s must be a number > 0, got nan"),
 ])
 def test_bad_numeric_settings_name_their_key_before_anything_runs(tmp_path, capsys, override, culprit):

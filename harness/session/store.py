@@ -226,6 +226,8 @@ def summary_cache_key(
         "events": [_event_content(e) for e in events],
         "scope": scope,
     }
+    if summarizer.oversized(events):  # only then: keys of summaries of ordinary events stay as they were
+        payload["max_event_chars"] = summarizer.max_event_chars
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
@@ -266,7 +268,7 @@ class CachedSummaries:
             calls = [chat_result_from_record(c) for c in hit["calls"]]
             outcome = SummaryOutcome(summary, calls, time.perf_counter() - start, hit["chunks"], None,
                                      hit["covered"], hit.get("forked", False), cached=True,
-                                     generation_s=hit["duration_s"])
+                                     generation_s=hit["duration_s"], truncated_events=s.oversized(events))
             self.store.put_summary(session_key(session), summary)
             return outcome, True
         outcome = s.summarize(session, previous, force=force, filter_key=filter_key)
