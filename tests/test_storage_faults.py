@@ -146,3 +146,10 @@ def test_a_torn_last_record_line_is_skipped_with_a_warning_and_cut_on_reopen(tmp
     with pytest.warns(UserWarning, match="discarding a torn last line"):
         RecordWriter(path)
     assert path.read_text().count("\n") == 1 and path.read_text().endswith("\n")
+
+
+def test_a_corrupt_session_store_entry_names_the_file(tmp_path):
+    store = SQLiteStore(tmp_path / "s.sqlite")
+    store._db.execute("INSERT INTO summary_cache VALUES ('k', '{torn', 0)")
+    with pytest.raises(StorageError, match=r"s\.sqlite: a stored summary cache entry is not valid JSON"):
+        store.cache_get("k")

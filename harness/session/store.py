@@ -21,7 +21,7 @@ from harness.llm.types import ChatResult, Usage
 from harness.session.boundary import Summary, SummaryBoundary
 from harness.session.events import Event, Session, ToolCall
 from harness.session.summary import BOUNDARY_VERSION, Summarizer, SummaryOutcome, pick_summary
-from harness.storage import open_sqlite
+from harness.storage import StorageError, open_sqlite
 
 SessionKey = tuple[str, str, str]  # (app, user_id, session_id)
 
@@ -152,6 +152,13 @@ class SQLiteStore:
         with self._lock:
             self._db.close()
 
+    def _loads(self, raw: str, what: str) -> Any:
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise StorageError(f"{self.path}: a stored {what} is not valid JSON ({e}); move the session store aside "
+                               f"or delete it (its summaries are generated again), then run the same command again") from e
+
     def save_session(self, session: Session) -> None:
         """Write the session's events (appended ones are added; stored ones are immutable)."""
         k = session_key(session)
@@ -169,7 +176,7 @@ class SQLiteStore:
                 "SELECT body FROM events WHERE app=? AND user_id=? AND session_id=? ORDER BY idx", k).fetchall()
         if found is None:
             return None
-        return Session(session_id, user_id, app, [event_from_dict(json.loads(r[0])) for r in rows])
+        return Session(session_id, user_id, app, [event_from_dict(self._loads(r[0], "event")) for r in rows])
 
     def delete_session(self, app: str, user_id: str, session_id: str) -> None:
         k = (app, user_id, session_id)
@@ -186,7 +193,7 @@ class SQLiteStore:
         with self._lock:
             rows = self._db.execute(
                 "SELECT filter_key, body FROM summaries WHERE app=? AND user_id=? AND session_id=?", key).fetchall()
-        return {fk: summary_from_dict(json.loads(body)) for fk, body in rows}
+        return {fk: summary_from_dict(self._loads(body, "summary")) for fk, body in rows}
 
     def get_summary(self, key: SessionKey, filter_key: str = "") -> Summary | None:
         return pick_summary(self.summaries(key), filter_key)
@@ -194,7 +201,7 @@ class SQLiteStore:
     def cache_get(self, cache_key: str) -> dict[str, Any] | None:
         with self._lock:
             row = self._db.execute("SELECT body FROM summary_cache WHERE cache_key=?", (cache_key,)).fetchone()
-        return None if row is None else json.loads(row[0])
+        return None if row is None else self._loads(row[0], "summary cache entry")
 
     def cache_put(self, cache_key: str, value: dict[str, Any]) -> None:
         with self._lock, self._db:
