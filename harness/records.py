@@ -9,6 +9,7 @@ A (case, mode) has at most one "ok" record: the writer refuses any record after 
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -51,14 +52,15 @@ class RecordWriter:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self.error: RecordError | None = None  # set by a failed write: the run must stop, not lose records
         _truncate_torn_tail(self.path)
         self._done: set[tuple[str, str]] = set()
         self._offset = 0  # bytes of the file already folded into _done
 
-    def _catch_up(self, f) -> None:
-        """Fold complete lines past `_offset` into `_done` (f is open for reading at any position)."""
-        f.seek(self._offset)
-        tail = f.read()
+    def _catch_up(self, fd: int) -> None:
+        """Fold complete lines past `_offset` into `_done` (lines other writers appended meanwhile)."""
+        size = os.fstat(fd).st_size
+        tail = os.pread(fd, size - self._offset, self._offset) if size > self._offset else b""
         end = tail.rfind(b"\n") + 1
         for raw in tail[:end].split(b"\n"):
             try:
@@ -72,29 +74,59 @@ class RecordWriter:
     def append(self, rec: dict[str, Any]) -> bool:
         """Returns once the line is on disk (True), or False when the pair already has an "ok" record.
         The thread lock keeps lines whole; the flock orders writers of other processes; the fsync runs outside
-        both so that concurrent cases do not queue behind each other's disk flushes."""
+        the thread lock so that concurrent cases do not queue behind each other's disk flushes.
+
+        A failed write (a full disk) is cut back to the previous line end, so the file never holds a torn
+        line, and raises StorageError naming the file; every later append raises it again at once."""
         rec = secrets.redact_obj(rec)  # an endpoint may echo a key into an error or an answer
-        line = json.dumps({"schema": SCHEMA_VERSION, **rec}, ensure_ascii=False, sort_keys=True) + "\n"
-        with self._lock, open(self.path, "a+b") as f:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX)  # released when f closes
-            self._catch_up(f)
-            key = record_key(rec)
-            if key in self._done:
-                warnings.warn(f"{self.path}: {key[0]} / {key[1]} already has a scored record; "
-                              f"this {rec.get('status')!r} record was not written (the first result stands)")
-                return False
-            f.seek(0, os.SEEK_END)
-            f.write(line.encode("utf-8"))
-            f.flush()
-            self._offset = f.tell()
+        data = (json.dumps({"schema": SCHEMA_VERSION, **rec}, ensure_ascii=False, sort_keys=True) + "\n").encode()
+        key = record_key(rec)
+        with self._lock:
+            if self.error is not None:
+                raise self.error
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            except OSError as e:
+                raise self._failed(e) from e
+            end = None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)  # released when fd closes
+                self._catch_up(fd)
+                if key in self._done:
+                    os.close(fd)
+                    warnings.warn(f"{self.path}: {key[0]} / {key[1]} already has a scored record; "
+                                  f"this {rec.get('status')!r} record was not written (the first result stands)")
+                    return False
+                end = os.lseek(fd, 0, os.SEEK_END)
+                view = memoryview(data)  # unbuffered: nothing is left in a buffer to be flushed (and torn) later
+                while view:
+                    view = view[_write(fd, view):]
+            except OSError as e:
+                if end is not None:
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, end)  # back to the previous line end: no torn line for the next load
+                os.close(fd)
+                raise self._failed(e) from e
+            self._offset = end + len(data)
             if rec.get("status") == STATUS_OK:
                 self._done.add(key)
-            fd = os.dup(f.fileno())
         try:
             os.fsync(fd)
+        except OSError as e:
+            with self._lock:
+                raise self._failed(e) from e
         finally:
             os.close(fd)
         return True
+
+    def _failed(self, e: OSError) -> RecordError:
+        from harness.storage import write_failed  # storage imports this module
+
+        self.error = write_failed(self.path, e, "every record written before is kept")
+        return self.error
+
+
+_write = os.write  # the one call that writes record bytes (tests inject a full disk here)
 
 
 def _truncate_torn_tail(path: Path) -> None:

@@ -60,6 +60,17 @@ def esc(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
+# One per-case cell of the report shows at most this much: a 5 MB reply would make a 26 MB page.
+MAX_CELL_CHARS = 20_000
+
+
+def clip(text: str, limit: int = MAX_CELL_CHARS) -> str:
+    """`text`, cut to `limit` characters with a visible note (the record keeps what it holds)."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[... {len(text) - limit} more characters not shown; see records.jsonl]"
+
+
 def _is_num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
@@ -72,7 +83,7 @@ def cell(value: Any, fmt: str | None = None, *, raw: Any = None) -> str:
     if _is_num(value):
         text = fmt.format(value) if fmt else (f"{value:.4f}" if isinstance(value, float) else str(value))
         return f'<td class="num" data-v="{esc(sort_v)}">{esc(text)}</td>'
-    return f"<td>{esc(value)}</td>"
+    return f"<td>{esc(clip(str(value)))}</td>"
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, sortable: bool = True, table_id: str | None = None,
@@ -95,11 +106,12 @@ def image(path: Path, alt: str) -> str:
 
 def pre(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, indent=1, ensure_ascii=False, default=str)
-    return f"<pre>{esc(text)}</pre>"
+    return f"<pre>{esc(clip(text))}</pre>"
 
 
 def kv(pairs: Iterable[tuple[str, Any]]) -> str:
-    return '<div class="kv">' + "".join(f"<div>{esc(k)}</div><div>{esc(v)}</div>" for k, v in pairs) + "</div>"
+    return '<div class="kv">' + "".join(f"<div>{esc(k)}</div><div>{esc(clip('' if v is None else str(v)))}</div>"
+                                        for k, v in pairs) + "</div>"
 
 
 def page(title: str, body: str) -> str:

@@ -32,9 +32,12 @@ from harness.records import (RECORDS_FILE, STATUS_SCORING_FAILED, RecordWriter, 
 from harness.runlock import run_dir_lock
 from harness.scoring.base import ScoreInput
 from harness.session.events import Session
+from harness.storage import StorageError, write_text_atomic
+from runners.bounds import RecordBounds, bound_record
 from runners.modes import CaseContext, Mode, ModeOutput
 from runners.provenance import provenance
 from runners.scoring import apply_scores, rescore_pending
+from runners.settings import RunConfigError, validate_settings
 from runners.summaries import SummaryProvider
 
 log = logging.getLogger(__name__)
@@ -45,10 +48,6 @@ NON_RESULT_KEYS = ("run.concurrency", "run.progress", "run.max_consecutive_failu
                    "client.preflight", "run.name", "cache")
 ENDPOINT_KEYS = ("model.base_url", "judge.endpoint.base_url")  # where a model is served, not which model
 FAILURE_NOTE = "FAILED.txt"  # the only file a run that could not start leaves (besides Hydra's .hydra/)
-
-
-class RunConfigError(ValueError):
-    pass
 
 
 def _drop_nulls(obj: Any) -> Any:
@@ -122,34 +121,12 @@ def _check_fingerprint(run_dir: Path, fp: str, legacy: str | None = None) -> Non
                 f"use another run.name or hydra.run.dir=... so results are never mixed")
 
 
-def _validate(cfg: DictConfig) -> None:
-    """Numeric settings a run cannot start without; each error names its key."""
-    def number(key: str, kind: type, minimum: float) -> None:
-        value = OmegaConf.select(cfg, key)
-        try:
-            ok = value is not None and not isinstance(value, bool) and kind(value) == float(value) and value >= minimum
-        except (TypeError, ValueError):
-            ok = False
-        if not ok:
-            raise RunConfigError(f"{key} must be {'an integer' if kind is int else 'a number'} >= {minimum}, got {value!r}")
-
-    number("run.concurrency", int, 1)
-    if OmegaConf.select(cfg, "run.max_consecutive_failures") is not None:
-        number("run.max_consecutive_failures", int, 0)
-    number("client.concurrency", int, 1)
-    number("client.max_retries", int, 0)
-    number("client.timeout_s", float, 0.001)
-    if int(cfg.client.concurrency) < int(cfg.run.concurrency):
-        log.warning("run.concurrency=%s but client.concurrency=%s: at most %s model calls run at once "
-                    "(raise client.concurrency too)", cfg.run.concurrency, cfg.client.concurrency, cfg.client.concurrency)
-
-
 def _write_failure(run_dir: Path, e: BaseException, started: bool) -> None:
     what = "the run stopped" if started else "the run could not start; nothing else was written"
-    try:
-        (run_dir / FAILURE_NOTE).write_text(secrets.redact(f"{what}:\n{type(e).__name__}: {e}\n"))
-    except OSError:
-        pass
+    try:  # best effort (the disk may be full): never an empty or torn note
+        write_text_atomic(run_dir / FAILURE_NOTE, secrets.redact(f"{what}:\n{type(e).__name__}: {e}\n"))
+    except StorageError as note_error:
+        log.warning("%s", note_error)
 
 
 def open_cache(cfg: DictConfig, stack: contextlib.ExitStack) -> ResponseCache | None:
@@ -189,7 +166,7 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
         with contextlib.ExitStack() as stack:
             fp = fingerprint(cfg)
             _check_fingerprint(run_dir, fp, fingerprint(cfg, legacy=True))
-            _validate(cfg)
+            validate_settings(cfg)
             dataset = instantiate(cfg.dataset, _convert_="all")
             cases, data_prov = dataset.load()
             modes = build_modes(cfg)
@@ -220,7 +197,7 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
                         components["summaries"].adopt(r["question_id"], r["summary"].get("generated_for") or r["mode"])
             started = True
             (run_dir / FAILURE_NOTE).unlink(missing_ok=True)
-            (run_dir / "fingerprint.json").write_text(json.dumps({"fingerprint": fp}))
+            write_text_atomic(run_dir / "fingerprint.json", json.dumps({"fingerprint": fp}))
             writer = RecordWriter(run_dir / RECORDS_FILE)
             cases_s = 0.0
             if todo or rescore:
@@ -237,7 +214,7 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
             prov.update({"fingerprint": fp, "records": str(run_dir / RECORDS_FILE),
                          "elapsed_s": round(time.time() - t0, 2), "cases_elapsed_s": round(cases_s, 2),
                          "skipped_already_done": n_skipped, "llm_stats": stats})
-            (run_dir / "run.json").write_text(secrets.redact(json.dumps(prov, indent=2, default=str)))
+            write_text_atomic(run_dir / "run.json", secrets.redact(json.dumps(prov, indent=2, default=str)))
     except Exception as e:
         _write_failure(run_dir, e, started)
         raise
@@ -270,6 +247,7 @@ def _components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -> dic
         "retrieval": retrieval,
         "scorers": scorers,
         "generation": {k: v for k, v in OmegaConf.to_container(cfg.generation, resolve=True).items() if v is not None},
+        "bounds": RecordBounds.from_config(cfg),
     }
 
 
@@ -376,7 +354,7 @@ def _run_case(case: Case, modes: Sequence[Mode], comp: dict[str, Any], writer: R
                       token_ratio=comp["token_ratio"], summaries=comp["summaries"],
                       tools_factory=lambda sess, boundary: retriever.tools(sess, boundary=boundary))
     for mode in modes:
-        if breaker.tripped.is_set():
+        if breaker.tripped.is_set() or writer.error is not None:
             break  # not started: left for the next run, never recorded as an outcome it did not have
         t0 = time.perf_counter()
         with embedding_call_log() as embedding_calls:  # index builds and query vectors of this mode's run
@@ -390,7 +368,7 @@ def _run_case(case: Case, modes: Sequence[Mode], comp: dict[str, Any], writer: R
             rec["embedding_calls"] = list(embedding_calls)
             rec["usage"]["embedding_tokens"] = sum(c["usage"]["prompt_tokens"] for c in embedding_calls)
         failed += rec["status"] != "ok"
-        writer.append(rec)
+        writer.append(bound_record(rec, comp.get("bounds") or RecordBounds()))
         breaker.observe(rec)
         bar.update(1)
     comp["summaries"].forget(case.question_id)

@@ -59,6 +59,8 @@ class ProvidedSummary:
             "generation_ms": round(sum(c.latency_s for c in self.outcome.calls) * 1000, 1),
             # Generation calls are attributed once, to the mode that generated the summary.
             "calls": [] if self.reused else [c.to_record() for c in self.outcome.calls],
+            # only when the bound was hit: events cut to summarizer.max_event_chars for the summary request
+            **({"truncated_events": self.outcome.truncated_events} if self.outcome.truncated_events else {}),
         }
 
 

@@ -1,5 +1,6 @@
 import gzip
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -8,6 +9,18 @@ from harness.data.longmemeval import find_local
 
 DATA_ORACLE = "longmemeval_oracle_single_session_user.json.gz"
 DATA_S = "longmemeval_s_single_session_user.json.gz"
+
+
+@pytest.fixture(autouse=True)
+def _absl_handler_off_captured_streams():
+    """absl's log handler (imported by rouge-score when a run scores) keeps the stderr of the test that first
+    used it: pytest's capture file. Each later in-process run lets Hydra reconfigure logging, which closes every
+    handler, and absl then closes that capture file unless it is the current sys.stderr, so the next test that
+    captures output crashed pytest ("I/O operation on closed file"), depending on test order."""
+    yield
+    absl_logging = sys.modules.get("absl.logging")
+    if absl_logging is not None:
+        absl_logging.get_absl_handler().python_handler.stream = sys.__stderr__  # absl never closes this one
 
 
 @pytest.fixture(scope="session")

@@ -112,54 +112,138 @@ def _answer_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def parse_case(row: Any, where: str) -> Case:
-    if not isinstance(row, dict):
-        raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
-    qid = row.get("question_id", "?")
+MAX_REPORTED_PROBLEMS = 10  # a file with thousands of bad rows is reported by its first problems and a count
+_OPTIONAL_STR_LISTS = ("haystack_session_ids", "haystack_dates", "answer_session_ids")
+
+
+def _type_name(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _check_row(row: dict[str, Any], problem: Any) -> None:
+    """Report every schema problem of one question through `problem(field, message)` (the whole schema:
+    required and optional fields, every turn), so one load names all that is wrong, not the first thing."""
     for name, typ in REQUIRED_FIELDS.items():
         if name not in row:
-            raise DataError(f"{where} (question_id={qid}): missing field '{name}'")
-        if not isinstance(row[name], typ):
-            raise DataError(f"{where} (question_id={qid}): field '{name}' has type {type(row[name]).__name__}")
-    sessions: list[tuple[Turn, ...]] = []
-    for si, sess in enumerate(row["haystack_sessions"]):
+            problem(None, f"missing field '{name}'")
+        elif not isinstance(row[name], typ):
+            problem(name, f"has type {_type_name(row[name])}")
+    for name in ("question_id", "question_type"):
+        if isinstance(row.get(name), str) and not row[name].strip():
+            problem(name, "is empty")
+    if row.get("question_date") is not None and not isinstance(row["question_date"], str):
+        problem("question_date", f"has type {_type_name(row['question_date'])}, expected a string")
+    for name in _OPTIONAL_STR_LISTS:
+        value = row.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, list):
+            problem(name, f"has type {_type_name(value)}, expected a list of strings")
+            continue
+        for i, item in enumerate(value):
+            if not isinstance(item, str):
+                problem(f"{name}[{i}]", f"has type {_type_name(item)}, expected a string")
+                break  # one per field: a list of 500 numbers is one mistake
+    sessions = row.get("haystack_sessions")
+    if not isinstance(sessions, list):
+        return
+    for si, sess in enumerate(sessions):
         if not isinstance(sess, list):
-            raise DataError(f"{where} (question_id={qid}): field 'haystack_sessions[{si}]' is not a list")
-        turns = []
+            problem(f"haystack_sessions[{si}]", "is not a list")
+            continue
         for ti, t in enumerate(sess):
             f = f"haystack_sessions[{si}][{ti}]"
             if not isinstance(t, dict) or not isinstance(t.get("role"), str) or not isinstance(t.get("content"), str):
-                raise DataError(f"{where} (question_id={qid}): field '{f}' needs string 'role' and 'content'")
+                problem(f, "needs string 'role' and 'content'")
+                continue
             if t["role"] not in ("user", "assistant"):
-                raise DataError(f"{where} (question_id={qid}): field '{f}.role' is {t['role']!r}")
-            turns.append(Turn(t["role"], t["content"], bool(t.get("has_answer", False))))
-        sessions.append(tuple(turns))
+                problem(f"{f}.role", f"is {t['role']!r}, expected 'user' or 'assistant'")
+            if "has_answer" in t and not isinstance(t["has_answer"], bool) and t["has_answer"] is not None:
+                problem(f"{f}.has_answer", f"has type {_type_name(t['has_answer'])}, expected true/false")
     n = len(sessions)
-    sids = row.get("haystack_session_ids") or [f"s{i}" for i in range(n)]
-    dates = row.get("haystack_dates") or [""] * n
-    if len(sids) != n or len(dates) != n:
-        raise DataError(f"{where} (question_id={qid}): haystack_session_ids/haystack_dates length differs from haystack_sessions")
+    for name in ("haystack_session_ids", "haystack_dates"):
+        value = row.get(name)
+        if isinstance(value, list) and value and len(value) != n:
+            problem(name, f"has {len(value)} entries for {n} haystack_sessions")
+
+
+def _build_case(row: dict[str, Any]) -> Case:
+    """A Case from a row `_check_row` found no problem in."""
+    sessions = tuple(
+        tuple(Turn(t["role"], t["content"], bool(t.get("has_answer") or False)) for t in sess)
+        for sess in row["haystack_sessions"])
+    n = len(sessions)
     return Case(
-        question_id=qid,
+        question_id=row["question_id"],
         question_type=row["question_type"].strip(),
         question=row["question"],
         answer=_answer_text(row["answer"]),
-        question_date=str(row.get("question_date") or ""),
-        sessions=tuple(sessions),
-        session_ids=tuple(str(s) for s in sids),
-        session_dates=tuple(str(d) for d in dates),
-        answer_session_ids=tuple(str(s) for s in row.get("answer_session_ids") or ()),
+        question_date=row.get("question_date") or "",
+        sessions=sessions,
+        session_ids=tuple(row.get("haystack_session_ids") or [f"s{i}" for i in range(n)]),
+        session_dates=tuple(row.get("haystack_dates") or [""] * n),
+        answer_session_ids=tuple(row.get("answer_session_ids") or ()),
     )
 
 
+def parse_case(row: Any, where: str) -> Case:
+    """One question; DataError listing its schema problems (see `parse_cases` for a whole file)."""
+    problems: list[str] = []
+    case = _parse_row(row, where, problems)
+    if problems:
+        raise DataError(_problems_message(where, problems))
+    assert case is not None
+    return case
+
+
+def _parse_row(row: Any, where: str, problems: list[str]) -> Case | None:
+    if not isinstance(row, dict):
+        problems.append(f"{where}: expected a JSON object, got {_type_name(row)}")
+        return None
+    qid = row.get("question_id", "?")
+    before = len(problems)
+
+    def problem(field: str | None, message: str) -> None:
+        problems.append(f"{where} (question_id={qid}): " + (f"field '{field}' {message}" if field else message))
+
+    _check_row(row, problem)
+    return _build_case(row) if len(problems) == before else None
+
+
+def _problems_message(source: str, problems: list[str]) -> str:
+    if len(problems) == 1:
+        return problems[0]
+    shown = "; ".join(problems[:MAX_REPORTED_PROBLEMS])
+    more = f"; ... and {len(problems) - MAX_REPORTED_PROBLEMS} more" if len(problems) > MAX_REPORTED_PROBLEMS else ""
+    return f"{source}: {len(problems)} schema problems: {shown}{more}"
+
+
 def parse_cases(data: bytes, source: str) -> list[Case]:
+    """Every question of a file, validated once up front: DataError naming the file, each bad record
+    (index and question_id) and field, all problems collected (the first MAX_REPORTED_PROBLEMS shown)."""
     try:
         rows = json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise DataError(f"{source}: invalid JSON ({e})") from e
     if not isinstance(rows, list):
         raise DataError(f"{source}: expected a JSON array of questions, got {type(rows).__name__}")
-    return [parse_case(r, f"{source}[{i}]") for i, r in enumerate(rows)]
+    problems: list[str] = []
+    cases: list[Case] = []
+    first_index: dict[str, int] = {}
+    for i, r in enumerate(rows):
+        case = _parse_row(r, f"{source}[{i}]", problems)
+        if case is None:
+            continue
+        # A later duplicate would silently replace the earlier one's records (they are keyed by question_id).
+        if case.question_id in first_index:
+            problems.append(f"{source}[{i}] (question_id={case.question_id}): duplicate question_id "
+                            f"(first at [{first_index[case.question_id]}])")
+        else:
+            first_index[case.question_id] = i
+        cases.append(case)
+    if problems:
+        raise DataError(_problems_message(source, problems))
+    return cases
 
 
 def select(

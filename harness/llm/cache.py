@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
+
+from harness.storage import StorageError, open_sqlite
 
 
 def request_key(namespace: str, model: str, messages: Any, tools: Any, params: dict[str, Any]) -> str:
@@ -25,16 +26,21 @@ class ResponseCache:
         self.path = Path(path).expanduser()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
-        with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            self._db.commit()
+        self._db = open_sqlite(
+            self.path, "response cache", "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+            {"responses": ("key", "value")},
+            "it only holds cached model replies: they are requested again; or point cache.path elsewhere")
 
     def get(self, key: str) -> dict[str, Any] | None:
         with self._lock:
             row = self._db.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
-        return json.loads(row[0]) if row else None
+        if row is None:
+            return None
+        try:
+            return json.loads(row[0])
+        except json.JSONDecodeError as e:
+            raise StorageError(f"{self.path}: response cache entry {key[:16]}... is not valid JSON ({e}); "
+                               f"move the file aside or delete it, then run the same command again") from e
 
     def put(self, key: str, value: dict[str, Any]) -> None:
         with self._lock:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from harness.llm.types import ChatResult, Usage
 from harness.session.boundary import Summary, SummaryBoundary
 from harness.session.events import Event, Session, ToolCall
 from harness.session.summary import BOUNDARY_VERSION, Summarizer, SummaryOutcome, pick_summary
+from harness.storage import StorageError, open_sqlite
 
 SessionKey = tuple[str, str, str]  # (app, user_id, session_id)
 
@@ -130,6 +130,12 @@ CREATE TABLE IF NOT EXISTS summary_cache (
 """
 
 
+_COLUMNS = {"events": ("app", "user_id", "session_id", "idx", "event_id", "body"),
+            "sessions": ("app", "user_id", "session_id", "updated_at"),
+            "summaries": ("app", "user_id", "session_id", "filter_key", "body"),
+            "summary_cache": ("cache_key", "body", "created_at")}
+
+
 class SQLiteStore:
     """Embedded SQLite store in WAL mode (readers do not block the writer). Thread-safe: one
     connection guarded by a lock, which is ample for the few writes a run makes per case."""
@@ -138,14 +144,20 @@ class SQLiteStore:
         self.path = Path(path).expanduser()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db = open_sqlite(self.path, "session store", _SCHEMA, _COLUMNS,
+                               "it holds this run's sessions and summaries: they are generated again")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    def _loads(self, raw: str, what: str) -> Any:
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise StorageError(f"{self.path}: a stored {what} is not valid JSON ({e}); move the session store aside "
+                               f"or delete it (its summaries are generated again), then run the same command again") from e
 
     def save_session(self, session: Session) -> None:
         """Write the session's events (appended ones are added; stored ones are immutable)."""
@@ -164,7 +176,7 @@ class SQLiteStore:
                 "SELECT body FROM events WHERE app=? AND user_id=? AND session_id=? ORDER BY idx", k).fetchall()
         if found is None:
             return None
-        return Session(session_id, user_id, app, [event_from_dict(json.loads(r[0])) for r in rows])
+        return Session(session_id, user_id, app, [event_from_dict(self._loads(r[0], "event")) for r in rows])
 
     def delete_session(self, app: str, user_id: str, session_id: str) -> None:
         k = (app, user_id, session_id)
@@ -181,7 +193,7 @@ class SQLiteStore:
         with self._lock:
             rows = self._db.execute(
                 "SELECT filter_key, body FROM summaries WHERE app=? AND user_id=? AND session_id=?", key).fetchall()
-        return {fk: summary_from_dict(json.loads(body)) for fk, body in rows}
+        return {fk: summary_from_dict(self._loads(body, "summary")) for fk, body in rows}
 
     def get_summary(self, key: SessionKey, filter_key: str = "") -> Summary | None:
         return pick_summary(self.summaries(key), filter_key)
@@ -189,7 +201,7 @@ class SQLiteStore:
     def cache_get(self, cache_key: str) -> dict[str, Any] | None:
         with self._lock:
             row = self._db.execute("SELECT body FROM summary_cache WHERE cache_key=?", (cache_key,)).fetchone()
-        return None if row is None else json.loads(row[0])
+        return None if row is None else self._loads(row[0], "summary cache entry")
 
     def cache_put(self, cache_key: str, value: dict[str, Any]) -> None:
         with self._lock, self._db:
@@ -221,6 +233,8 @@ def summary_cache_key(
         "events": [_event_content(e) for e in events],
         "scope": scope,
     }
+    if summarizer.oversized(events):  # only then: keys of summaries of ordinary events stay as they were
+        payload["max_event_chars"] = summarizer.max_event_chars
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
@@ -261,7 +275,7 @@ class CachedSummaries:
             calls = [chat_result_from_record(c) for c in hit["calls"]]
             outcome = SummaryOutcome(summary, calls, time.perf_counter() - start, hit["chunks"], None,
                                      hit["covered"], hit.get("forked", False), cached=True,
-                                     generation_s=hit["duration_s"])
+                                     generation_s=hit["duration_s"], truncated_events=s.oversized(events))
             self.store.put_summary(session_key(session), summary)
             return outcome, True
         outcome = s.summarize(session, previous, force=force, filter_key=filter_key)

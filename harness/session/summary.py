@@ -7,6 +7,7 @@ history is cut into chunks and folded in one after another).
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import re
@@ -237,6 +238,7 @@ class SummaryOutcome:
     forked: bool = False  # generated with a cache-safe fork of the parent request
     cached: bool = False  # replayed from the summary cache (calls keep the original usage)
     generation_s: float | None = None  # on a cache hit: how long the original generation took
+    truncated_events: int = 0  # events cut to `max_event_chars` for the summary request
 
     @property
     def prompt_tokens(self) -> int:
@@ -254,14 +256,33 @@ class SummaryOutcome:
 
 
 FORK_CONVERSATION_POINTER = "(the conversation above in this request)"
+# ~25k tokens: far above any LongMemEval turn (the longest is ~42k characters), far below what stalls a run.
+DEFAULT_MAX_EVENT_CHARS = 200_000
 _MIN_CHUNK_TOKENS = 32
+
+
+# An oversized line is measured and cut through windows of about this many characters per token of room,
+# doubled while they still fit: the work per chunk stays proportional to the chunk, not to the whole line.
+_WINDOW_CHARS_PER_TOKEN = 8
 
 
 @dataclass
 class _Piece:
+    """One conversation line, or what is left of an oversized one (`line[start:]`, the rest already sent)."""
+
     event: Event
     line: str
-    tokens: int
+    tokens: int  # 0: not counted yet; else the count + 1 (joining newline), or a lower bound when not `exact`
+    start: int = 0
+    exact: bool = True
+
+    @property
+    def text(self) -> str:
+        return self.line[self.start:] if self.start else self.line
+
+    @property
+    def size(self) -> int:
+        return len(self.line) - self.start
 
 
 class Summarizer:
@@ -276,6 +297,8 @@ class Summarizer:
     - `event_filter_key`: an event's filter key (default: "" for all, so every key sees every event).
     - `cache_safe_fork`: with a `parent_request`, the summary request is that request plus one
       appended compaction message (so a prefix-caching endpoint reuses the parent's prefix).
+    - `max_event_chars`: an event's text beyond this is cut (with a visible note) before it is formatted,
+      so one pathological event cannot stall the summary step (None: DEFAULT_MAX_EVENT_CHARS).
     """
 
     def __init__(
@@ -297,6 +320,7 @@ class Summarizer:
         output_reserve: int | None = None,
         event_filter_key: Callable[[Event], str] | None = None,
         cache_safe_fork: bool = False,
+        max_event_chars: int | None = None,
     ) -> None:
         if context_window is not None and context_window <= 0:
             raise ValueError(f"context_window must be > 0, got {context_window}")
@@ -316,6 +340,9 @@ class Summarizer:
         self.output_reserve = output_reserve
         self.event_filter_key = event_filter_key
         self.cache_safe_fork = cache_safe_fork
+        self.max_event_chars = max_event_chars or DEFAULT_MAX_EVENT_CHARS
+        if self.max_event_chars < 1:
+            raise ValueError(f"max_event_chars must be >= 1, got {max_event_chars}")
 
     # -- helpers ----------------------------------------------------------------------------------
     @property
@@ -334,7 +361,20 @@ class Summarizer:
         return p
 
     def format(self, events: Sequence[Event]) -> str:
-        return format_conversation(events, self.agent_name, self.tool_call_formatter, self.tool_result_formatter)
+        return "\n".join(line for e in events for line in self._lines(e))
+
+    def bounded(self, event: Event) -> Event:
+        """The event as the summarizer sees it: text beyond `max_event_chars` replaced by a visible note."""
+        n = len(event.content)
+        if n <= self.max_event_chars:
+            return event
+        note = (f"\n[... {n - self.max_event_chars} more characters cut: this message exceeds "
+                f"summarizer.max_event_chars={self.max_event_chars}]")
+        return dataclasses.replace(event, content=event.content[: self.max_event_chars] + note)
+
+    def oversized(self, events: Sequence[Event]) -> int:
+        """How many of `events` exceed `max_event_chars`."""
+        return sum(len(e.content) > self.max_event_chars for e in events)
 
     def delta(self, session: Session, previous: Summary | None, filter_key: str = "") -> list[Event]:
         """Events of `filter_key` after the previous summary's boundary."""
@@ -402,6 +442,10 @@ class Summarizer:
             return skipped("triggers not met")
 
         prev_text = previous.text if previous else None
+        cut = self.oversized(events)
+        if cut:
+            log.warning("session %r: %d event(s) longer than summarizer.max_event_chars=%d were cut for the summary "
+                        "(longest: %d chars)", session.id, cut, self.max_event_chars, max(len(e.content) for e in events))
         forked = self.cache_safe_fork and parent_request is not None
         if forked:
             messages = self.fork_request(parent_request or ())
@@ -413,7 +457,8 @@ class Summarizer:
         last = events[-1]
         boundary = SummaryBoundary(BOUNDARY_VERSION, filter_key, last.timestamp, last.id)
         summary = Summary(text=text, boundary=boundary, updated_at=last.timestamp)
-        return SummaryOutcome(summary, calls, time.perf_counter() - start, chunks, None, len(events), forked)
+        return SummaryOutcome(summary, calls, time.perf_counter() - start, chunks, None, len(events), forked,
+                              truncated_events=cut)
 
     # -- generation ----------------------------------------------------------------------------------
     def _call(self, session: Session, messages: list[Message], input_chars: int,
@@ -458,7 +503,7 @@ class Summarizer:
         pos = 0
         while pos < len(pieces):
             chunk, pos = self._next_chunk(pieces, pos, running)
-            lines = ([previous_summary_line(running)] if running else []) + [p.line for p in chunk]
+            lines = ([previous_summary_line(running)] if running else []) + [p.text for p in chunk]
             text = self._apply_pre_hook("\n".join(lines), [p.event for p in chunk])
             running, result = self._call(session, self.prompt.render(text), len(text))
             calls.append(result)
@@ -466,7 +511,7 @@ class Summarizer:
         return running, calls, len(calls)
 
     def _lines(self, event: Event) -> list[str]:
-        return event_lines(event, self.agent_name, self.tool_call_formatter, self.tool_result_formatter)
+        return event_lines(self.bounded(event), self.agent_name, self.tool_call_formatter, self.tool_result_formatter)
 
     def _next_chunk(self, pieces: list[_Piece], pos: int, running: str | None) -> tuple[list[_Piece], int]:
         """Greedily take pieces from `pos` while the rendered request fits; split an oversized line."""
@@ -486,38 +531,59 @@ class Summarizer:
         used = 0
         while pos < len(pieces):
             p = pieces[pos]
-            if not p.tokens:
-                p.tokens = counter.count(p.line) + 1  # +1: the joining newline
+            if not p.tokens or (not p.exact and p.tokens <= room):
+                p.tokens, p.exact = self._bounded_count(p, room)
             if used + p.tokens > room:
                 if taken:
                     break
-                first, rest = self._split_line(p.line, room)  # a single line larger than the room
-                pieces[pos] = _Piece(p.event, rest, 0)
-                return [_Piece(p.event, first, 0)], pos
+                end = self._split_end(p, room)  # a single line larger than the room
+                first = p.line[p.start:end]
+                while end < len(p.line) and p.line[end].isspace():
+                    end += 1
+                p.start, p.tokens, p.exact = end, 0, True
+                return [_Piece(p.event, first, 0)], pos + (end >= len(p.line))
             taken.append(p)
             used += p.tokens
             pos += 1
         # Per-line counts can differ slightly from the joined text's; verify and back off.
         while len(taken) > 1 and counter.count_messages(
-            self.prompt.render(head + "\n".join(t.line for t in taken))
+            self.prompt.render(head + "\n".join(t.text for t in taken))
         ) > budget:
             taken.pop()
             pos -= 1
         return taken, pos
 
-    def _split_line(self, line: str, room: int) -> tuple[str, str]:
-        """The longest prefix of `line` (cut at whitespace when possible) within `room` tokens."""
+    def _bounded_count(self, p: _Piece, room: int) -> tuple[int, bool]:
+        """(tokens + 1, exact) of the piece's text; counted through a growing window, so that a huge line is
+        known to exceed `room` after counting about `room` tokens of it rather than all of it."""
         counter = self.token_counter
-        lo, hi = 1, len(line)
+        width = max(room, 1) * _WINDOW_CHARS_PER_TOKEN
+        while width < p.size:
+            tokens = counter.count(p.line[p.start:p.start + width]) + 1
+            if tokens > room:
+                return tokens, False  # a lower bound: the prefix alone does not fit
+            width *= 2
+        return counter.count(p.text) + 1, True
+
+    def _split_end(self, p: _Piece, room: int) -> int:
+        """The end (index into `p.line`) of the longest prefix of the piece within `room` tokens, cut at
+        whitespace when possible. The search only looks at a window a few times the fitting prefix."""
+        counter = self.token_counter
+
+        def fits(n: int) -> bool:
+            return counter.count(p.line[p.start:p.start + n]) + 1 <= room
+
+        lo, hi = 1, min(p.size, max(room, 1) * _WINDOW_CHARS_PER_TOKEN)
+        while hi < p.size and fits(hi):  # rarely: more than the window's chars per token
+            lo, hi = hi, min(p.size, hi * 2)
         while lo < hi:  # largest prefix length whose count fits
             mid = (lo + hi + 1) // 2
-            if counter.count(line[:mid]) + 1 <= room:
+            if fits(mid):
                 lo = mid
             else:
                 hi = mid - 1
-        cut = line.rfind(" ", lo // 2, lo)
-        cut = cut if cut > 0 else lo
-        return line[:cut], line[cut:].lstrip() or line[cut:]
+        cut = p.line.rfind(" ", p.start + lo // 2, p.start + lo)
+        return cut if cut > p.start else p.start + lo
 
     def fork_request(self, parent: Sequence[Message]) -> list[Message]:
         """Cache-safe fork: the parent request unchanged plus one user message asking for the summary.

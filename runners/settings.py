@@ -1,0 +1,119 @@
+"""One validation of every numeric setting, before anything runs: each problem names its key.
+
+Hydra accepts `dataset.limit=abc` or `generation.max_tokens=-5` as given; without this check such a value
+surfaces minutes later as a traceback deep in a component, or as a failed record per case.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger(__name__)
+
+
+class RunConfigError(ValueError):
+    """A configuration the run cannot start with; the message names the key."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    key: str
+    integer: bool
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive_min: bool = False  # "> minimum" instead of ">= minimum"
+    required: bool = False  # False: null / absent is allowed (the component's default applies)
+
+
+def _int(key: str, minimum: float | None = None, maximum: float | None = None, required: bool = False) -> Rule:
+    return Rule(key, True, minimum, maximum, required=required)
+
+
+def _num(key: str, minimum: float | None = None, maximum: float | None = None, *, exclusive_min: bool = False,
+         required: bool = False) -> Rule:
+    return Rule(key, False, minimum, maximum, exclusive_min, required)
+
+
+TEMPERATURE_MAX = 2.0  # the OpenAI API's range; llama.cpp accepts it too
+
+# Every numeric setting of configs/ (and the optional ones the components read), with its valid range.
+RULES: tuple[Rule, ...] = (
+    _int("run.concurrency", 1, required=True),
+    _int("run.max_consecutive_failures", 0),
+    _int("run.max_reply_chars", 1),
+    _int("run.max_record_field_chars", 1),
+    _int("client.concurrency", 1, required=True),
+    _int("client.max_retries", 0, required=True),
+    _num("client.timeout_s", 0, exclusive_min=True, required=True),
+    _num("client.backoff_base_s", 0),
+    _num("client.backoff_max_s", 0),
+    _num("generation.temperature", 0, TEMPERATURE_MAX),
+    _num("generation.top_p", 0, 1, exclusive_min=True),
+    _int("generation.max_tokens", 1),
+    _int("generation.seed"),
+    _int("summarizer.max_tokens", 1),
+    _num("summarizer.temperature", 0, TEMPERATURE_MAX),
+    _int("summarizer.output_reserve", 0),
+    _int("summarizer.max_event_chars", 1),
+    _int("dataset.limit", 0),
+    _int("dataset.sample_seed"),
+    _int("model.context_window", 1),
+    _int("model.n_ctx", 1),
+    _int("judge.params.max_tokens", 1),
+    _num("judge.params.temperature", 0, TEMPERATURE_MAX),
+    _int("prompt.max_summary_words", 0),
+    _int("mode.long_context.max_events", 1),
+    _int("mode.summary_ondemand.max_tool_iterations", 1),
+    _num("retrieval.config.alpha", 0),
+    _num("retrieval.config.assistant_weight", 0),
+    _num("retrieval.config.propagate", 0),
+    _int("retrieval.config.candidate_ratio", 1),
+    _num("retrieval.config.rrf_k", 0),
+    _int("retrieval.config.visible_events", 1),
+    _int("retrieval.config.expand_top", 0),
+    _int("retrieval.config.window", 0),
+    _int("retrieval.config.context_chars", 1),
+    _int("retrieval.config.snippet_chars", 1),
+    _int("retrieval.config.budget_chars", 1),
+    _int("retrieval.config.hit_chars", 1),
+    _int("retrieval.max_embed_tokens", 1),
+    _int("retrieval.embedder.dimensions", 1),
+)
+
+
+def _describe(rule: Rule) -> str:
+    kind = "an integer" if rule.integer else "a number"
+    bounds = []
+    if rule.minimum is not None:
+        bounds.append(f"{'>' if rule.exclusive_min else '>='} {rule.minimum:g}")
+    if rule.maximum is not None:
+        bounds.append(f"<= {rule.maximum:g}")
+    return f"{kind} {' and '.join(bounds)}".strip()
+
+
+def check(rule: Rule, value: Any) -> str | None:
+    """The problem with `value` for `rule`, or None when it is valid."""
+    if value is None:
+        return f"{rule.key} is required" if rule.required else None
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if ok and rule.integer:
+        ok = float(value).is_integer()
+    if ok and rule.minimum is not None:
+        ok = value > rule.minimum if rule.exclusive_min else value >= rule.minimum
+    if ok and rule.maximum is not None:
+        ok = value <= rule.maximum
+    return None if ok else f"{rule.key} must be {_describe(rule)}, got {value!r}"
+
+
+def validate_settings(cfg: DictConfig) -> None:
+    """RunConfigError naming every numeric setting that is out of range or not a number."""
+    problems = [p for rule in RULES if (p := check(rule, OmegaConf.select(cfg, rule.key, default=None)))]
+    if problems:
+        raise RunConfigError("; ".join(problems))
+    if int(cfg.client.concurrency) < int(cfg.run.concurrency):
+        log.warning("run.concurrency=%s but client.concurrency=%s: at most %s model calls run at once "
+                    "(raise client.concurrency too)", cfg.run.concurrency, cfg.client.concurrency, cfg.client.concurrency)
