@@ -10,7 +10,7 @@ from pathlib import Path
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "configs")
 
 EXIT_FAILED_CASES = 3  # the run finished, some (case, mode) pairs failed (recorded; retried by the next run)
-EXIT_STOPPED = 4  # the circuit breaker stopped the run (run.max_consecutive_failures)
+EXIT_STOPPED = 4  # the run stopped early, records kept: the circuit breaker (run.max_consecutive_failures) or a dead model server
 NOISY_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "openai")
 
 
@@ -20,6 +20,8 @@ def _hydra_main(task_fn, argv: list[str]) -> int:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import DictConfig
 
+    from runners.console import quiet_console
+
     status = {"code": 0}
 
     @hydra.main(config_path=CONFIG_DIR, config_name="config", version_base="1.3")
@@ -28,7 +30,8 @@ def _hydra_main(task_fn, argv: list[str]) -> int:
         for name in NOISY_LOGGERS:  # Hydra's logging is INFO: one line per HTTP request otherwise
             logging.getLogger(name).setLevel(logging.WARNING)
         _scrub_snapshot(cfg, run_dir)
-        status["code"] = max(status["code"], _guard(lambda: task_fn(cfg, run_dir)))
+        with quiet_console(run_dir):  # one line per failure on the terminal, tracebacks in RUN_DIR/cli.log
+            status["code"] = max(status["code"], _guard(lambda: task_fn(cfg, run_dir)))
 
     bad = _literal_secret_overrides(argv)
     if bad:
