@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-MAX_PAIRS_SHOWN = 12
 
 
 @dataclass
@@ -21,9 +20,10 @@ class FailureGroup:
     def count(self) -> int:
         return len(self.pairs)
 
-    def pairs_text(self, limit: int = MAX_PAIRS_SHOWN) -> str:
+    def pairs_text(self, limit: int | None = None) -> str:
+        """The pairs as `qid / mode, ...`; all of them unless `limit` (every failed pair stays findable)."""
         shown = ", ".join(f"{q} / {m}" for q, m in self.pairs[:limit])
-        return shown + (f", … and {self.count - limit} more" if self.count > limit else "")
+        return shown + (f", … and {self.count - limit} more" if limit is not None and self.count > limit else "")
 
 
 def group_failures(df: pd.DataFrame) -> list[FailureGroup]:

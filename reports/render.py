@@ -259,7 +259,7 @@ def _html(*, run_dir, df, meta, records, summary, ci, quality, other, judges, sa
     if groups:
         B += ["<h2>Failed or errored cases</h2>", H.table(
             ["count", "status", "error", "(question_id / mode)"],
-            [[H.cell(g.count), H.cell(g.status), H.cell(g.error), H.cell(g.pairs_text(limit=50))] for g in groups],
+            [[H.cell(g.count), H.cell(g.status), H.cell(g.error), H.cell(g.pairs_text())] for g in groups],
             table_id="failures")]
     B += _cases_html(df, records)
     return H.page(f"lme-harness report: {run_dir.name}", "\n".join(B))

@@ -87,9 +87,9 @@ def stand_in(tmp_path, monkeypatch):
     return use
 
 
-def dataset(tmp_path: Path) -> Path:
+def dataset(tmp_path: Path, n_cases: int = N_CASES) -> Path:
     rows = []
-    for i in range(N_CASES):
+    for i in range(n_cases):
         sessions = [[{"role": "user", "content": f"In session {s} I bought item {s} for project {i}."},
                      {"role": "assistant", "content": f"Noted, item {s}."}] for s in range(3)]
         rows.append(make_row(qid=f"q{i}", question="What did I buy in session 1?", answer="item 1", sessions=sessions))
@@ -200,3 +200,47 @@ def test_a_dead_server_is_a_server_died_at_once_not_retried(tmp_path, weights, s
 def test_describe_exit():
     assert describe_exit(-signal.SIGSEGV) == "killed by signal SIGSEGV (11)"
     assert describe_exit(3) == "exited with code 3"
+
+
+@pytest.mark.slow
+def test_real_embedded_server_killed_by_sigsegv_mid_run_stops_then_resumes(tmp_path, monkeypatch, capsys):
+    from harness.llm.models import load_spec
+
+    spec = load_spec("smollm2_135m")
+    if not spec.path.exists():
+        pytest.fail(f"{spec.path} missing: run `lme-harness models pull smollm2_135m` first (make test does)")
+    servers: list[LlamaServer] = []
+
+    class Recorded(LlamaServer):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            servers.append(self)
+
+    monkeypatch.setattr(local_server, "LlamaServer", Recorded)
+    # Two tiny cases, one mode: short prompts keep it quick on a loaded CPU (the oracle's are ~3,500 tokens).
+    args = ["run", "model=smollm2_135m", f"dataset.path={dataset(tmp_path, 2)}", "dataset.sha256=null",
+            "dataset.limit=null", "mode=[long_context]", f"hydra.run.dir={tmp_path / 'run'}",
+            f"cache.path={tmp_path / 'cache.sqlite'}", "run.progress=false", "run.concurrency=1",
+            "generation.max_tokens=8", "judge=none", "retrieval=bm25"]
+    records = tmp_path / "run" / "records.jsonl"
+    killed: dict[str, float] = {}
+
+    def kill_after_first_record() -> None:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            if records.exists() and records.read_bytes().count(b"\n") >= 1 and servers and servers[0].pid:
+                killed["at"] = time.monotonic()
+                os.kill(servers[0].pid, signal.SIGSEGV)
+                return
+            time.sleep(0.05)
+
+    threading.Thread(target=kill_after_first_record, daemon=True).start()
+    assert main(args) == EXIT_STOPPED
+    assert "at" in killed and time.monotonic() - killed["at"] < 15.0
+    err = capsys.readouterr().err
+    assert "SIGSEGV" in err and "llama-server-smollm2_135m.log" in err
+    kept = load_records(records)
+    assert kept and all(r["status"] == "ok" for r in kept)
+    assert main(args) == 0
+    final = load_records(records)
+    assert sorted(r["question_id"] for r in final) == ["q0", "q1"] and all(r["status"] == "ok" for r in final)
