@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable
 
-CPU_HINT = ("a crash on the first computation usually means the llama.cpp runtime was built for another CPU "
-            "(e.g. AVX-512 kernels on a CPU without them): see docs/models.md and rebuild the portable llama.cpp "
-            "runtime for this machine")
+CPU_HINT = ("a crash like this in llama.cpp usually means its runtime was built for another CPU (e.g. AVX-512 "
+            "kernels on a CPU without them): see docs/models.md and rebuild the portable llama.cpp runtime for "
+            "this machine")
 
 Liveness = Callable[[], "ServerDied | None"]
 
