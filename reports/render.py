@@ -15,6 +15,7 @@ from reports.aggregate import (ALL_COLUMNS, COLUMNS, QUALITY_KEYS, cost_table, j
 from reports.compare import COMPARE_KEYS, compare_modes, markdown_paired, mcnemar_cell
 from reports.cost import PriceTable
 from reports.safe import md_cell, write_csv
+from reports.failures import failures_markdown, group_failures
 from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, WinLossTie
 
 BAR_KEYS = ("em", "llm_score", "llm_score_strict", "lme_acc", "lme_acc_strict", "rouge_l", "f1", "bleu1")
@@ -179,16 +180,7 @@ def _markdown(*, run_dir, df, meta, summary, ci, quality, other, judges, sav, to
     L += ["## Plots", ""]
     L += [f"![{name}]({paths[0].name}) ([svg]({paths[1].name}))" for name, paths in figs.items()]
     L.append("")
-    failures = df[(df["status"] != "ok") | df["error"].notna()][["question_id", "mode", "status", "error"]]
-    if len(failures):
-        L += ["## Failed or errored cases", "",
-              "`failed`: not scored (retried on the next run); `scoring_failed`: answered, but scoring failed (e.g. the "
-              "judge endpoint): no metric counted, scored again by the next run; `ok` with an error: scored as the "
-              "reference scores it.",
-              "", "| question_id | mode | status | error |", "|---|---|---|---|"]
-        L += [f"| {md_cell(r.question_id)} | {md_cell(r.mode)} | {md_cell(r.status)} | {md_cell(str(r.error)[:200])} |"
-              for r in failures.itertuples()]
-        L.append("")
+    L += failures_markdown(group_failures(df))  # one row per distinct error, with its count and pairs
     L += ["Per-case details (question, reference, prediction, summary, tool trace): `report.html`.", ""]
     return "\n".join(L)
 
@@ -264,6 +256,12 @@ def _html(*, run_dir, df, meta, records, summary, ci, quality, other, judges, sa
         B += [f"<h2>Per case: {H.esc(pair[1])} vs {H.esc(pair[0])}</h2>", paired_html(wlt, table_id="modes-paired")]
     B.append("<h2>Plots</h2>")
     B += [H.image(paths[0], name) for name, paths in figs.items()]
+    groups = group_failures(df)
+    if groups:
+        B += ["<h2>Failed or errored cases</h2>", H.table(
+            ["count", "status", "error", "(question_id / mode)"],
+            [[H.cell(g.count), H.cell(g.status), H.cell(g.error), H.cell(g.pairs_text())] for g in groups],
+            table_id="failures")]
     B += _cases_html(df, records)
     return H.page(f"lme-harness report: {run_dir.name}", "\n".join(B))
 

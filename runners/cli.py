@@ -10,7 +10,7 @@ from pathlib import Path
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "configs")
 
 EXIT_FAILED_CASES = 3  # the run finished, some (case, mode) pairs failed (recorded; retried by the next run)
-EXIT_STOPPED = 4  # the circuit breaker stopped the run (run.max_consecutive_failures)
+EXIT_STOPPED = 4  # the run stopped early, records kept: the circuit breaker (run.max_consecutive_failures) or a dead model server
 NOISY_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "openai")
 
 
@@ -23,6 +23,7 @@ def _hydra_main(task_fn, argv: list[str]) -> int:
 
     from harness import secrets
     from runners.rundir import RunNameError, check_run_name, register_resolvers
+    from runners.console import quiet_console
 
     status = {"code": 0}
 
@@ -35,7 +36,8 @@ def _hydra_main(task_fn, argv: list[str]) -> int:
             logging.getLogger(name).setLevel(logging.WARNING)
         _scrub_snapshot(run_dir)
         try:
-            status["code"] = max(status["code"], _guard(lambda: task_fn(cfg, run_dir)))
+            with quiet_console(run_dir):  # one line per failure on the terminal, tracebacks in RUN_DIR/cli.log
+                status["code"] = max(status["code"], _guard(lambda: task_fn(cfg, run_dir)))
         finally:  # logs written by other processes (the embedded server) cannot be filtered as they are written
             for log in run_dir.glob("*.log"):
                 secrets.scrub_file(log)

@@ -27,6 +27,7 @@ from harness.data.longmemeval import Case
 from harness.llm.cache import ResponseCache
 from harness.llm.client import embedding_call_log
 from harness.llm.endpoint import make_client, open_endpoint
+from harness.llm.liveness import ServerDied, ServerWatch
 from harness.records import (RECORDS_FILE, STATUS_SCORING_FAILED, RecordWriter, has_answer, load_records,
                              record_key)
 from harness.runlock import run_dir_lock
@@ -34,6 +35,7 @@ from harness.scoring.base import ScoreInput
 from harness.session.events import Session
 from harness.storage import StorageError, write_text_atomic
 from runners.bounds import RecordBounds, bound_record
+from runners.console import log_failure
 from runners.modes import CaseContext, Mode, ModeOutput
 from runners.provenance import provenance
 from runners.scoring import apply_scores, rescore_pending
@@ -246,6 +248,7 @@ def _components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -> dic
                                      share_across_modes=bool(cfg.run.share_summary)),
         "retrieval": retrieval,
         "scorers": scorers,
+        "liveness": [c.liveness for c in dict.fromkeys((client, judge_client)) if getattr(c, "liveness", None)],
         "generation": {k: v for k, v in OmegaConf.to_container(cfg.generation, resolve=True).items() if v is not None},
         "bounds": RecordBounds.from_config(cfg),
     }
@@ -328,11 +331,18 @@ def _run_cases(cfg: DictConfig, todo: Sequence[tuple[Case, list[Mode]]], comp: d
     total = sum(len(ms) for _, ms in todo)
     breaker = FailureBreaker(int(cfg.run.get("max_consecutive_failures", 0) or 0))
     bar = tqdm(total=total, desc="cases x modes", unit="run", disable=not cfg.run.progress)
-    with ThreadPoolExecutor(max_workers=int(cfg.run.concurrency)) as pool:
-        futs = [pool.submit(_run_case, case, ms, comp, writer, bar, breaker) for case, ms in todo]
+    # A dead model server stops the run (no new pair starts) instead of failing every remaining pair.
+    watch = ServerWatch(comp.get("liveness") or (), on_death=lambda _died: breaker.tripped.set())
+    with watch, ThreadPoolExecutor(max_workers=int(cfg.run.concurrency)) as pool:
+        futs = [pool.submit(_run_case, case, ms, comp, writer, bar, breaker, watch) for case, ms in todo]
         for f in as_completed(futs):
             failed += f.result()
     bar.close()
+    if watch.died is not None:
+        raise RunStopped(
+            f"{watch.died}\nThe run stopped: {breaker.seen} (case, mode) runs were recorded this run, "
+            f"{total - breaker.seen} were left for the next run; every record is kept in {writer.path}. "
+            f"Fix the cause and run the same command again to resume.") from watch.died
     if breaker.tripped.is_set():
         not_run = total - breaker.seen
         raise RunStopped(
@@ -344,7 +354,7 @@ def _run_cases(cfg: DictConfig, todo: Sequence[tuple[Case, list[Mode]]], comp: d
 
 
 def _run_case(case: Case, modes: Sequence[Mode], comp: dict[str, Any], writer: RecordWriter, bar,
-              breaker: FailureBreaker) -> int:
+              breaker: FailureBreaker, watch: ServerWatch | None = None) -> int:
     session = Session(id=f"lme-{case.question_id}", user_id=case.question_id)
     session.extend(case.events())
     failed = 0
@@ -361,9 +371,17 @@ def _run_case(case: Case, modes: Sequence[Mode], comp: dict[str, Any], writer: R
             try:
                 out = mode.run(ctx)
                 rec = _record(case, mode.name, out, comp["scorers"], time.perf_counter() - t0)
+            except ServerDied as e:
+                rec = None
+                if watch is not None:
+                    watch.report(e)
             except Exception as e:  # recorded, never dropped: the case is retried on the next run
-                log.exception("%s / %s failed", case.question_id, mode.name)
+                log_failure(log, f"{case.question_id} / {mode.name}", e)
                 rec = _failed_record(case, mode.name, e, time.perf_counter() - t0)
+        if rec is None or (watch is not None and watch.check() is not None):
+            # The server died during this pair: its outcome (a failed call, a judge's "not run") is not its own.
+            # Not recorded; the next run redoes it (its answered calls come from the response cache).
+            break
         if embedding_calls:
             rec["embedding_calls"] = list(embedding_calls)
             rec["usage"]["embedding_tokens"] = sum(c["usage"]["prompt_tokens"] for c in embedding_calls)

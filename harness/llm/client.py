@@ -22,6 +22,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 
 from harness.llm.cache import ResponseCache, request_key
 from harness.llm.deadline import DeadlineHttpxClient, call_deadline
+from harness.llm.liveness import Liveness, ServerDied, wait_dead
 from harness.llm.types import ChatResult, EmbeddingResult, LLMError, Message, Usage
 
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504}
@@ -147,6 +148,7 @@ class LLMClient:
         cache_namespace: str | None = None,
         default_params: dict[str, Any] | None = None,
         max_tokens_param: str = "max_tokens",
+        liveness: Liveness | None = None,
     ):
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
@@ -157,6 +159,7 @@ class LLMClient:
         self.default_params = dict(default_params or {})
         self.max_tokens_param = max_tokens_param
         self.max_retries = max_retries
+        self.liveness = liveness  # None while the server process behind base_url runs (see harness/llm/liveness.py)
         self.backoff_base_s = backoff_base_s
         self.backoff_max_s = backoff_max_s
         self.stats = CallStats()
@@ -240,6 +243,8 @@ class LLMClient:
                             self.base_url, self.model, wait, why, state.attempt_number + 1, self.max_retries + 1,
                             type(exc).__name__ if exc else "an error")
 
+        if self.liveness is not None:
+            call = self._watched(call)
         retrying = Retrying(
             retry=retry_if_exception(_is_retryable),
             stop=stop_after_attempt(self.max_retries + 1),
@@ -250,12 +255,38 @@ class LLMClient:
         )
         try:
             return retrying(call, *args)
+        except ServerDied:
+            self.stats.bump("failures")
+            raise
         except Exception as e:
             self.stats.bump("failures")
             msg = f"{self.base_url} model={self.model}: {type(e).__name__}: {_short(e)}"
             if self._secret:
                 msg = msg.replace(self._secret, "***")
             raise LLMError(msg) from None if self._secret and self._secret in str(e) else e
+
+    def _watched(self, call):
+        """`call`, but a dead server raises `ServerDied` (never retried) instead of a connection error."""
+        liveness = self.liveness
+        assert liveness is not None
+
+        def attempt(*args: Any) -> Any:
+            died = liveness()
+            if died is not None:
+                raise died
+            try:
+                return call(*args)
+            except openai.APIConnectionError:  # incl. timeouts
+                died = wait_dead(liveness, grace_s=1.0)  # the reset may arrive before the process is reaped
+                if died is not None:
+                    raise died from None
+                raise
+            except openai.APIStatusError:  # a 5xx: the server may have answered while going down
+                died = liveness()
+                if died is not None:
+                    raise died from None
+                raise
+        return attempt
 
     def preflight(self, timeout_s: float = 15.0) -> None:
         """Fail fast, before a run writes anything, when the endpoint cannot be used at all: unreachable,

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from harness.llm.liveness import Liveness
+
 from harness.llm.cache import ResponseCache
 from harness.llm.client import LLMClient
 from harness.llm.models import ModelError, ModelSpec, pull
@@ -21,6 +23,7 @@ class Endpoint:
     base_url: str
     api_key: str | None
     cache_namespace: str  # stable identity of the model behind the URL, for cache keys
+    liveness: Liveness | None = None  # how its server process died, None while it runs (local models only)
 
 
 @contextlib.contextmanager
@@ -36,8 +39,9 @@ def open_endpoint(model_cfg: Any, *, log_dir: Path, progress: bool = True, n_thr
     pull(spec, progress=progress)  # ends by verifying the file's sha256, so the server need not hash it again
     with LlamaServer(spec, log_path=Path(log_dir) / f"llama-server-{spec.name}.log", n_threads=n_threads,
                      verify_model=False) as server:
+        server.check_compute()  # a model that loads but cannot compute fails here, not on every case
         ns = f"llama.cpp:{spec.sha256}:n_ctx={spec.n_ctx}:{spec.chat_format}"
-        yield Endpoint(spec, server.base_url, None, cache_namespace=ns)
+        yield Endpoint(spec, server.base_url, None, cache_namespace=ns, liveness=server.died)
 
 
 def make_client(endpoint: Endpoint, client_cfg: Any, cache: ResponseCache | None) -> LLMClient:
@@ -56,4 +60,5 @@ def make_client(endpoint: Endpoint, client_cfg: Any, cache: ResponseCache | None
         use_cache=cache is not None,
         cache_namespace=endpoint.cache_namespace,
         max_tokens_param=str(c.get("max_tokens_param", "max_tokens")),
+        liveness=endpoint.liveness,
     )

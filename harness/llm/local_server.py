@@ -27,6 +27,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from harness.llm.liveness import ServerDied, wait_dead
 from harness.llm.models import ModelError, ModelSpec, verify
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -168,6 +169,43 @@ class LlamaServer:
                     f"{self.spec.name} server not ready after {self.startup_timeout_s:.0f} s; "
                     f"log {self.log_path}:\n{self.log_tail()}")
             time.sleep(0.2)
+
+    def exit_status(self) -> int | None:
+        """The server's exit status once it has exited on its own (Popen returncode: -N = killed by signal N);
+        None while it runs, before `start()` and after `stop()`."""
+        proc = self._proc
+        return proc.poll() if proc is not None else None
+
+    def died(self) -> ServerDied | None:
+        """None while the server runs, else the `ServerDied` that says how it exited (an endpoint's liveness)."""
+        rc = self.exit_status()
+        if rc is None:
+            return None
+        return ServerDied(self.spec.name, rc, self.log_path, self.log_tail(12))
+
+    def check_compute(self, timeout_s: float = 120.0) -> None:
+        """One tiny completion (1 token, never cached): a model that loads but cannot compute (a runtime built
+        for another CPU crashes on the first matrix product) fails here, once, before any case runs."""
+        body = json.dumps({"model": self.model, "messages": [{"role": "user", "content": "Say OK."}],
+                           "max_tokens": 1, "temperature": 0}).encode()
+        req = urllib.request.Request(self.base_url + "/chat/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout_s) as r:
+                reply = json.load(r)
+            if not reply.get("choices"):
+                raise ValueError(f"no choices in {str(reply)[:200]}")
+            return
+        except urllib.error.HTTPError as e:
+            problem = f"answered HTTP {e.code}: {e.read()[:300].decode(errors='replace')}"
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            problem = f"failed: {type(e).__name__}: {e}"
+        died = wait_dead(self.died, 2.0)
+        if died is not None:
+            raise LocalServerError(f"{self.spec.name}: the server loaded the model, then died on a 1-token test "
+                                   f"completion (before any case ran): {died}")
+        raise LocalServerError(f"{self.spec.name}: a 1-token test completion {problem}; log {self.log_path}:\n"
+                               f"{self.log_tail()}")
 
     def stop(self) -> None:
         """Terminate (SIGTERM to the process group), then SIGKILL after the grace period."""
