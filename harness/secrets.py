@@ -250,6 +250,14 @@ class RedactingStream:
     def flush(self) -> None:
         self.inner.flush()
 
+    def close(self) -> None:
+        """Never closes the wrapped stream (it is not ours): a logging handler that closes its stream at shutdown
+        (absl's does, for streams other than sys.stdout/stderr) must not close the real stdout or stderr."""
+
+    @property
+    def closed(self) -> bool:
+        return bool(getattr(self.inner, "closed", False))
+
     def isatty(self) -> bool:
         return self.inner.isatty()
 

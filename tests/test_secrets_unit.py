@@ -78,3 +78,13 @@ def test_redacting_stream():
     inner = io.StringIO()
     secrets.RedactingStream(inner).write(f"printed {canary}\n")
     assert inner.getvalue() == "printed ***\n"
+
+
+def test_closing_a_redacting_stream_leaves_the_real_stream_open():
+    """A logging handler that closes its stream at shutdown (absl's) must not close the real stdout/stderr."""
+    inner = io.StringIO()
+    stream = secrets.RedactingStream(inner)
+    stream.close()
+    assert not inner.closed and not stream.closed
+    stream.write("still writable\n")
+    assert inner.getvalue() == "still writable\n"
