@@ -28,19 +28,23 @@ def _model_cfg(overrides: Sequence[str]):
 
 
 @contextlib.contextmanager
-def _endpoint(fixture_path: Path, overrides: Sequence[str], record: bool) -> Iterator[tuple[str, ResponseFixture]]:
+def _endpoint(fixture_path: Path, overrides: Sequence[str], record: bool) -> Iterator[tuple[str, ResponseFixture, dict]]:
     if not record:
         fixture = ResponseFixture.load(fixture_path)
         with FakeOpenAIServer(replay_responder(fixture), record=False) as srv:
-            yield srv.base_url, fixture
+            yield srv.base_url, fixture, {}
         return
     from harness.llm.endpoint import open_endpoint
 
     model_cfg = _model_cfg(overrides)  # local: the embedded server; remote: its base_url is the upstream
-    fixture = ResponseFixture()
+    fixture, outcome = ResponseFixture(), {"code": None}
     with open_endpoint(model_cfg, log_dir=Path(tempfile.gettempdir()), progress=False) as ep, \
             FakeOpenAIServer(recording_responder(fixture, ep.base_url), record=False) as srv:
-        yield srv.base_url, fixture
+        yield srv.base_url, fixture, outcome
+    if outcome["code"] != 0 or not fixture.entries:  # an incomplete recording must not replace a good fixture
+        print(f"replay: the recording run did not complete (exit {outcome['code']}, {len(fixture.entries)} requests): "
+              f"{fixture_path} left unchanged")
+        return
     fixture.save(fixture_path)
     print(f"replay fixture written: {fixture_path} ({len(fixture.entries)} requests)")
 
@@ -49,8 +53,11 @@ def replay_main(fixture_path: str | Path, overrides: Sequence[str], *, record: b
     """Run `lme-harness run OVERRIDES` against the replay (or recording) endpoint; the run's exit code."""
     from runners.cli import main
 
-    with _endpoint(Path(fixture_path), overrides, record) as (url, fixture):
-        code = main(["run", *overrides, "model.kind=remote", f"model.base_url={url}"])
+    with _endpoint(Path(fixture_path), overrides, record) as (url, fixture, outcome):
+        # `++`: local model configs have no base_url key to override
+        own = [o for o in overrides if o.lstrip("+~").split("=", 1)[0] not in ("model.base_url", "model.kind")]
+        code = main(["run", *own, "model.kind=remote", f"++model.base_url={url}"])
+        outcome["code"] = code
     if fixture.misses:
         print(f"replay: {len(fixture.misses)} request(s) not in {fixture_path}: {', '.join(sorted(set(fixture.misses))[:10])} "
               "(the harness's requests changed: re-record the fixture if the change is intended, docs/ci-gate.md)")

@@ -44,7 +44,7 @@ def recorded(tmp_path_factory):
     fx = d / "fixture.jsonl"
     with FakeOpenAIServer(model) as upstream:
         assert replay_main(fx, [f"hydra.run.dir={d / 'rec'}", *ARGS, "model.kind=remote",
-                                f"model.base_url={upstream.base_url}"], record=True) == 0
+                                f"++model.base_url={upstream.base_url}"], record=True) == 0
     assert replay_main(fx, [f"hydra.run.dir={d / 'base'}", *ARGS]) == 0
     base = d / "replay.yaml"
     assert main(["gate", str(d / "base"), "--baseline", str(base), "--write-baseline", "--policy", "exact"]) == 0
@@ -101,11 +101,12 @@ def test_doubled_summary_tokens_fail(recorded, tmp_path, monkeypatch, capsys):
 def test_a_scorer_change_fails(recorded, tmp_path, monkeypatch, capsys):
     from harness.scoring import lexical
 
-    tokenize = lexical.tokenize
-    monkeypatch.setattr(lexical, "tokenize", lambda text: tokenize(text)[:3])
+    # a tokenizer that lost its splitting: every text is one token (the scripted answers overlap no reference,
+    # so any change that moves a lexical score shows here as a rise from 0: the exact checks fail both ways)
+    monkeypatch.setattr(lexical, "tokenize", lambda text: ["x"])
     assert gate(recorded, tmp_path) == 1
     fails = [l for l in capsys.readouterr().out.splitlines() if l.startswith("✗ FAIL")]
-    assert fails and all(any(m in l for m in ("f1", "rouge_l", "bleu1", "em")) for l in fails)
+    assert fails and all(any(m in l for m in ("f1", "rouge", "bleu1", "em")) for l in fails), fails
 
 
 def test_an_unrecorded_request_is_an_error_naming_it(tmp_path):

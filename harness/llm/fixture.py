@@ -43,7 +43,8 @@ def _response_of(body: Mapping[str, Any]) -> dict[str, Any]:
     msg = choice.get("message") or {}
     usage = body.get("usage") or {}
     return {"content": msg.get("content"),
-            "tool_calls": [{"name": (tc.get("function") or {}).get("name"),
+            # the id too: the next request carries it back (assistant tool_calls, tool message), so it is content
+            "tool_calls": [{"id": tc.get("id"), "name": (tc.get("function") or {}).get("name"),
                             "arguments": (tc.get("function") or {}).get("arguments")} for tc in msg.get("tool_calls") or []],
             "finish_reason": choice.get("finish_reason"),
             "usage": {"prompt_tokens": int(usage.get("prompt_tokens") or 0),
@@ -53,7 +54,8 @@ def _response_of(body: Mapping[str, Any]) -> dict[str, Any]:
 
 def _reply_of(resp: Mapping[str, Any]) -> Reply:
     u = resp.get("usage") or {}
-    return completion(resp.get("content"), [dict(tc) for tc in resp.get("tool_calls") or []] or None,
+    tool_calls = [{k: v for k, v in tc.items() if v is not None} for tc in resp.get("tool_calls") or []]
+    return completion(resp.get("content"), tool_calls or None,
                       prompt_tokens=int(u.get("prompt_tokens", 0)), completion_tokens=int(u.get("completion_tokens", 0)),
                       model=resp.get("model") or "replay", finish_reason=resp.get("finish_reason"))
 
