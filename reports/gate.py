@@ -267,6 +267,23 @@ DEFAULT_POLICY: dict[str, dict[str, Any]] = {
     "long_context/answer_calls": {"exact": True}, "summary/answer_calls": {"exact": True},
 }
 
+# The live CI gate on the embedded model (baselines/ci_smollm2.yaml, `policy: live`): allowances sized from the
+# measured difference between two llama.cpp builds of the same model on the same 2 cases (docs/ci-gate.md):
+# one case of two may flip (0.5), summaries differ (token metrics move), and summary_ondemand may search or not
+# (its prompt doubled: 419.5 vs 883). Exact regression detection is the replay gate's job.
+LIVE_POLICY: dict[str, dict[str, Any]] = {
+    **DEFAULT_POLICY,
+    "em": {"abs": 0.5}, "lme_acc": {"abs": 0.5}, "lme_acc_strict": {"abs": 0.5}, "llm_score": {"abs": 0.5},
+    "lme_acc:not_run": {"abs": 1.0}, "lme_acc_strict:not_run": {"abs": 1.0},   # measured: +1 (summary)
+    "f1": {"abs": 0.05}, "rouge_l": {"abs": 0.05}, "bleu1": {"abs": 0.05},     # measured: up to 0.019
+    "final_prompt_tokens": {"rel": 0.15}, "prompt_tokens_total": {"rel": 0.15},  # measured: summary 3.1 %
+    "summary_tokens": {"rel": 0.05},                                            # measured: 0.2 %
+    "completion_tokens_total": {"rel": 0.6},                                    # measured: 31 %, 50 %
+    "judge_tokens": {"rel": 0.15},                                              # measured: 5.9 %
+    "summary_ondemand/final_prompt_tokens": {"rel": 1.5},                       # measured: search or not, 2.1x
+    "summary_ondemand/prompt_tokens_total": {"rel": 1.5},
+}
+
 # The replay gate: responses are fixed, so every figure is a pure function of the harness code. Latency is
 # not checked (loopback), everything else must not move in either direction.
 EXACT_POLICY: dict[str, dict[str, Any]] = {
@@ -277,7 +294,8 @@ EXACT_POLICY: dict[str, dict[str, Any]] = {
         "prompt_tokens_total", "completion_tokens_total", "summary_tokens", "summary_chars", "judge_tokens",
         "answer_calls", "n_search_total", "n_load_total", "tool_errors", "truncated", "savings_pct")},
 }
-POLICIES: dict[str, Mapping[str, Mapping[str, Any]]] = {"default": DEFAULT_POLICY, "exact": EXACT_POLICY}
+POLICIES: dict[str, Mapping[str, Mapping[str, Any]]] = {"default": DEFAULT_POLICY, "live": LIVE_POLICY,
+                                                         "exact": EXACT_POLICY}
 
 
 def _policy_for(policy: Mapping[str, Mapping[str, Any]], mode: str, metric: str) -> Mapping[str, Any] | None:
@@ -336,5 +354,5 @@ def write_baseline(doc: Mapping[str, Any], path: str | Path) -> Path:
     return p
 
 
-__all__: Sequence[str] = ("Check", "DEFAULT_POLICY", "EXACT_POLICY", "GateError", "POLICIES", "GateResult", "Outcome", "baseline_from_run", "evaluate",
+__all__: Sequence[str] = ("Check", "DEFAULT_POLICY", "EXACT_POLICY", "GateError", "LIVE_POLICY", "POLICIES", "GateResult", "Outcome", "baseline_from_run", "evaluate",
                           "load_baseline", "run_gate", "write_baseline")

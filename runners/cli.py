@@ -143,8 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pricing", help="price table YAML (default configs/pricing/default.yaml)")
     p.add_argument("--write-baseline", action="store_true",
                    help="write the baseline from this run (default tolerances) instead of checking")
-    p.add_argument("--policy", choices=("default", "exact"),
-                   help="with --write-baseline: tolerances (default) or exact checks (replay gate); "
+    p.add_argument("--policy", choices=("default", "live", "exact"),
+                   help="with --write-baseline: tolerances (default), cross-build tolerances (live CI gate) or "
+                        "exact checks (replay gate); "
                         "default: the existing baseline's policy")
     p = sub.add_parser("export", help="write each mode's answers as a LongMemEval hypothesis file (question_id, hypothesis)")
     p.add_argument("run_dir")

@@ -123,3 +123,18 @@ def test_an_unrecorded_request_is_an_error_naming_it(tmp_path):
     with pytest.raises(FixtureError, match=r"f\.jsonl:1: key .* does not match"):
         ResponseFixture.load(path)
     assert request_key({"a": 1, "_path": "/v1/x"}) == request_key({"a": 1})
+
+
+COMMITTED = (ROOT / "baselines" / "ci_replay.jsonl", ROOT / "baselines" / "ci_replay.yaml")
+
+
+def test_the_committed_replay_gate_passes_offline_and_catches_a_scorer_change(tmp_path, monkeypatch, capsys):
+    """`make gate`'s first stage exactly: the fixture recorded from the embedded model, no model needed."""
+    assert COMMITTED[0].stat().st_size < 400_000  # small enough to review
+    assert gate(COMMITTED, tmp_path / "a") == 0
+    assert "gate PASSED" in capsys.readouterr().out
+    from harness.scoring import lexical
+
+    tokenize = lexical.tokenize
+    monkeypatch.setattr(lexical, "tokenize", lambda text: tokenize(text)[1:])  # an off-by-one in the tokenizer
+    assert gate(COMMITTED, tmp_path / "b") == 1
