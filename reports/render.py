@@ -14,8 +14,9 @@ from reports.aggregate import (ALL_COLUMNS, COLUMNS, QUALITY_KEYS, cost_table, j
                                savings, summarize, summarize_ci, tool_stats)
 from reports.compare import COMPARE_KEYS, compare_modes, markdown_paired, mcnemar_cell
 from reports.cost import PriceTable
-from reports.safe import md_cell, write_csv
+from reports.deviations import protocol_deviations
 from reports.failures import failures_markdown, group_failures
+from reports.safe import md_cell, write_csv
 from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, WinLossTie
 
 BAR_KEYS = ("em", "llm_score", "llm_score_strict", "lme_acc", "lme_acc_strict", "rouge_l", "f1", "bleu1")
@@ -136,7 +137,7 @@ def _provenance_lines(meta: Mapping[str, Any]) -> list[str]:
     judge = ((meta.get("config") or {}).get("judge") or {}).get("_target_")
     lines.append(f"- judge: `{judge.rsplit('.', 1)[-1] if judge else 'none'}`")
     lines.append(f"- git: `{g.get('sha')}`{' (dirty)' if g.get('dirty') else ''}")
-    return lines
+    return lines + [f"- **{line}**" for line in protocol_deviations(meta)]
 
 
 def _markdown(*, run_dir, df, meta, summary, ci, quality, other, judges, sav, tools, costs, table, pair, wlt, figs,
@@ -291,7 +292,8 @@ def _provenance_html(meta: Mapping[str, Any]) -> str:
              ("git", f"{g.get('sha')}{' (dirty)' if g.get('dirty') else ''}"),
              ("python / platform", f"{meta.get('python')} · {meta.get('platform')}"),
              ("packages", ", ".join(f"{k} {v}" for k, v in (meta.get("packages") or {}).items() if v))]
-    return H.kv(pairs) + "<details><summary>resolved config (secrets redacted)</summary>" + H.pre(meta.get("config")) + \
+    deviations = "".join(f'<p class="deviation"><strong>{H.esc(line)}</strong></p>' for line in protocol_deviations(meta))
+    return deviations + H.kv(pairs) + "<details><summary>resolved config (secrets redacted)</summary>" + H.pre(meta.get("config")) + \
         "</details>"
 
 

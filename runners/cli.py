@@ -150,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="lme-harness", description=__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("run", help="run the benchmark (Hydra overrides follow, e.g. dataset=s model=openai)", add_help=False)
+    sub.add_parser("replay", help="the benchmark against a recorded response fixture: replay FIXTURE [--record] "
+                   "[Hydra overrides] (docs/ci-gate.md)", add_help=False)
     sub.add_parser("retrieval-eval", help="retrieval-only evaluation (Hydra overrides follow)", add_help=False)
     sub.add_parser("rescore", help="score a run's answers again (other scorers/judge), no answer calls: "
                    "rescore SRC_RUN_DIR [Hydra overrides]", add_help=False)
@@ -166,6 +168,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pricing", help="price table YAML (default configs/pricing/default.yaml)")
     p.add_argument("--write-baseline", action="store_true",
                    help="write the baseline from this run (default tolerances) instead of checking")
+    p.add_argument("--policy", choices=("default", "live", "exact"),
+                   help="with --write-baseline: tolerances (default), cross-build tolerances (live CI gate) or "
+                        "exact checks (replay gate); "
+                        "default: the existing baseline's policy")
     p = sub.add_parser("export", help="write each mode's answers as a LongMemEval hypothesis file (question_id, hypothesis)")
     p.add_argument("run_dir")
     p.add_argument("--out", help="output directory (default: RUN_DIR/export)")
@@ -192,6 +198,16 @@ def main(argv: list[str] | None = None) -> int:
             quoted = str(src / "rescore").replace("\\", "\\\\").replace("'", "\\'")  # `=` and `,` stay one value
             overrides.append(f"hydra.run.dir='{quoted}/${{lme.run_dirname:}}'")
         return _hydra_main(_rescore_task(src), overrides)
+    if argv and argv[0] == "replay":  # replay FIXTURE [--record] [HYDRA OVERRIDES...] (docs/ci-gate.md)
+        rest = [a for a in argv[1:] if a != "--record"]
+        if not rest or "=" in rest[0]:
+            print("lme-harness: error: usage: lme-harness replay FIXTURE.jsonl [--record] [HYDRA OVERRIDES...]",
+                  file=sys.stderr)
+            return 2
+        from runners.gate_replay import replay_main
+
+        logging.basicConfig(level=logging.WARNING)
+        return _guard(lambda: replay_main(rest[0], rest[1:], record="--record" in argv[1:]))
     if argv and argv[0] in ("run", "retrieval-eval"):
         logging.basicConfig(level=logging.WARNING)
         task = _run_task if argv[0] == "run" else _retrieval_task
@@ -213,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "gate":
         from runners.gate import gate_main
 
-        return _guard(lambda: gate_main(args.run_dir, args.baseline, pricing=args.pricing, write=args.write_baseline))
+        return _guard(lambda: gate_main(args.run_dir, args.baseline, pricing=args.pricing, write=args.write_baseline,
+                                          policy=args.policy))
     if args.cmd == "export":
         from reports.export import export_hypotheses
 
@@ -249,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
 def _guard(fn) -> int:
     """Known input errors become one clear line and exit code 2, not a traceback."""
     from harness.data.longmemeval import DataError
+    from harness.llm.fixture import FixtureError
     from harness.llm.models import ModelError
     from harness.llm.types import LLMError
     from harness.records import RecordError
@@ -260,7 +278,7 @@ def _guard(fn) -> int:
     try:
         return fn()
     except (DataError, ModelError, RecordError, RunConfigError, FileNotFoundError, CompareError, GateError,
-            PricingError, LLMError) as e:
+            PricingError, LLMError, FixtureError) as e:
         print(f"lme-harness: error: {e}", file=sys.stderr)
         return 2
 

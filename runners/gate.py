@@ -4,21 +4,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from reports.cost import load_price_table
-from reports.gate import baseline_from_run, run_gate, write_baseline
+from reports.gate import baseline_from_run, load_baseline, run_gate, write_baseline
 
 EXIT_GATE_FAILED = 1
 
 
-def gate_main(run_dir: str, baseline: str, *, pricing: str | None = None, write: bool = False) -> int:
+def gate_main(run_dir: str, baseline: str, *, pricing: str | None = None, write: bool = False,
+              policy: str | None = None) -> int:
     prices = load_price_table(pricing)
     if write:
-        old = {}
-        if Path(baseline).exists():  # keep the hand-written description and command of an existing baseline
-            import yaml
-
-            old = yaml.safe_load(Path(baseline).read_text()) or {}
-        doc = baseline_from_run(run_dir, prices=prices, description=old.get("description", ""),
-                                command=old.get("command", ""))
+        old: dict = {}
+        if Path(baseline).exists():  # keep the description, command and policy of an existing baseline
+            old, _ = load_baseline(baseline)
+        doc = baseline_from_run(run_dir, prices=prices, policy=policy or old.get("policy") or "default",
+                                description=old.get("description", ""), command=old.get("command", ""))
         print(f"baseline written: {write_baseline(doc, baseline)} ({len(doc['checks'])} checks)")
         return 0
     result = run_gate(baseline, run_dir, prices=prices)
