@@ -6,7 +6,8 @@ model (PlanModel): each request is assembled by the same code a run uses, its ca
 as `LLMClient.chat` computes it, and the response cache is consulted. A hit is replayed (so the rest of the
 chain is the run's own); a miss is answered by a stand-in whose text is a marked placeholder of the estimated
 length. A request that contains a placeholder (or follows one) is not known in advance: its prompt tokens
-are estimated and its cache status is "unknown". Nothing is written to the response cache or the index store.
+are estimated and its cache status is "unknown". Nothing is written to the response cache; the index store is
+read (at most a case's keyword tokens are stored, as a run would; placeholder vectors never).
 
 Estimates (stated in plan.json `estimates`):
 - completion tokens of a call: its max_tokens cap (generation.max_tokens, summarizer.max_tokens,
@@ -25,14 +26,12 @@ import copy
 import json
 import tempfile
 import threading
-from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
-import numpy as np
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from harness.llm.client import LLMClient, _from_cache
 from harness.llm.endpoint import Endpoint, cache_namespace, make_client
@@ -137,7 +136,6 @@ class PlanEmbedClient:
     def __init__(self, inner: LLMClient, log: PlanLog, dim: int | None) -> None:
         self.inner, self.log = inner, log
         self.dim = dim or 1536  # text-embedding-3-small's native size; a cached vector's size wins
-        self.index_cached = False  # the index store holds this case's vectors: the run embeds no document
         self.building_index = False  # document inputs are known in advance, whatever the chain before
 
     @property
@@ -156,11 +154,10 @@ class PlanEmbedClient:
             tokens, status = int(hit["usage"].get("prompt_tokens", 0)), HIT
         else:
             vectors = tuple(tuple(float(i % self.dim == j) for j in range(self.dim)) for i in range(len(inputs)))
+            self.log.estimated_chain = True  # searches rank with placeholder vectors: what follows is estimated
             tokens = sum(cl100k_count(t) for t in inputs)
-            status = HIT if self.index_cached else (
-                UNKNOWN if self.log.estimated_chain and not self.building_index else MISS)
-        if not self.index_cached:  # index vectors held by the index store are never requested
-            self.log.add(PlannedCall(self.log.mode, "embedding", tokens, 0, status != UNKNOWN, status, self.model))
+            status = UNKNOWN if self.log.estimated_chain and not self.building_index else MISS
+        self.log.add(PlannedCall(self.log.mode, "embedding", tokens, 0, status != UNKNOWN, status, self.model))
         return EmbeddingResult(vectors, Usage(tokens, 0, None), 0.0, self.model, len(inputs), hit is not None,
                                "embedding")
 
@@ -196,14 +193,6 @@ def _retriever(cfg: DictConfig, log: PlanLog) -> tuple[Any, Any, PlanEmbedClient
         stand_in = PlanEmbedClient(inner, log, getattr(retriever.embedder, "dimensions", None))
         retriever.embedder.client = stand_in
     return retriever, store, stand_in
-
-
-@contextlib.contextmanager
-def open_dict(node: Any) -> Iterator[None]:
-    from omegaconf import open_dict as _od
-
-    with _od(node):
-        yield
 
 
 def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = None) -> dict[str, Any]:
@@ -242,16 +231,19 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
         token_ratio = float(ep.spec.extra.get("token_ratio", 1.0))
 
         def tools_factory(session: Session, boundary: Any) -> Any:
-            if embed_client is not None:
-                n_docs = sum(d.indexed for d in build_docs(session.events, retriever._exclude()))
-                embed_client.index_cached = store is not None and store.has_vectors(
-                    retriever.vector_key(session.events), n_docs, retriever.embedder)
-                embed_client.building_index = True
-                try:
-                    return retriever.tools(session, boundary=boundary)
-                finally:
-                    embed_client.index_cached = embed_client.building_index = False
-            return retriever.tools(session, boundary=boundary)
+            if embed_client is None:
+                return retriever.tools(session, boundary=boundary)
+            n_docs = len(build_docs(session.events, retriever._exclude()))
+            # The run loads the vectors the index store holds (no embedding call): so does the plan (read, and at
+            # most the keyword tokens the run would store); otherwise it plans the document batches.
+            held = store is not None and store.has_vectors(retriever.vector_key(session.events), n_docs,
+                                                           retriever.embedder)
+            retriever.store = store if held else None
+            embed_client.building_index = True
+            try:
+                return retriever.tools(session, boundary=boundary)
+            finally:
+                retriever.store, embed_client.building_index = None, False
 
         n_done = 0
         for case in cases:
