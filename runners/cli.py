@@ -133,6 +133,10 @@ def _plan_task(out: str | None, pricing: str | None):
     return task
 
 
+class PlanUsageError(ValueError):
+    pass
+
+
 def _split_plan_options(argv: list[str]) -> tuple[list[str], str | None, str | None]:
     """(Hydra overrides, --out, --pricing) of `plan ARGS` / `run ARGS --plan`."""
     rest: list[str] = []
@@ -142,8 +146,10 @@ def _split_plan_options(argv: list[str]) -> tuple[list[str], str | None, str | N
         name, eq, value = a.partition("=")
         if name in opts:
             opts[name] = value if eq else next(it, None)
-            if not opts[name]:
-                raise SystemExit(f"lme-harness: error: {name} needs a value")
+            value = opts[name] or ""
+            # a Hydra override (key=value, no "/" in the key) taken for the path: a run dir name may hold "="
+            if not value or (not eq and "=" in value and "/" not in value.split("=", 1)[0]):
+                raise PlanUsageError(f"{name} needs a value (a file path)")
         elif a != "--plan":
             rest.append(a)
     return rest, opts["--out"], opts["--pricing"]
@@ -205,7 +211,11 @@ def main(argv: list[str] | None = None) -> int:
         return _hydra_main(_rescore_task(src), overrides)
     if argv and (argv[0] == "plan" or (argv[0] == "run" and "--plan" in argv)):  # `run --plan` = `plan`
         logging.basicConfig(level=logging.WARNING)
-        overrides, out, pricing = _split_plan_options(argv[1:])
+        try:
+            overrides, out, pricing = _split_plan_options(argv[1:])
+        except PlanUsageError as e:
+            print(f"lme-harness: error: plan: {e}", file=sys.stderr)
+            return 2
         return _hydra_main(_plan_task(out, pricing), overrides)
     if argv and argv[0] in ("run", "retrieval-eval"):
         logging.basicConfig(level=logging.WARNING)

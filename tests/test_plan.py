@@ -112,7 +112,10 @@ def test_plan_reads_the_response_cache_and_skips_recorded_pairs(tmp_path, env, f
     assert len(fake.requests) == n0
 
 
-def test_plan_names_a_missing_price_table(tmp_path, env, fake, capsys):
+def test_plan_names_a_missing_price_table_and_a_missing_option_value(tmp_path, env, fake, capsys):
     args = overrides(tmp_path, fake, tmp_path / "run", limit=1)
     assert main(["plan", *args, "--pricing", str(tmp_path / "nope.yaml")]) == 2
     assert "nope.yaml" in capsys.readouterr().err
+    assert main(["plan", "--out", *args]) == 2  # `--out` swallowing an override would write plan.json there
+    assert "--out needs a value" in capsys.readouterr().err
+    assert not (tmp_path / "run" / "plan.json").exists()
