@@ -139,6 +139,39 @@ def _rescore_task(src: Path):
     return task
 
 
+def _plan_task(out: str | None, pricing: str | None):
+    def task(cfg, run_dir: Path) -> int:
+        from runners.plan import PLAN_FILE, plan_run, render_table, write_plan
+
+        plan = plan_run(cfg, run_dir, pricing=pricing)
+        print(render_table(plan))
+        print(f"plan: {write_plan(plan, Path(out) if out else run_dir / PLAN_FILE)}")
+        return 0
+    return task
+
+
+class PlanUsageError(ValueError):
+    pass
+
+
+def _split_plan_options(argv: list[str]) -> tuple[list[str], str | None, str | None]:
+    """(Hydra overrides, --out, --pricing) of `plan ARGS` / `run ARGS --plan`."""
+    rest: list[str] = []
+    opts: dict[str, str | None] = {"--out": None, "--pricing": None}
+    it = iter(argv)
+    for a in it:
+        name, eq, value = a.partition("=")
+        if name in opts:
+            opts[name] = value if eq else next(it, None)
+            value = opts[name] or ""
+            # a Hydra override (key=value, no "/" in the key) taken for the path: a run dir name may hold "="
+            if not value or (not eq and "=" in value and "/" not in value.split("=", 1)[0]):
+                raise PlanUsageError(f"{name} needs a value (a file path)")
+        elif a != "--plan":
+            rest.append(a)
+    return rest, opts["--out"], opts["--pricing"]
+
+
 def _print_scoring_failed(summary) -> None:
     if summary.n_scoring_failed:
         print(f"lme-harness: scoring failed for {summary.n_scoring_failed} answered pair(s) (judge endpoint error): "
@@ -152,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("run", help="run the benchmark (Hydra overrides follow, e.g. dataset=s model=openai)", add_help=False)
     sub.add_parser("replay", help="the benchmark against a recorded response fixture: replay FIXTURE [--record] "
                    "[Hydra overrides] (docs/ci-gate.md)", add_help=False)
+    sub.add_parser("plan", help="what a run would spend (calls, tokens, USD, cache share), no model call: "
+                   "plan [HYDRA OVERRIDES] [--out FILE] [--pricing FILE] (also: run ... --plan)", add_help=False)
     sub.add_parser("retrieval-eval", help="retrieval-only evaluation (Hydra overrides follow)", add_help=False)
     sub.add_parser("rescore", help="score a run's answers again (other scorers/judge), no answer calls: "
                    "rescore SRC_RUN_DIR [Hydra overrides]", add_help=False)
@@ -208,6 +243,14 @@ def main(argv: list[str] | None = None) -> int:
 
         logging.basicConfig(level=logging.WARNING)
         return _guard(lambda: replay_main(rest[0], rest[1:], record="--record" in argv[1:]))
+    if argv and (argv[0] == "plan" or (argv[0] == "run" and "--plan" in argv)):  # `run --plan` = `plan`
+        logging.basicConfig(level=logging.WARNING)
+        try:
+            overrides, out, pricing = _split_plan_options(argv[1:])
+        except PlanUsageError as e:
+            print(f"lme-harness: error: plan: {e}", file=sys.stderr)
+            return 2
+        return _hydra_main(_plan_task(out, pricing), overrides)
     if argv and argv[0] in ("run", "retrieval-eval"):
         logging.basicConfig(level=logging.WARNING)
         task = _run_task if argv[0] == "run" else _retrieval_task

@@ -183,19 +183,35 @@ class LLMClient:
     ) -> ChatResult:
         """One chat completion. `cache_salt` only separates cache entries (it is not sent): a caller that
         must regenerate an identical request (e.g. the reference's per-mode summaries) salts it."""
-        merged = {**self.default_params, **{k: v for k, v in params.items() if v is not None}}
+        merged = self._merged(params)
         msgs = [dict(m) for m in messages]
-        key_params = {**merged, "_cache_salt": cache_salt} if cache_salt else merged
-        key = request_key(self.cache_namespace, self.model, msgs, list(tools) if tools else None, key_params)
+        key = self.chat_key(msgs, tools=tools, cache_salt=cache_salt, **params)
         return self._cached(key, lambda hit: _from_cache(hit, purpose), _to_cache,
                             self._call_once, msgs, tools, merged, purpose)
+
+    def _merged(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {**self.default_params, **{k: v for k, v in params.items() if v is not None}}
+
+    def chat_key(self, messages: Sequence[Message], *, tools: Sequence[dict[str, Any]] | None = None,
+                 cache_salt: str | None = None, **params: Any) -> str:
+        """The response-cache key `chat` uses for this request (the planner looks requests up with it)."""
+        merged = self._merged(params)
+        key_params = {**merged, "_cache_salt": cache_salt} if cache_salt else merged
+        return request_key(self.cache_namespace, self.model, [dict(m) for m in messages],
+                           list(tools) if tools else None, key_params)
+
+    def embed_key(self, texts: Sequence[str], **params: Any) -> str:
+        """The response-cache key `embed` uses for these inputs."""
+        params = {k: v for k, v in params.items() if v is not None}
+        return request_key(self.cache_namespace, self.model, [str(t) for t in texts], None,
+                           {**params, "_endpoint": "embeddings"})
 
     def embed(self, texts: Sequence[str], *, purpose: str = "embedding", **params: Any) -> EmbeddingResult:
         """One `/embeddings` request for `texts` (params such as `dimensions` are sent as given), with the
         same retries, concurrency limit, cache and accounting as chat; logged for the case's record."""
         inputs = [str(t) for t in texts]
         params = {k: v for k, v in params.items() if v is not None}
-        key = request_key(self.cache_namespace, self.model, inputs, None, {**params, "_endpoint": "embeddings"})
+        key = self.embed_key(inputs, **params)
 
         def decode(hit: dict[str, Any]) -> EmbeddingResult:
             return EmbeddingResult(tuple(tuple(v) for v in hit["vectors"]), Usage(**hit["usage"]),

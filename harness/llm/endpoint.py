@@ -32,7 +32,7 @@ def open_endpoint(model_cfg: Any, *, log_dir: Path, progress: bool = True, n_thr
     if not spec.is_local:
         if spec.api_key in (None, "") and "api.openai.com" in (spec.base_url or ""):
             raise ModelError(f"model {spec.name!r}: no API key (export OPENAI_API_KEY, or set model.api_key to an ${{oc.env:VAR}} interpolation)")
-        yield Endpoint(spec, spec.base_url or "", spec.api_key, cache_namespace=spec.base_url or "")
+        yield Endpoint(spec, spec.base_url or "", spec.api_key, cache_namespace=cache_namespace(spec))
         return
     from harness.llm.local_server import LlamaServer
 
@@ -40,8 +40,14 @@ def open_endpoint(model_cfg: Any, *, log_dir: Path, progress: bool = True, n_thr
     with LlamaServer(spec, log_path=Path(log_dir) / f"llama-server-{spec.name}.log", n_threads=n_threads,
                      verify_model=False) as server:
         server.check_compute()  # a model that loads but cannot compute fails here, not on every case
-        ns = f"llama.cpp:{spec.sha256}:n_ctx={spec.n_ctx}:{spec.chat_format}"
-        yield Endpoint(spec, server.base_url, None, cache_namespace=ns, liveness=server.died)
+        yield Endpoint(spec, server.base_url, None, cache_namespace=cache_namespace(spec), liveness=server.died)
+
+
+def cache_namespace(spec: ModelSpec) -> str:
+    """The endpoint identity in response-cache keys: the model file for a local model (any port), else the URL."""
+    if spec.is_local:
+        return f"llama.cpp:{spec.sha256}:n_ctx={spec.n_ctx}:{spec.chat_format}"
+    return spec.base_url or ""
 
 
 def make_client(endpoint: Endpoint, client_cfg: Any, cache: ResponseCache | None) -> LLMClient:

@@ -55,9 +55,13 @@ class Retriever:
         limit = self.max_embed_tokens
         return lambda text: len(text) > limit and cl100k_count(text) > limit
 
+    def vector_key(self, events: Sequence[Event]) -> str:
+        """The index store's key of these events' vectors (what the vectors depend on)."""
+        return content_hash(events) + f"|emb={self.max_embed_tokens or 0}"
+
     def index(self, events: Sequence[Event]) -> CaseIndex:
         """The index of these events: from memory, else from the store, else built (and stored)."""
-        base = content_hash(events) + f"|emb={self.max_embed_tokens or 0}"  # what the vectors depend on
+        base = self.vector_key(events)
         key = f"{base}|sw={self.stopwords}"
         with self._lock:  # cases may run in threads
             if key in self._memo:

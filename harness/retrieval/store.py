@@ -39,6 +39,10 @@ def build_index(docs: Sequence[Doc], embedder: Any | None, stopwords: str = "luc
     return CaseIndex(docs, vectors=vectors, embedder=embedder, stopwords=stopwords)
 
 
+def _identity(embedder: Any) -> str:
+    return getattr(embedder, "identity", None) or getattr(embedder, "name", type(embedder).__name__)
+
+
 class IndexStore:
     """SQLite cache of per-case tokens and vectors. Safe to share between threads of one process."""
 
@@ -77,8 +81,15 @@ class IndexStore:
         self.stats["token_builds"] += 1
         return tokens
 
+    def has_vectors(self, key: str, n_docs: int, embedder: Any) -> bool:
+        """Whether `load_or_build` would load these vectors rather than embed (read-only)."""
+        with self._lock:
+            row = self._db.execute("SELECT n FROM vectors WHERE key=? AND embedder=?",
+                                   (key, _identity(embedder))).fetchone()
+        return bool(row) and row[0] == n_docs
+
     def _vectors(self, key: str, docs: Sequence[Doc], embedder: Any) -> np.ndarray | None:
-        ident = getattr(embedder, "identity", None) or getattr(embedder, "name", type(embedder).__name__)
+        ident = _identity(embedder)
         with self._lock:
             row = self._db.execute(
                 "SELECT n, dim, data FROM vectors WHERE key=? AND embedder=?", (key, ident)
