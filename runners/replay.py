@@ -33,6 +33,7 @@ from harness.scoring.base import ScoreInput
 from harness.session.events import Session
 from runners.modes import CaseContext, Mode, ModeOutput
 from runners.provenance import provenance
+from runners.wire import WireShape
 from runners.scoring import apply_scores, rescore_pending
 from runners.summaries import SummaryProvider
 
@@ -274,6 +275,7 @@ def _components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -> dic
                                      share_across_modes=bool(cfg.run.share_summary)),
         "retrieval": retrieval,
         "scorers": scorers,
+        "wire": WireShape.from_config(cfg.get("wire")),
         "generation": {k: v for k, v in OmegaConf.to_container(cfg.generation, resolve=True).items() if v is not None},
     }
 
@@ -372,8 +374,9 @@ def _run_cases(cfg: DictConfig, todo: Sequence[tuple[Case, list[Mode]]], comp: d
 
 def _run_case(case: Case, modes: Sequence[Mode], comp: dict[str, Any], writer: RecordWriter, bar,
               breaker: FailureBreaker) -> int:
-    session = Session(id=f"lme-{case.question_id}", user_id=case.question_id)
-    session.extend(case.events())
+    wire = comp.get("wire") or WireShape()
+    session = Session(id=wire.session_id(case.question_id, ""), user_id=case.question_id)
+    session.extend(case.events(ids=wire.event_ids, timestamps=wire.timestamps))
     failed = 0
     retriever = comp["retrieval"]
     ctx = CaseContext(case=case, session=session, model=comp["client"], generation=comp["generation"],
@@ -383,6 +386,7 @@ def _run_case(case: Case, modes: Sequence[Mode], comp: dict[str, Any], writer: R
     for mode in modes:
         if breaker.tripped.is_set():
             break  # not started: left for the next run, never recorded as an outcome it did not have
+        ctx.session = wire.session_for(session, mode.name)  # the same events; the id may name the mode
         t0 = time.perf_counter()
         with embedding_call_log() as embedding_calls:  # index builds and query vectors of this mode's run
             try:
