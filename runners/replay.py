@@ -33,6 +33,8 @@ from harness.scoring.base import ScoreInput
 from harness.session.events import Session
 from runners.modes import CaseContext, Mode, ModeOutput
 from runners.provenance import provenance
+from runners.reference_latency import (appended_event_texts, embed_appended, latency_fields,
+                                       reference_latency_setting, should_measure)
 from runners.wire import WireShape
 from runners.scoring import apply_scores, rescore_pending
 from runners.summaries import SummaryProvider
@@ -276,6 +278,7 @@ def _components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -> dic
         "retrieval": retrieval,
         "scorers": scorers,
         "wire": WireShape.from_config(cfg.get("wire")),
+        "reference_latency": reference_latency_setting(cfg.run.get("reference_latency", "auto")),
         "generation": {k: v for k, v in OmegaConf.to_container(cfg.generation, resolve=True).items() if v is not None},
     }
 
@@ -391,7 +394,12 @@ def _run_case(case: Case, modes: Sequence[Mode], comp: dict[str, Any], writer: R
         with embedding_call_log() as embedding_calls:  # index builds and query vectors of this mode's run
             try:
                 out = mode.run(ctx)
-                rec = _record(case, mode.name, out, comp["scorers"], time.perf_counter() - t0)
+                wall_s = time.perf_counter() - t0  # the reference-latency embeddings below are not this mode's
+                ref_latency, ref_calls = _reference_latency(case, mode.name, out, retriever, comp)
+                rec = _record(case, mode.name, out, comp["scorers"], wall_s)
+                rec["latency"].update(ref_latency)
+                if ref_calls:  # real requests, kept apart from the mode's own embedding_calls (and its cost)
+                    rec["reference_latency_calls"] = ref_calls
             except Exception as e:  # recorded, never dropped: the case is retried on the next run
                 log.exception("%s / %s failed", case.question_id, mode.name)
                 rec = _failed_record(case, mode.name, e, time.perf_counter() - t0)
@@ -404,6 +412,18 @@ def _run_case(case: Case, modes: Sequence[Mode], comp: dict[str, Any], writer: R
         bar.update(1)
     comp["summaries"].forget(case.question_id)
     return failed
+
+
+def _reference_latency(case: Case, mode: str, out: ModeOutput, retriever,
+                       comp: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """latency.query_ms_reference and its parts (runners/reference_latency.py), per run.reference_latency."""
+    query_ms = round(out.query_latency_s * 1000, 1)
+    texts = appended_event_texts(mode, case.question, out.tool_results, out.prediction)
+    embed_ms, calls = None, []
+    embedder = getattr(retriever, "embedder", None)
+    if should_measure(comp.get("reference_latency", "auto"), embedder):
+        embed_ms, calls = embed_appended(embedder, texts)
+    return latency_fields(query_ms, mode, embed_ms, len(texts)), calls
 
 
 def _base_record(case: Case, mode: str) -> dict[str, Any]:

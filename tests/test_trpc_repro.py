@@ -75,12 +75,18 @@ def test_experiment_sets_every_reference_switch_and_defaults_stay():
     assert exp.generation.seed is None and exp.judge.params is None
     assert exp.retrieval.config.name == "trpc_parity_openai" and exp.dataset.name == "longmemeval_s_ssu"
     assert exp.model.model == "gpt-4o-mini" and exp.client.max_tokens_param == "max_completion_tokens"
+    assert exp.run.reference_latency is True and base.run.reference_latency == "auto"
     assert exp.run.share_summary is False and exp.summarizer.max_tokens is None and exp.summarizer.temperature is None
+
+
+SUMMARY = "Café notes: the user waited ☕ two years."
 
 
 def _judging_responder(req):
     if "expert evaluator" in json.dumps(req["messages"]):
         return completion('{"correct": false, "confidence": 0.9, "reason": "different"}')
+    if "Analyze the following" in json.dumps(req["messages"]):
+        return completion(SUMMARY)
     return responder(req)
 
 
@@ -89,7 +95,8 @@ def test_experiment_sends_the_references_request_bodies_and_tool_message(tmp_pat
         rc = main(["run", f"hydra.run.dir={tmp_path / 'run'}", "+experiment=trpc_repro", "dataset=oracle", "dataset.limit=1",
                    "model=endpoint", f"model.base_url={srv.base_url}", "model.model=fake-model",
                    f"cache.path={tmp_path / 'c.sqlite'}", "run.progress=false", "run.concurrency=1",
-                   "retrieval=trpc_parity", "retrieval.embedder=null", "retrieval.store=null"])
+                   "retrieval=trpc_parity", "retrieval.store=null",
+                   "~retrieval.embedder", "+retrieval.embedder={_target_: harness.retrieval.embedders.HashingEmbedder}"])
         assert rc == 0
         reqs = list(srv.requests)
     keys = WIRE["request_keys"]
@@ -113,6 +120,42 @@ def test_experiment_sends_the_references_request_bodies_and_tool_message(tmp_pat
     assert hit["session_id"] == WIRE["session_id_format"].format(mode="summary_ondemand", question_id=qid)
     assert re.match(WIRE["event_id_pattern"], hit["event_id"]) and re.match(WIRE["created_pattern"], hit["created"])
     assert all(re.match(WIRE["event_id_pattern"], c["event_id"]) for c in hit["context"])
+    # latency both ways, summary size both ways
+    recs = {r["mode"]: r for r in load_records(tmp_path / "run" / "records.jsonl")}
+    lc, su, od = recs["long_context"]["latency"], recs["summary"]["latency"], recs["summary_ondemand"]["latency"]
+    assert lc["query_ms_reference"] == lc["query_ms"] and lc["append_embedded_events"] == 0
+    assert su["append_embedded_events"] == 2 and od["append_embedded_events"] == 3  # question, (tool result,) answer
+    for lat in (su, od):
+        assert lat["append_embed_ms"] > 0
+        assert lat["query_ms_reference"] == pytest.approx(lat["query_ms"] + lat["append_embed_ms"], abs=0.11)
+    summ = recs["summary"]["summary"]
+    assert summ["chars"] == len(SUMMARY) and summ["bytes"] == len(SUMMARY.encode()) > summ["chars"]
+
+
+# --- latency both ways ----------------------------------------------------------------------------
+def test_appended_event_texts_follow_the_references_session_services():
+    from runners.reference_latency import appended_event_texts
+
+    assert appended_event_texts("long_context", "q?", [], "a") == []  # in-memory service: nothing embedded
+    assert appended_event_texts("summary", "q?", [], "a") == ["q?", "a"]
+    assert appended_event_texts("summary_ondemand", "q?", [("session_search", "{}")], "") == ["q?", "session_search: {}"]
+
+
+def test_appended_events_are_embedded_one_request_each_and_replay_their_measured_latency(tmp_path):
+    from harness.retrieval.embedders import OpenAIEmbedder
+    from harness.testing.fake_openai import embeddings
+    from runners.reference_latency import embed_appended, latency_fields
+
+    with FakeOpenAIServer(lambda req: embeddings(len(req["input"]), prompt_tokens=3)) as srv:
+        emb = OpenAIEmbedder(model="fake-embedding", base_url=srv.base_url, cache_path=str(tmp_path / "e.sqlite"))
+        ms, calls = embed_appended(emb, ["q?", "session_search: {}", "a"])
+        assert len(srv.requests) == 3 and all(len(r["input"]) == 1 for r in srv.requests)
+        assert ms == pytest.approx(sum(c["latency_s"] for c in calls) * 1000, abs=0.05)
+        again, _ = embed_appended(emb, ["q?", "session_search: {}", "a"])
+        assert len(srv.requests) == 3 and again == ms  # from the cache: as originally measured
+    assert embed_appended(None, ["q?"]) == (None, [])
+    assert latency_fields(100.0, "summary", None, 2)["query_ms_reference"] is None  # not measurable: said so
+    assert latency_fields(100.0, "summary", 5.0, 2)["query_ms_reference"] == 105.0
 
 
 # --- the detailed prompt ----------------------------------------------------------------------------
@@ -148,3 +191,15 @@ def test_keep_summary_tag_differs_on_bold_and_spaced_tags():
     assert keep_summary_tag("**<summary>**\n1. Intent\n**</summary>**") == "**\n1. Intent\n**"
     assert keep_summary_tag("< summary >1. Intent</ summary >") is None
     assert strip_detailed_summary_output("< summary >1. Intent</ summary >") == "1. Intent"
+
+
+def test_reference_latency_setting_never_adds_requests_by_default():
+    from harness.retrieval.embedders import HashingEmbedder
+    from runners.reference_latency import reference_latency_setting, should_measure
+
+    remote = type("Remote", (), {"client": object()})()
+    assert should_measure("auto", HashingEmbedder()) and not should_measure("auto", remote)
+    assert should_measure("true", remote) and not should_measure("false", HashingEmbedder())
+    assert reference_latency_setting(True) == "true"
+    with pytest.raises(ValueError, match="run.reference_latency"):
+        reference_latency_setting("sometimes")
