@@ -203,3 +203,26 @@ def test_reference_latency_setting_never_adds_requests_by_default():
     assert reference_latency_setting(True) == "true"
     with pytest.raises(ValueError, match="run.reference_latency"):
         reference_latency_setting("sometimes")
+
+
+def test_both_reference_tables_in_one_sweep_then_side_by_side(tmp_path):
+    """`lme-harness run +experiment=trpc_repro -m prompt=trpc_default,trpc_detailed`, then `compare` the sweep."""
+    def answer(req):
+        text = json.dumps(req["messages"])
+        if "CRITICAL: Respond with TEXT ONLY" in text:  # the detailed prompt: analysis, then the summary block
+            return completion("**<analysis>**\nscratch\n**<summary>**\n1. Primary Request and Intent: asylum\n**</summary>**")
+        return _judging_responder(req)
+
+    with FakeOpenAIServer(answer) as srv:
+        rc = main(["run", "-m", "+experiment=trpc_repro", "prompt=trpc_default,trpc_detailed", "dataset=oracle",
+                   "dataset.limit=1", "model=endpoint", f"model.base_url={srv.base_url}", "model.model=fake-model",
+                   f"cache.path={tmp_path / 'c.sqlite'}", "run.progress=false", "run.concurrency=1",
+                   "retrieval=trpc_parity", "retrieval.store=null", "~retrieval.embedder",
+                   f"hydra.sweep.dir={tmp_path / 'sweep'}", "hydra.sweep.subdir=${hydra.job.num}"])
+        assert rc == 0
+    detailed = {r["mode"]: r for r in load_records(tmp_path / "sweep" / "1" / "records.jsonl")}
+    assert detailed["summary"]["summary"]["text"] == "1. Primary Request and Intent: asylum"  # stripped as the reference
+    default = {r["mode"]: r for r in load_records(tmp_path / "sweep" / "0" / "records.jsonl")}
+    assert default["summary"]["summary"]["text"] == SUMMARY
+    assert main(["compare", str(tmp_path / "sweep")]) == 0
+    assert "summary_ondemand" in (tmp_path / "sweep" / "compare" / "compare.md").read_text()
