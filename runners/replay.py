@@ -422,7 +422,12 @@ def _reference_latency(case: Case, mode: str, out: ModeOutput, retriever,
     embed_ms, calls = None, []
     embedder = getattr(retriever, "embedder", None)
     if should_measure(comp.get("reference_latency", "auto"), embedder):
-        embed_ms, calls = embed_appended(embedder, texts)
+        try:
+            embed_ms, calls = embed_appended(embedder, texts)
+        except Exception as e:  # a measurement only: the answer stands, the column says "not measured" and why
+            log.warning("%s / %s: reference latency not measured: %s", case.question_id, mode, e)
+            fields = latency_fields(query_ms, mode, None, len(texts))
+            return {**fields, "reference_latency_error": f"{type(e).__name__}: {e}"}, []
     return latency_fields(query_ms, mode, embed_ms, len(texts)), calls
 
 

@@ -226,3 +226,23 @@ def test_both_reference_tables_in_one_sweep_then_side_by_side(tmp_path):
     assert default["summary"]["summary"]["text"] == SUMMARY
     assert main(["compare", str(tmp_path / "sweep")]) == 0
     assert "summary_ondemand" in (tmp_path / "sweep" / "compare" / "compare.md").read_text()
+
+
+def test_a_failing_reference_latency_embedding_keeps_the_answer(tmp_path):
+    from harness.testing.fake_openai import Reply
+
+    def answer(req):
+        if req["_path"].endswith("/embeddings"):
+            return Reply(status=400, body={"error": {"message": "embeddings down"}})
+        return _judging_responder(req)
+
+    with FakeOpenAIServer(answer) as srv:
+        rc = main(["run", f"hydra.run.dir={tmp_path / 'run'}", "dataset=oracle", "dataset.limit=1", "mode=[summary]",
+                   "model=endpoint", f"model.base_url={srv.base_url}", "model.model=fake-model", "judge=none",
+                   f"cache.path={tmp_path / 'c.sqlite'}", "run.progress=false", "run.reference_latency=true",
+                   "retrieval=bm25", "retrieval.embedder={_target_: harness.retrieval.embedders.OpenAIEmbedder, "
+                   f"base_url: '{srv.base_url}', api_key: k, max_retries: 0}}"])
+        assert rc == 0
+    (rec,) = load_records(tmp_path / "run" / "records.jsonl")
+    assert rec["status"] == "ok" and rec["prediction"]
+    assert rec["latency"]["query_ms_reference"] is None and "embeddings down" in rec["latency"]["reference_latency_error"]
