@@ -40,6 +40,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("em", "EM", True),
     Column("final_prompt_tokens", "prompt tokens", False, "{:,.0f}"),
     Column("query_ms", "query latency ms", False, "{:,.0f}"),
+    Column("query_ms_reference", "query latency ms (reference def.)", False, "{:,.0f}"),
     Column("llm_score_strict", "LLMScore strict", True),
     Column("rouge_l_lib", "ROUGE-L (rouge-score)", True),
     Column("sacrebleu_sentence", "BLEU-4 (sacrebleu)", True),
@@ -64,6 +65,7 @@ EXTRA_COLUMNS: tuple[Column, ...] = (
     Column("tool_errors", "tool errors/case", False, "{:.2f}"),
     Column("wall_ms", "wall ms", False, "{:,.0f}"),
     Column("summary_chars", "summary chars", False, "{:,.0f}"),
+    Column("summary_bytes", "summary bytes (reference's chars)", False, "{:,.0f}"),
     Column("cost_answer", "cost: answer $/case", False, "{:.6f}"),
     Column("cost_summary", "cost: summary $/case", False, "{:.6f}"),
     Column("cost_judge", "cost: judge $/case", False, "{:.6f}"),
@@ -144,12 +146,14 @@ def records_frame(records: Sequence[dict[str, Any]], *, meta: Mapping[str, Any] 
             "judge_tokens": _tokens(judge_calls(r)) if ok else None,
             "answer_calls": usage.get("answer_calls"),
             "query_ms": (r.get("latency") or {}).get("query_ms"),
+            "query_ms_reference": (r.get("latency") or {}).get("query_ms_reference"),
             "wall_ms": (r.get("latency") or {}).get("wall_ms"),
             "n_search": r.get("n_search"),
             "n_load": r.get("n_load"),
             "tool_errors": sum(not t.get("ok", True) for t in r.get("tool_calls") or []) if ok else None,
             "truncated": float(bool((r.get("truncation") or {}).get("truncated"))) if ok else None,
             "summary_chars": summary.get("chars") if summary else None,
+            "summary_bytes": summary.get("bytes") if summary else None,
         }
         if trpc is not None and ok:
             row["llm_acc"] = _trpc_acc(trpc, "verdict")

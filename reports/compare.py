@@ -21,7 +21,7 @@ from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, mcnemar, paired_bootstra
 
 # What a comparison shows by default: quality first, then what it costs.
 COMPARE_KEYS: tuple[str, ...] = (*QUALITY_KEYS, "final_prompt_tokens", "prompt_tokens_total", "summary_tokens",
-                                 "n_search", "n_load", "query_ms", "cost_total")
+                                 "n_search", "n_load", "query_ms", "query_ms_reference", "cost_total")
 # Config keys that never explain a difference in results.
 _NOISE_KEYS = ("run.name", "run.progress", "run.concurrency", "client.concurrency", "cache.")
 _LOOPBACK = ("http://127.0.0.1", "http://localhost")

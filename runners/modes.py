@@ -61,6 +61,7 @@ class ModeOutput:
     summary: dict[str, Any] | None = None
     error: str | None = None
     final_messages: int = 0
+    tool_results: list[tuple[str, str]] = field(default_factory=list)  # (tool name, content) as sent back
 
 
 class Mode(Protocol):
@@ -178,6 +179,7 @@ class SummaryOnDemandMode(SummaryMode):
         sw = _Stopwatch()
         calls: list[ChatResult] = []
         trace: list[dict[str, Any]] = []
+        tool_results: list[tuple[str, str]] = []
         rounds = 0
         prediction, error = "", None
         while True:
@@ -202,5 +204,7 @@ class SummaryOnDemandMode(SummaryMode):
                 trace.append({"round": rounds, "id": tc.get("id"), "name": fn.get("name"), "arguments": fn.get("arguments"),
                               "ok": out.ok, "error": out.error, "trace": out.trace, "response_chars": len(out.content)})
                 messages.append({"role": "tool", "tool_call_id": tc.get("id") or "", "content": out.content})
+                tool_results.append((fn.get("name", ""), out.content))
         return ModeOutput(prediction=prediction, calls=calls, query_latency_s=query_latency(calls, sw.harness_s()),
-                          tool_trace=trace, summary=summary_info, error=error, final_messages=len(messages))
+                          tool_trace=trace, summary=summary_info, error=error, final_messages=len(messages),
+                          tool_results=tool_results)

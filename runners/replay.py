@@ -38,6 +38,9 @@ from runners.bounds import RecordBounds, bound_record
 from runners.console import log_failure
 from runners.modes import CaseContext, Mode, ModeOutput
 from runners.provenance import provenance
+from runners.reference_latency import (appended_event_texts, embed_appended, latency_fields,
+                                       reference_latency_setting, should_measure)
+from runners.wire import WireShape
 from runners.scoring import apply_scores, rescore_pending
 from runners.settings import RunConfigError, validate_settings
 from runners.summaries import SummaryProvider
@@ -249,6 +252,8 @@ def _components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -> dic
         "retrieval": retrieval,
         "scorers": scorers,
         "liveness": [c.liveness for c in dict.fromkeys((client, judge_client)) if getattr(c, "liveness", None)],
+        "wire": WireShape.from_config(cfg.get("wire")),
+        "reference_latency": reference_latency_setting(cfg.run.get("reference_latency", "auto")),
         "generation": {k: v for k, v in OmegaConf.to_container(cfg.generation, resolve=True).items() if v is not None},
         "bounds": RecordBounds.from_config(cfg),
     }
@@ -355,8 +360,9 @@ def _run_cases(cfg: DictConfig, todo: Sequence[tuple[Case, list[Mode]]], comp: d
 
 def _run_case(case: Case, modes: Sequence[Mode], comp: dict[str, Any], writer: RecordWriter, bar,
               breaker: FailureBreaker, watch: ServerWatch | None = None) -> int:
-    session = Session(id=f"lme-{case.question_id}", user_id=case.question_id)
-    session.extend(case.events())
+    wire = comp.get("wire") or WireShape()
+    session = Session(id=wire.session_id(case.question_id, ""), user_id=case.question_id)
+    session.extend(case.events(ids=wire.event_ids, timestamps=wire.timestamps))
     failed = 0
     retriever = comp["retrieval"]
     ctx = CaseContext(case=case, session=session, model=comp["client"], generation=comp["generation"],
@@ -366,11 +372,17 @@ def _run_case(case: Case, modes: Sequence[Mode], comp: dict[str, Any], writer: R
     for mode in modes:
         if breaker.tripped.is_set() or writer.error is not None:
             break  # not started: left for the next run, never recorded as an outcome it did not have
+        ctx.session = wire.session_for(session, mode.name)  # the same events; the id may name the mode
         t0 = time.perf_counter()
         with embedding_call_log() as embedding_calls:  # index builds and query vectors of this mode's run
             try:
                 out = mode.run(ctx)
-                rec = _record(case, mode.name, out, comp["scorers"], time.perf_counter() - t0)
+                wall_s = time.perf_counter() - t0  # the reference-latency embeddings below are not this mode's
+                ref_latency, ref_calls = _reference_latency(case, mode.name, out, retriever, comp)
+                rec = _record(case, mode.name, out, comp["scorers"], wall_s)
+                rec["latency"].update(ref_latency)
+                if ref_calls:  # real requests, kept apart from the mode's own embedding_calls (and its cost)
+                    rec["reference_latency_calls"] = ref_calls
             except ServerDied as e:
                 rec = None
                 if watch is not None:
@@ -391,6 +403,23 @@ def _run_case(case: Case, modes: Sequence[Mode], comp: dict[str, Any], writer: R
         bar.update(1)
     comp["summaries"].forget(case.question_id)
     return failed
+
+
+def _reference_latency(case: Case, mode: str, out: ModeOutput, retriever,
+                       comp: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """latency.query_ms_reference and its parts (runners/reference_latency.py), per run.reference_latency."""
+    query_ms = round(out.query_latency_s * 1000, 1)
+    texts = appended_event_texts(mode, case.question, out.tool_results, out.prediction)
+    embed_ms, calls = None, []
+    embedder = getattr(retriever, "embedder", None)
+    if should_measure(comp.get("reference_latency", "auto"), embedder):
+        try:
+            embed_ms, calls = embed_appended(embedder, texts)
+        except Exception as e:  # a measurement only: the answer stands, the column says "not measured" and why
+            log.warning("%s / %s: reference latency not measured: %s", case.question_id, mode, e)
+            fields = latency_fields(query_ms, mode, None, len(texts))
+            return {**fields, "reference_latency_error": f"{type(e).__name__}: {e}"}, []
+    return latency_fields(query_ms, mode, embed_ms, len(texts)), calls
 
 
 def _base_record(case: Case, mode: str) -> dict[str, Any]:

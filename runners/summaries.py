@@ -47,7 +47,8 @@ class ProvidedSummary:
         b = s.boundary
         return {
             "text": s.text,
-            "chars": len(s.text),
+            "chars": len(s.text),  # code points
+            "bytes": len(s.text.encode("utf-8")),  # the reference's SummaryChars: Go len() counts UTF-8 bytes
             "boundary": {"version": b.version, "filter_key": b.filter_key, "cutoff_at": b.cutoff_at,
                          "last_event_id": b.last_event_id},
             "generated_for": self.generated_for,

@@ -8,6 +8,7 @@ import gzip
 import hashlib
 import json
 import os
+import uuid
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,10 @@ from harness.session.events import Event
 REPO_ROOT = Path(__file__).resolve().parents[2]
 AGENT_AUTHOR = "lme-eval-agent"  # the reference seeds assistant turns with the agent's name as author
 BASE_TIMESTAMP = 1_700_000_000.0  # synthetic, monotonic timestamps (the reference uses created_at + i ms)
+# Namespace of the deterministic UUID event ids (`wire.event_ids=uuid`): any fixed UUID works, it only has to stay put.
+EVENT_ID_NAMESPACE = uuid.UUID("5b0e7c1e-3d2a-4c7f-9a61-2f4e8d9c0b17")
+EVENT_ID_STYLES = ("sequential", "uuid")
+TIMESTAMP_STYLES = ("ms", "us")
 
 REQUIRED_FIELDS: dict[str, type | tuple[type, ...]] = {
     "question_id": str,
@@ -64,23 +69,31 @@ class Case:
     def n_turns(self) -> int:
         return sum(len(s) for s in self.sessions)
 
-    def events(self) -> list[Event]:
+    def events(self, *, ids: str = "sequential", timestamps: str = "ms") -> list[Event]:
         """One event per turn, all sessions flattened in file order (reference §3.1).
 
-        Ids are deterministic (`e0000`, ...) so that identical re-runs send identical requests
-        and hit the response cache; timestamps are synthetic and 1 ms apart.
+        Ids and times are deterministic so that identical re-runs send identical requests and hit the
+        response cache. `ids`: "sequential" (`e0000`, ...) or "uuid" (uuid5 of question id and turn index:
+        the 36-character shape of the reference's random UUIDs). `timestamps`: 1 ms apart either way;
+        "ms" starts on a whole second, "us" on a per-case microsecond fraction, as the reference's
+        `CreatedAt + 1 ms + i ms` (Postgres keeps microseconds), so each `created` shows 6 fraction digits.
         """
+        if ids not in EVENT_ID_STYLES:
+            raise ValueError(f"wire.event_ids: {ids!r} is not one of {list(EVENT_ID_STYLES)}")
+        if timestamps not in TIMESTAMP_STYLES:
+            raise ValueError(f"wire.timestamps: {timestamps!r} is not one of {list(TIMESTAMP_STYLES)}")
+        base = BASE_TIMESTAMP + (_micro_fraction(self.question_id) if timestamps == "us" else 0.0)
         out: list[Event] = []
         i = 0
         for sid, turns in zip(self.session_ids, self.sessions):
             for t in turns:
                 out.append(
                     Event(
-                        id=f"e{i:04d}",
+                        id=str(uuid.uuid5(EVENT_ID_NAMESPACE, f"{self.question_id}/{i}")) if ids == "uuid" else f"e{i:04d}",
                         index=i,
                         role=t.role,
                         content=t.content,
-                        timestamp=BASE_TIMESTAMP + 0.001 * (i + 1),
+                        timestamp=base + 0.001 * (i + 1),
                         author="user" if t.role == "user" else AGENT_AUTHOR,
                         source_session=sid,
                         has_answer=t.has_answer,
@@ -88,6 +101,14 @@ class Case:
                 )
                 i += 1
         return out
+
+
+def _micro_fraction(question_id: str) -> float:
+    """A per-case sub-millisecond offset (seconds) whose microsecond digits are never all zero."""
+    micros = int(hashlib.sha256(question_id.encode()).hexdigest()[:8], 16) % 1_000_000
+    if micros % 1000 == 0:
+        micros += 1
+    return micros / 1_000_000
 
 
 def sha256_bytes(data: bytes) -> str:
