@@ -47,7 +47,10 @@ def test_run_with_a_failing_judge_exits_3_keeps_answers_then_only_scoring_is_red
         assert f"scoring failed for {n_pairs} answered pair(s)" in out.err
         assert "scoring failed, the answer is kept" in out.err + out.out  # one console line per pair
         report = (run_dir / "report.md").read_text()
-        assert report.count("| scoring_failed |") == n_pairs and "judge call failed" in report
+        rows = [ln for ln in report.splitlines() if "| scoring_failed |" in ln and "judge call failed" in ln]
+        assert rows, report  # identical errors are grouped: every pair is listed in its group's row, counted
+        assert sum(int(ln.split("|")[1]) for ln in rows) == n_pairs
+        assert all(any(f"{q} / {m}" in ln for ln in rows) for q, m in recs)
         summary = {row["mode"]: row for row in _csv(run_dir / "summary.csv")}
         assert all(float(summary[m]["failed"]) == N_CASES for m in MODES)
         assert all(summary[m].get("llm_score", "") in ("", "nan") for m in MODES)  # not a mean of fake zeros
