@@ -200,10 +200,11 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
     from harness.retrieval.index import build_docs
     from harness.session.store import SQLiteStore
     from harness.session.tokens import o200k_counter
-    from runners.replay import _validate, build_modes, build_scorers, open_cache, score_prediction
+    from runners.replay import build_modes, build_scorers, open_cache, score_prediction
+    from runners.settings import validate_settings
     from runners.summaries import SummaryProvider
 
-    _validate(cfg)
+    validate_settings(cfg)
     table = load_price_table(pricing)
     cases, _ = instantiate(cfg.dataset, _convert_="all").load()
     modes = build_modes(cfg)
