@@ -114,3 +114,47 @@ def test_all_types_configs_select_every_type():
     cases, prov = src.load()
     assert prov["n_selected"] == 500 and {c.question_type for c in cases} == set(QUESTION_TYPES)
     assert sum(c.is_abstention for c in cases) == 30
+
+
+def test_per_type_report_scoreboard_and_gate(tmp_path, subset):
+    from reports.by_type import type_table
+    from reports.aggregate import read_run, scoreboard
+    from reports.gate import run_gate
+    from reports.render import build_report
+
+    with FakeOpenAIServer(Recorder()) as srv:
+        assert _run(tmp_path, subset, srv.base_url, "mode=[long_context,summary]") == 0
+    run_dir = tmp_path / "run"
+    out = build_report(run_dir)
+    table = type_table(read_run(run_dir).df)
+    lc = table[(table["mode"] == "long_context") & (table["metric"] == "lme_acc")].set_index("question_type")
+    assert set(QUESTION_TYPES) | {"abstention", "overall", "task_avg"} == set(lc.index)
+    assert lc.loc["overall", "n"] == len(subset_rows()) and lc.loc["abstention", "n"] == 1
+    # The fake judge says "no" to every answer, but "yes" to none: all 0; task_avg is the mean of type means.
+    assert lc.loc["task_avg", "mean"] == pytest.approx(lc.loc[list(QUESTION_TYPES), "mean"].mean())
+    assert out["by_type_csv"].exists() and out["plot_by_type"].exists()
+    md = out["markdown"].read_text()
+    assert "## Per question type" in md and "| temporal-reasoning |" in md and "| task_avg |" in md
+    board = scoreboard(read_run(run_dir).df)
+    assert board[("summary", "lme_acc@type:multi-session")] == 0.0
+    base = tmp_path / "gate.yaml"
+    base.write_text("checks:\n"
+                    "  - {mode: summary, metric: lme_acc, question_type: temporal-reasoning, baseline: 0.0, abs: 0.0}\n"
+                    "  - {mode: summary, metric: lme_acc, question_type: multi-session, min: 0.5}\n")
+    res = run_gate(base, run_dir)
+    assert [o.failed for o in res.outcomes] == [False, True]
+    assert "lme_acc@type:multi-session" in res.markdown()
+
+
+def test_a_single_type_run_has_no_per_type_section(tmp_path):
+    from reports.aggregate import read_run
+    from reports.by_type import type_scoreboard, type_table
+    from reports.render import build_report
+    from tests.report_fixtures import standard_run
+
+    run_dir = standard_run(tmp_path / "r")
+    df = read_run(run_dir).df
+    assert type_table(df).empty and type_scoreboard(df) == {}
+    out = build_report(run_dir)
+    assert "by_type_csv" not in out and not (run_dir / "by_type.csv").exists()
+    assert "Per question type" not in out["markdown"].read_text()
