@@ -158,3 +158,22 @@ def test_a_single_type_run_has_no_per_type_section(tmp_path):
     out = build_report(run_dir)
     assert "by_type_csv" not in out and not (run_dir / "by_type.csv").exists()
     assert "Per question type" not in out["markdown"].read_text()
+
+
+def test_compare_pairs_per_question_type_only_when_several_types(tmp_path):
+    from reports.compare import compare_runs, load_runs, pair_markdown
+    from tests.report_fixtures import rec, write_run, meta
+
+    def run(name, em):
+        recs = [rec(f"q{i}", "summary", em=em[i], lme=em[i], qtype=t)
+                for i, t in enumerate(["multi-session", "multi-session", "temporal-reasoning", "temporal-reasoning"])]
+        return write_run(tmp_path / name, recs, meta())
+
+    a, b = run("a", [1, 1, 0, 0]), run("b", [1, 1, 1, 1])
+    pair = compare_runs(load_runs([a, b]), n_boot=50)[0]
+    rows = {(r["group"], r["metric"]): r for r in pair.by_type.to_dict("records")}
+    assert rows[("summary / temporal-reasoning", "em")]["delta"] == 1.0
+    assert rows[("summary / multi-session", "em")]["delta"] == 0.0
+    assert "Per question type" in pair_markdown(pair)
+    single = [write_run(tmp_path / n, [rec("q1", "summary", em=1.0)], meta()) for n in ("c", "d")]
+    assert compare_runs(load_runs(single), n_boot=50)[0].by_type is None
