@@ -349,6 +349,9 @@ def scoreboard(df: pd.DataFrame) -> dict[tuple[str, str], float]:
         out[(r["mode"], "n_load_total")] = float(r["load_total"])
     for r in cost_table(df).to_dict("records"):
         out[(r["mode"], "cost_total_sum")] = r["cost_total_sum"]
+    from reports.by_type import type_scoreboard  # per question type ("lme_acc@type:multi-session"); {} for one type
+
+    out.update(type_scoreboard(df))
     return {k: v for k, v in out.items() if v is not None and not (isinstance(v, float) and math.isnan(v))}
 
 

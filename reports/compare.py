@@ -211,6 +211,7 @@ class PairResult:
     stats: pd.DataFrame
     diff: list[tuple[str, Any, Any]]
     warnings: list[str]
+    by_type: pd.DataFrame | None = None  # paired stats per "mode / question_type"; None unless several types
 
 
 def compare_runs(runs: Sequence[Run], keys: Sequence[str] = COMPARE_KEYS, *, n_boot: int = DEFAULT_N_BOOT,
@@ -236,8 +237,18 @@ def compare_runs(runs: Sequence[Run], keys: Sequence[str] = COMPARE_KEYS, *, n_b
         only_b = len(other.df[other.df["status"] == "ok"]) - len(pairs)
         if only_a or only_b:
             warnings.append(f"unpaired scored cases left out: {only_a} only in A, {only_b} only in B")
-        out.append(PairResult(base, other, stats.reset_index(drop=True), config_diff(base.meta, other.meta), warnings))
+        out.append(PairResult(base, other, stats.reset_index(drop=True), config_diff(base.meta, other.meta), warnings,
+                              _by_type(pairs, keys, n_boot=n_boot, seed=seed)))
     return out
+
+
+def _by_type(pairs: pd.DataFrame, keys: Sequence[str], **kw: Any) -> pd.DataFrame | None:
+    """The same paired statistics within each (mode, question type), when the runs hold several types."""
+    if "question_type_a" not in pairs or pairs["question_type_a"].nunique(dropna=True) < 2:
+        return None
+    grouped = pairs.assign(mode_type=pairs["mode"].astype(str) + " / " + pairs["question_type_a"].astype(str))
+    grouped = grouped.sort_values(["mode_type"], kind="stable")
+    return paired_stats(grouped, keys, group="mode_type", **kw).reset_index(drop=True)
 
 
 def pair_markdown(p: PairResult) -> str:
@@ -251,6 +262,8 @@ def pair_markdown(p: PairResult) -> str:
         lines.append("- config differences: none recorded")
     lines += [f"- note: {w}" for w in p.warnings]
     lines += ["", markdown_paired(p.stats, label_a="A", label_b="B"), ""]
+    if p.by_type is not None and not p.by_type.empty:
+        lines += ["### Per question type (mode / type)", "", markdown_paired(p.by_type, label_a="A", label_b="B"), ""]
     return "\n".join(lines)
 
 
@@ -263,4 +276,6 @@ COMPARE_NOTE = ("Paired by question_id and mode over cases scored in both runs. 
 
 def dumps_json(pairs: Sequence[PairResult]) -> str:
     return json.dumps([{"a": str(p.a.path), "b": str(p.b.path), "config_diff": p.diff, "warnings": p.warnings,
-                        "rows": p.stats.to_dict("records")} for p in pairs], indent=1, default=str)
+                        "rows": p.stats.to_dict("records"),
+                        **({"rows_by_type": p.by_type.to_dict("records")} if p.by_type is not None else {})}
+                       for p in pairs], indent=1, default=str)

@@ -42,6 +42,11 @@ class Check:
     max: float | None = None
     higher_is_better: bool | None = None
     exact: bool = False  # the value must equal the baseline (both directions): deterministic by construction
+    question_type: str | None = None  # check the metric on this question type only ("metric@type:T" on the board)
+
+    @property
+    def key(self) -> str:
+        return self.metric if self.question_type is None else f"{self.metric}@type:{self.question_type}"
 
     @property
     def direction(self) -> bool:
@@ -83,7 +88,8 @@ def _num(v: Any, what: str) -> float | None:
     return x
 
 
-CHECK_KEYS = frozenset({"mode", "metric", "baseline", "abs", "rel", "min", "max", "higher_is_better", "exact"})
+CHECK_KEYS = frozenset({"mode", "metric", "baseline", "abs", "rel", "min", "max", "higher_is_better", "exact",
+                        "question_type"})
 TOP_KEYS = frozenset({"version", "description", "command", "source", "checks", "policy"})
 
 
@@ -129,7 +135,10 @@ def load_baseline(path: str | Path) -> tuple[dict[str, Any], list[Check]]:
                 raise GateError(f"{where}.{flag}: must be true or false, not {c[flag]!r}")
         chk = Check(c["mode"], c["metric"], *(_num(c.get(k), f"{where}.{k}")
                                              for k in ("baseline", "abs", "rel", "min", "max")),
-                    higher_is_better=c.get("higher_is_better"), exact=bool(c.get("exact", False)))
+                    higher_is_better=c.get("higher_is_better"), exact=bool(c.get("exact", False)),
+                    question_type=c.get("question_type"))
+        if chk.question_type is not None and (not isinstance(chk.question_type, str) or not chk.question_type):
+            raise GateError(f"{where}.question_type: must be a non-empty string, not {chk.question_type!r}")
         if chk.baseline is None and chk.min is None and chk.max is None:
             raise GateError(f"{where}: needs 'baseline' (with abs/rel) or a 'min'/'max' bound")
         if chk.exact and chk.baseline is None:
@@ -138,9 +147,9 @@ def load_baseline(path: str | Path) -> tuple[dict[str, Any], list[Check]]:
             raise GateError(f"{where}: abs/rel tolerances must be >= 0")
         if chk.min is not None and chk.max is not None and chk.min > chk.max:
             raise GateError(f"{where}: min {chk.min} > max {chk.max}")
-        if (chk.mode, chk.metric) in seen:
+        if (chk.mode, chk.key) in seen:
             raise GateError(f"{where}: a second check of the same metric (merge them)")
-        seen.add((chk.mode, chk.metric))
+        seen.add((chk.mode, chk.key))
         try:
             chk.direction  # noqa: B018 - validates the direction early
         except GateError as e:
@@ -208,7 +217,7 @@ class GateResult:
             b, c = o.check.baseline, o.current
             delta = _delta(b, c)
             mark = {"FAIL": "✗ FAIL", "better": "✓ better", "pass": "✓ pass"}[o.status]
-            rows.append((mark, o.check.mode, o.check.metric, "↑" if o.check.direction else "↓", _fmt(b) if b is not None
+            rows.append((mark, o.check.mode, o.check.key, "↑" if o.check.direction else "↓", _fmt(b) if b is not None
                          else "", _fmt(c), delta, o.limit_text, o.reason))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
         lines = ["  ".join(cell.ljust(w) for cell, w in zip(r[:-1], widths)) + ("  " + r[-1] if r[-1] else "")
@@ -226,7 +235,7 @@ class GateResult:
         for o in sorted(self.outcomes, key=lambda o: (not o.failed, o.check.mode, o.check.metric)):
             b, c = o.check.baseline, o.current
             delta = _delta(b, c)
-            lines.append(f"| {o.status} | {o.check.mode} | {o.check.metric} | {'↑' if o.check.direction else '↓'} | "
+            lines.append(f"| {o.status} | {o.check.mode} | {o.check.key} | {'↑' if o.check.direction else '↓'} | "
                          f"{'' if b is None else _fmt(b)} | {_fmt(c)} | {delta} | {o.limit_text} | {o.reason} |")
         return "\n".join(lines) + "\n"
 
@@ -247,7 +256,7 @@ def run_gate(baseline_path: str | Path, run_dir: str | Path, *, prices: Any = No
         if want.get(key) and have.get(key) and want[key] != have[key]:
             warnings.append(f"{key} differs from the baseline's run ({str(want[key])[:16]} vs {str(have[key])[:16]}): "
                             "is this the benchmark the baseline describes?")
-    outcomes = [evaluate(c, board.get((c.mode, c.metric))) for c in checks]
+    outcomes = [evaluate(c, board.get((c.mode, c.key))) for c in checks]
     return GateResult(outcomes, warnings, Path(baseline_path), run_dir)
 
 

@@ -116,9 +116,25 @@ def build_report(run_dir: Path, *, prices: PriceTable | str | Path | None = None
 
     ctx = dict(run_dir=run_dir, df=df, meta=meta, records=records, summary=summary, ci=ci, quality=quality,
                other=other, judges=judges, sav=sav, tools=tools, costs=costs, table=table, pair=pair, wlt=wlt, figs=figs)
-    out["markdown"].write_text(_markdown(**ctx))
+    md = _markdown(**ctx)
+    md += _by_type(df, run_dir, out)  # "" for a single-type run: its files stay exactly as before
+    out["markdown"].write_text(md)
     out["html"].write_text(_html(**ctx))
     return out
+
+
+def _by_type(df: pd.DataFrame, run_dir: Path, out: dict[str, Path]) -> str:
+    """Per question type: by_type.csv, a plot and a Markdown section, only when the run holds several types."""
+    from reports import by_type
+
+    table = by_type.type_table(df)
+    if table.empty:
+        return ""
+    out["by_type_csv"] = run_dir / "by_type.csv"
+    write_csv(table, out["by_type_csv"], index=False)
+    paths = by_type.plot(table, run_dir / "by_type")
+    out["plot_by_type"], out["plot_by_type_svg"] = paths[0], paths[1]
+    return "\n" + "\n".join(by_type.markdown(table) + ["![per question type](by_type.png)", ""])
 
 
 # --- Markdown -----------------------------------------------------------------------------------------------

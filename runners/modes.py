@@ -49,6 +49,7 @@ class CaseContext:
     token_ratio: float = 1.0  # model tokens per o200k token (safety factor for fitting a local model's window)
     summaries: Any = None  # SummaryProvider (summary modes)
     tools_factory: Callable[..., Any] | None = None  # (session, boundary) -> SessionTools (ondemand)
+    question_text: str | None = None  # the question message as sent (wire.question_template); None: case.question
 
 
 @dataclass
@@ -70,8 +71,8 @@ class Mode(Protocol):
     def run(self, ctx: CaseContext) -> ModeOutput: ...
 
 
-def _question_message(case: Case) -> Message:
-    return {"role": "user", "content": case.question}
+def _question_message(ctx: CaseContext) -> Message:
+    return {"role": "user", "content": ctx.case.question if ctx.question_text is None else ctx.question_text}
 
 
 def query_latency(calls: Sequence[ChatResult], harness_s: float) -> float:
@@ -114,7 +115,7 @@ class LongContextMode:
         events = ctx.session.events[-self.max_events:] if self.max_events else ctx.session.events
         shown = drop_leading_non_user(events)  # like the reference session filter: history starts at a user turn
         messages = [{"role": "system", "content": self.instruction}, *(e.to_message() for e in shown),
-                    _question_message(ctx.case)]
+                    _question_message(ctx)]
         # The last layer: fit the model's window by dropping the oldest rounds (never a tool call from its result).
         budget = ctx.context_window - int(ctx.generation.get("max_tokens") or 0) - self.reserve_tokens
         counter = ctx.token_counter if ctx.token_ratio == 1 else ScaledCounter(ctx.token_counter, ctx.token_ratio)
@@ -142,7 +143,7 @@ class SummaryMode:
         got = ctx.summaries.get(ctx, self.name)
         summary = got.summary
         # assemble() keeps only the events after the summary's boundary (summary.events_after).
-        messages = assemble(system, summary, ctx.session.events, _question_message(ctx.case), injection=self.injection)
+        messages = assemble(system, summary, ctx.session.events, _question_message(ctx), injection=self.injection)
         return messages, got.record(), summary
 
     def run(self, ctx: CaseContext) -> ModeOutput:

@@ -362,13 +362,14 @@ def _run_case(case: Case, modes: Sequence[Mode], comp: dict[str, Any], writer: R
               breaker: FailureBreaker, watch: ServerWatch | None = None) -> int:
     wire = comp.get("wire") or WireShape()
     session = Session(id=wire.session_id(case.question_id, ""), user_id=case.question_id)
-    session.extend(case.events(ids=wire.event_ids, timestamps=wire.timestamps))
+    session.extend(case.events(ids=wire.event_ids, timestamps=wire.timestamps, session_header=wire.session_header))
     failed = 0
     retriever = comp["retrieval"]
     ctx = CaseContext(case=case, session=session, model=comp["client"], generation=comp["generation"],
                       context_window=comp["window"], token_counter=comp["counter"],
                       token_ratio=comp["token_ratio"], summaries=comp["summaries"],
-                      tools_factory=lambda sess, boundary: retriever.tools(sess, boundary=boundary))
+                      tools_factory=lambda sess, boundary: retriever.tools(sess, boundary=boundary),
+                      question_text=wire.question(case.question, case.question_date))
     for mode in modes:
         if breaker.tripped.is_set() or writer.error is not None:
             break  # not started: left for the next run, never recorded as an outcome it did not have

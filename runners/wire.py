@@ -15,6 +15,15 @@ from harness.data.longmemeval import EVENT_ID_STYLES, TIMESTAMP_STYLES
 from harness.session.events import Session
 
 _SESSION_ID_FIELDS = {"question_id", "mode"}
+_QUESTION_FIELDS = {"question", "question_date"}
+_KEYS = ("event_ids", "session_id", "timestamps", "session_header", "question_template")
+
+
+def _fields(template: str, key: str) -> set[str]:
+    try:
+        return {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+    except ValueError as e:
+        raise ValueError(f"wire.{key}: {template!r} is not a format string ({e})") from e
 
 
 @dataclass(frozen=True)
@@ -22,16 +31,26 @@ class WireShape:
     event_ids: str = "sequential"
     session_id_format: str = "lme-{question_id}"
     timestamps: str = "ms"
+    # Dates (LongMemEval has them; the published single-session-user protocol shows none): null keeps the
+    # default requests byte-identical. session_header: "{date}" line before each session's first turn;
+    # question_template: the question message, with {question} and {question_date}.
+    session_header: str | None = None
+    question_template: str | None = None
 
     def __post_init__(self) -> None:
         if self.event_ids not in EVENT_ID_STYLES:
             raise ValueError(f"wire.event_ids: {self.event_ids!r} is not one of {list(EVENT_ID_STYLES)}")
         if self.timestamps not in TIMESTAMP_STYLES:
             raise ValueError(f"wire.timestamps: {self.timestamps!r} is not one of {list(TIMESTAMP_STYLES)}")
-        try:
-            fields = {f for _, f, _, _ in string.Formatter().parse(self.session_id_format) if f is not None}
-        except ValueError as e:
-            raise ValueError(f"wire.session_id: {self.session_id_format!r} is not a format string ({e})") from e
+        fields = _fields(self.session_id_format, "session_id")
+        if self.session_header is not None and _fields(self.session_header, "session_header") != {"date"}:
+            raise ValueError(f"wire.session_header: {self.session_header!r} must contain {{date}} and no other "
+                             f"placeholder")
+        if self.question_template is not None:
+            qf = _fields(self.question_template, "question_template")
+            if "question" not in qf or not qf <= _QUESTION_FIELDS:
+                raise ValueError(f"wire.question_template: {self.question_template!r} must contain {{question}} and "
+                                 f"no placeholder other than {sorted(_QUESTION_FIELDS)}")
         if "question_id" not in fields or not fields <= _SESSION_ID_FIELDS:
             raise ValueError(f"wire.session_id: {self.session_id_format!r} must contain {{question_id}} and no "
                              f"placeholder other than {sorted(_SESSION_ID_FIELDS)}")
@@ -39,13 +58,22 @@ class WireShape:
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None) -> "WireShape":
         cfg = dict(cfg or {})
-        unknown = set(cfg) - {"event_ids", "session_id", "timestamps"}
+        unknown = set(cfg) - set(_KEYS)
         if unknown:
-            raise ValueError(f"wire: unknown key(s) {sorted(unknown)}; allowed: event_ids, session_id, timestamps")
+            raise ValueError(f"wire: unknown key(s) {sorted(unknown)}; allowed: {', '.join(_KEYS)}")
         d = cls()
+        opt = {k: (None if cfg.get(k) is None else str(cfg[k])) for k in ("session_header", "question_template")}
         return cls(event_ids=str(cfg.get("event_ids", d.event_ids)),
                    session_id_format=str(cfg.get("session_id", d.session_id_format)),
-                   timestamps=str(cfg.get("timestamps", d.timestamps)))
+                   timestamps=str(cfg.get("timestamps", d.timestamps)), **opt)
+
+    def question(self, question: str, question_date: str) -> str:
+        """The question message's text: the question itself unless `question_template` is set."""
+        if self.question_template is None:
+            return question
+        if not question_date.strip() and "question_date" in _fields(self.question_template, "question_template"):
+            raise ValueError("field 'question_date' is empty, but wire.question_template shows it")
+        return self.question_template.format(question=question, question_date=question_date)
 
     def session_id(self, question_id: str, mode: str) -> str:
         return self.session_id_format.format(question_id=question_id, mode=mode)

@@ -22,7 +22,12 @@ BASE_TIMESTAMP = 1_700_000_000.0  # synthetic, monotonic timestamps (the referen
 # Namespace of the deterministic UUID event ids (`wire.event_ids=uuid`): any fixed UUID works, it only has to stay put.
 EVENT_ID_NAMESPACE = uuid.UUID("5b0e7c1e-3d2a-4c7f-9a61-2f4e8d9c0b17")
 EVENT_ID_STYLES = ("sequential", "uuid")
-TIMESTAMP_STYLES = ("ms", "us")
+# "session": each event carries its haystack session's date (haystack_dates), sessions in date order as the
+# official LongMemEval prompt sorts them; "ms"/"us" are synthetic times that ignore the benchmark's dates.
+TIMESTAMP_STYLES = ("ms", "us", "session")
+LME_DATE_FORMAT = "%Y/%m/%d (%a) %H:%M"  # haystack_dates / question_date, e.g. "2023/05/20 (Sat) 02:21"
+QUESTION_TYPES = ("single-session-user", "single-session-assistant", "single-session-preference", "multi-session",
+                  "knowledge-update", "temporal-reasoning")
 
 REQUIRED_FIELDS: dict[str, type | tuple[type, ...]] = {
     "question_id": str,
@@ -69,7 +74,8 @@ class Case:
     def n_turns(self) -> int:
         return sum(len(s) for s in self.sessions)
 
-    def events(self, *, ids: str = "sequential", timestamps: str = "ms") -> list[Event]:
+    def events(self, *, ids: str = "sequential", timestamps: str = "ms",
+               session_header: str | None = None) -> list[Event]:
         """One event per turn, all sessions flattened in file order (reference §3.1).
 
         Ids and times are deterministic so that identical re-runs send identical requests and hit the
@@ -77,23 +83,43 @@ class Case:
         the 36-character shape of the reference's random UUIDs). `timestamps`: 1 ms apart either way;
         "ms" starts on a whole second, "us" on a per-case microsecond fraction, as the reference's
         `CreatedAt + 1 ms + i ms` (Postgres keeps microseconds), so each `created` shows 6 fraction digits.
+        "session": sessions sorted by date (stable), each turn at its session's date + 1 ms per turn (kept
+        strictly increasing, as the summary boundary and search filters compare timestamps).
+        `session_header`: a template with `{date}` put on its own line before the first turn of each session
+        (how long_context and summary prompts, which show no timestamps, learn the session dates).
         """
         if ids not in EVENT_ID_STYLES:
             raise ValueError(f"wire.event_ids: {ids!r} is not one of {list(EVENT_ID_STYLES)}")
         if timestamps not in TIMESTAMP_STYLES:
             raise ValueError(f"wire.timestamps: {timestamps!r} is not one of {list(TIMESTAMP_STYLES)}")
         base = BASE_TIMESTAMP + (_micro_fraction(self.question_id) if timestamps == "us" else 0.0)
+        order = list(zip(self.session_ids, self.sessions, self.session_dates))
+        starts: list[float] = []
+        if timestamps == "session" or session_header:
+            starts = [self.session_epoch(k) for k in range(len(order))]
+        if timestamps == "session":
+            ranked = sorted(range(len(order)), key=lambda k: starts[k])
+            order, starts = [order[k] for k in ranked], [starts[k] for k in ranked]
         out: list[Event] = []
         i = 0
-        for sid, turns in zip(self.session_ids, self.sessions):
-            for t in turns:
+        last = float("-inf")
+        for k, (sid, turns, date) in enumerate(order):
+            for j, t in enumerate(turns):
+                if timestamps == "session":
+                    ts = max(starts[k] + 0.001 * (j + 1), last + 0.001)
+                else:
+                    ts = base + 0.001 * (i + 1)
+                last = ts
+                content = t.content
+                if session_header and j == 0:
+                    content = session_header.format(date=date) + "\n" + content
                 out.append(
                     Event(
                         id=str(uuid.uuid5(EVENT_ID_NAMESPACE, f"{self.question_id}/{i}")) if ids == "uuid" else f"e{i:04d}",
                         index=i,
                         role=t.role,
-                        content=t.content,
-                        timestamp=base + 0.001 * (i + 1),
+                        content=content,
+                        timestamp=ts,
                         author="user" if t.role == "user" else AGENT_AUTHOR,
                         source_session=sid,
                         has_answer=t.has_answer,
@@ -101,6 +127,23 @@ class Case:
                 )
                 i += 1
         return out
+
+
+    def session_epoch(self, k: int) -> float:
+        """Seconds since the epoch (UTC) of session k's `haystack_dates` entry; DataError naming it if unusable."""
+        return parse_lme_date(self.session_dates[k] if k < len(self.session_dates) else "",
+                              f"question_id={self.question_id}: field 'haystack_dates[{k}]'")
+
+
+def parse_lme_date(text: str, where: str) -> float:
+    """A LongMemEval date ("2023/05/20 (Sat) 02:21") as UTC epoch seconds; DataError naming `where` otherwise."""
+    from datetime import datetime, timezone
+
+    try:
+        return datetime.strptime(text.strip(), LME_DATE_FORMAT).replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        raise DataError(f"{where} is {text!r}, expected a date like '2023/05/20 (Sat) 02:21' "
+                        f"(dated events need the benchmark's dates)") from None
 
 
 def _micro_fraction(question_id: str) -> float:
@@ -372,6 +415,11 @@ class LongMemEvalSource:
         if expected and digest != expected:
             raise DataError(f"{source}: sha256 mismatch: expected {expected}, got {digest}")
         all_cases = parse_cases(data, source)
+        present = {c.question_type.lower() for c in all_cases}
+        missing = [t for t in (self.question_types or []) if t.strip().lower() not in present]
+        if missing:  # a typo would otherwise silently shrink the run to the other types
+            raise DataError(f"{source}: dataset '{self.name}' question_types {missing} match no question "
+                            f"(types in the file: {sorted(present)})")
         cases = select(all_cases, self.question_types, self.limit, self.question_ids, self.sample_seed)
         if not cases:
             raise DataError(f"{source}: no question matches question_types={list(self.question_types or [])}")

@@ -1,0 +1,58 @@
+"""The official LongMemEval answer prompt (a fourth mode, `mode=lme_official`): not one of the tRPC strategies.
+
+Upstream (xiaowu0162/LongMemEval src/generation/run_generation.py, `prepare_prompt`, retriever "orig-session"
+/ "oracle-session", history_format json, no CoT) sends ONE user message: an instruction, every session sorted by
+its date string as `### Session i` with its date and its turns as JSON (without `has_answer`), then the question's
+date and the question. Upstream truncates the history string to a token budget keeping its start; here the
+oldest sessions are dropped until the prompt fits the model's window (recorded in `truncation`).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from runners.modes import CaseContext, ModeOutput, _Stopwatch, query_latency
+
+LME_OFFICIAL_TEMPLATE = ("I will give you several history chats between you and a user. Please answer the question "
+                         "based on the relevant chat history.\n\n\nHistory Chats:\n\n{}\n\nCurrent Date: {}\n"
+                         "Question: {}\nAnswer:")
+SESSION_BLOCK = "\n### Session {}:\nSession Date: {}\nSession Content:\n{}\n"
+
+
+def session_blocks(ctx: CaseContext) -> list[str]:
+    """Each session as upstream renders it, in upstream's order (sorted by the date string)."""
+    case = ctx.case
+    dated = sorted(zip(case.session_dates, case.sessions), key=lambda x: x[0])
+    return [SESSION_BLOCK.format(i + 1, date, "\n" + json.dumps([{"role": t.role, "content": t.content} for t in turns]))
+            for i, (date, turns) in enumerate(dated)]
+
+
+@dataclass
+class LongMemEvalOfficialMode:
+    name: str = "lme_official"
+    reserve_tokens: int = 64
+
+    def run(self, ctx: CaseContext) -> ModeOutput:
+        from harness.session.tokens import ScaledCounter
+
+        sw = _Stopwatch()
+        blocks = session_blocks(ctx)
+        counter = ctx.token_counter if ctx.token_ratio == 1 else ScaledCounter(ctx.token_counter, ctx.token_ratio)
+        budget = ctx.context_window - int(ctx.generation.get("max_tokens") or 0) - self.reserve_tokens
+
+        def prompt(kept: list[str]) -> str:
+            return LME_OFFICIAL_TEMPLATE.format("".join(kept), ctx.case.question_date, ctx.case.question)
+
+        full = counter.count(prompt(blocks))
+        kept = list(blocks)
+        while len(kept) > 1 and counter.count(prompt(kept)) > budget:
+            kept.pop(0)  # the oldest session first; the question and its date always stay
+        text = prompt(kept)
+        tokens = counter.count(text)
+        info = {"truncated": len(kept) < len(blocks), "dropped_sessions": len(blocks) - len(kept),
+                "kept_sessions": len(kept), "estimated_prompt_tokens": tokens, "estimated_full_prompt_tokens": full,
+                "budget_tokens": budget, "fits": tokens <= budget}
+        messages = [{"role": "user", "content": text}]
+        r = sw.model(lambda: ctx.model.chat(messages, **ctx.generation))
+        return ModeOutput(prediction=r.content.strip(), calls=[r], query_latency_s=query_latency([r], sw.harness_s()),
+                          truncation=info, final_messages=1)
