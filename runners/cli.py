@@ -284,6 +284,9 @@ def main(argv: list[str] | None = None) -> int:
             for qid, mode, error in res.missing:
                 print(f"lme-harness: warning: no answer for {qid} / {mode} (failed: {error}); rerun the run to fill it",
                       file=sys.stderr)
+            for qid, mode, n in res.truncated:
+                print(f"lme-harness: warning: {qid} / {mode}: the answer ({n} characters) was cut in the export "
+                      f"(a note in the hypothesis says so)", file=sys.stderr)
             print("re-judge with LongMemEval's script: python src/evaluation/evaluate_qa.py gpt-4o FILE REF_FILE")
             if args.dataset:
                 from reports.export import export_cases_dataset
