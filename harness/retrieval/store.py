@@ -16,6 +16,7 @@ import numpy as np
 
 from harness.retrieval.index import CaseIndex, Doc
 from harness.retrieval.keyword import analyze
+from harness.secrets import REGISTRY
 from harness.storage import open_sqlite
 
 _SCHEMA = """
@@ -76,7 +77,8 @@ class IndexStore:
         if row and row[0] == len(docs):
             self.stats["token_hits"] += 1
             return json.loads(row[1])
-        tokens = [analyze(d.text, stopwords) for d in docs]
+        # Analysed from the masked text: stored tokens must not spell out a key a reply echoed (pieces included).
+        tokens = [analyze(REGISTRY.redact(d.text), stopwords) for d in docs]
         with self._lock, self._db:
             self._db.execute(
                 "INSERT OR REPLACE INTO tokens VALUES (?,?,?,?)", (key, len(docs), json.dumps(tokens), time.time())
