@@ -125,6 +125,14 @@ def redact_obj(obj: Any) -> Any:
     return obj
 
 
+def redact_stored(obj: Any) -> Any:
+    """`obj` (a JSON-like value) as a store or cache may keep it: registered secrets masked in every string.
+    Stores outlive the run directory (the response cache is shared by runs): an endpoint that echoes a key in a
+    successful reply must not leave it there. A masked reply is also what a later cache hit returns."""
+    register_env()
+    return redact_obj(obj)
+
+
 def _resolved_leaves(cfg: Any) -> Iterable[tuple[str, Any]]:
     """(dotted key, resolved value) of every leaf; a leaf whose interpolation fails is skipped, not fatal."""
     from omegaconf import DictConfig, ListConfig, OmegaConf

@@ -52,11 +52,11 @@ def open_sqlite(path: str | Path, what: str, schema: str, tables: Mapping[str, S
         problems = [r[0] for r in db.execute("PRAGMA quick_check(5)").fetchall()]
         if problems != ["ok"]:
             raise sqlite3.DatabaseError("integrity check failed: " + "; ".join(problems))
-        db.execute("PRAGMA journal_mode=WAL")
-        for table, columns in tables.items():  # before the schema is applied: a refused file stays as it was
+        for table, columns in tables.items():  # before WAL and the schema: a refused file stays byte-identical
             found = [r[1] for r in db.execute(f"PRAGMA table_info({table})").fetchall()]
             if found and found[: len(columns)] != list(columns):
                 raise sqlite3.DatabaseError(f"table {table} has columns {found}, expected {list(columns)}")
+        db.execute("PRAGMA journal_mode=WAL")
         db.executescript(schema)
         return db
     except sqlite3.DatabaseError as e:

@@ -4,7 +4,11 @@ optionally the per-case table as a Hugging Face `datasets` dataset (and Parquet)
 Upstream (`src/evaluation/evaluate_qa.py METRIC_MODEL HYP_FILE REF_FILE`) reads JSON lines with
 `question_id` and `hypothesis`; one file per mode is written here from the records (the source of truth).
 A (case, mode) whose newest record failed has no answer: it is listed in `missing`, never written as an
-empty hypothesis (that would be judged as a wrong answer instead of a missing one).
+empty hypothesis (that would be judged as a wrong answer instead of a missing one). A `scoring_failed` pair
+has its answer (only the judge failed): it is exported.
+
+What is written is bounded like a record (runners/bounds.py, the run's `run.max_reply_chars` and
+`run.max_record_field_chars`): a longer text is cut with a note in the text, listed in `truncated`.
 """
 from __future__ import annotations
 
@@ -12,7 +16,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.records import RECORDS_FILE, RecordError, load_records, record_key
+from harness.records import RECORDS_FILE, RecordError, has_answer, load_records, record_key
+from runners.bounds import RecordBounds, cut_text
 
 
 @dataclass
@@ -20,6 +25,16 @@ class HypothesisExport:
     files: dict[str, Path] = field(default_factory=dict)  # mode -> file
     counts: dict[str, int] = field(default_factory=dict)
     missing: list[tuple[str, str, str]] = field(default_factory=list)  # (question_id, mode, error)
+    truncated: list[tuple[str, str, int]] = field(default_factory=list)  # (question_id, mode, original length)
+
+
+def run_bounds(run_dir: Path) -> RecordBounds:
+    """The bounds the run wrote its records with (run.json's config), else the defaults."""
+    try:
+        cfg = json.loads((run_dir / "run.json").read_text()).get("config") or {}
+    except (OSError, ValueError, AttributeError):
+        cfg = {}
+    return RecordBounds.from_config(cfg if isinstance(cfg, dict) else {})
 
 
 def export_hypotheses(run_dir: str | Path, out_dir: str | Path | None = None) -> HypothesisExport:
@@ -31,12 +46,17 @@ def export_hypotheses(run_dir: str | Path, out_dir: str | Path | None = None) ->
     out.mkdir(parents=True, exist_ok=True)
     by_mode: dict[str, list[dict]] = {}
     result = HypothesisExport()
+    bounds = run_bounds(run_dir)
     for rec in sorted(load_records(path), key=lambda r: (r["mode"], r["question_id"])):
-        if rec.get("status") != "ok":
+        if not has_answer(rec):
             result.missing.append((rec["question_id"], rec["mode"], str(rec.get("error") or rec.get("status"))))
             continue
-        by_mode.setdefault(rec["mode"], []).append({"question_id": rec["question_id"],
-                                                    "hypothesis": rec.get("prediction") or ""})
+        answer = str(rec.get("prediction") or "")
+        if len(answer) > bounds.max_reply_chars:
+            result.truncated.append((rec["question_id"], rec["mode"], len(answer)))
+        by_mode.setdefault(rec["mode"], []).append({
+            "question_id": rec["question_id"],
+            "hypothesis": cut_text(answer, bounds.max_reply_chars, "run.max_reply_chars")})
     for mode, rows in by_mode.items():
         f = out / f"{mode}.jsonl"
         f.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
@@ -59,8 +79,12 @@ def export_cases_dataset(run_dir: str | Path, out_dir: str | Path | None = None)
     df = run.df
     df.attrs = {}  # the price table object is not serialisable; its date is in the cost columns' provenance
     texts = {record_key(r): r for r in run.records}
+    bounds = run_bounds(run_dir)
     for field_name in ("question", "reference", "prediction"):
-        df[field_name] = [texts.get((q, str(m)), {}).get(field_name) for q, m in zip(df["question_id"], df["mode"])]
+        limit, setting = ((bounds.max_reply_chars, "run.max_reply_chars") if field_name == "prediction"
+                          else (bounds.max_field_chars, "run.max_record_field_chars"))
+        values = [texts.get((q, str(m)), {}).get(field_name) for q, m in zip(df["question_id"], df["mode"])]
+        df[field_name] = [cut_text(v, limit, setting) if isinstance(v, str) else v for v in values]
     df["mode"] = df["mode"].astype(str)
     ds = datasets.Dataset.from_pandas(df, preserve_index=False)
     ds.save_to_disk(str(out / "cases"))

@@ -34,6 +34,11 @@ def cut_note(removed: int, setting: str) -> str:
     return f"\n[... {removed} more characters cut from the record: {setting}]"
 
 
+def cut_text(value: str, limit: int, setting: str) -> str:
+    """`value` cut to `limit` characters with a note naming `setting` (e.g. run.max_reply_chars); as is if it fits."""
+    return value if len(value) <= limit else value[:limit] + cut_note(len(value) - limit, f"{setting}={limit}")
+
+
 def _is_reply(path: str) -> bool:
     """Model output: the prediction and the content of every recorded call (answer, summary, judge)."""
     return path == "prediction" or (path.endswith(".content") and ".calls[" in f".{path}")

@@ -125,10 +125,18 @@ def _retrieval_task(cfg, run_dir: Path) -> int:
 
 def _rescore_task(src: Path):
     def task(cfg, run_dir: Path) -> int:
+        from harness.records import RECORDS_FILE
         from reports.render import build_report
+        from runners.replay import RunStopped
         from runners.rescore import rescore_run
 
-        summary = rescore_run(cfg, src, run_dir)
+        try:
+            summary = rescore_run(cfg, src, run_dir)
+        except RunStopped as e:  # the embedded judge's server died: records kept, the same command resumes
+            if (run_dir / RECORDS_FILE).exists():
+                build_report(run_dir)
+            print(f"lme-harness: rescore stopped: {e}", file=sys.stderr)
+            return EXIT_STOPPED
         paths = build_report(run_dir)
         print(f"rescored {src} -> {run_dir}")
         print(f"records: {summary.n_records} ({summary.n_skipped} already done, {summary.n_failed} not scored)")
@@ -284,6 +292,9 @@ def main(argv: list[str] | None = None) -> int:
             for qid, mode, error in res.missing:
                 print(f"lme-harness: warning: no answer for {qid} / {mode} (failed: {error}); rerun the run to fill it",
                       file=sys.stderr)
+            for qid, mode, n in res.truncated:
+                print(f"lme-harness: warning: {qid} / {mode}: the answer ({n} characters) was cut in the export "
+                      f"(a note in the hypothesis says so)", file=sys.stderr)
             print("re-judge with LongMemEval's script: python src/evaluation/evaluate_qa.py gpt-4o FILE REF_FILE")
             if args.dataset:
                 from reports.export import export_cases_dataset

@@ -238,7 +238,12 @@ def _components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -> dic
     make_summarizer = instantiate(cfg.summarizer, _partial_=True)
     summarizer = make_summarizer(model=client, prompt=instantiate(cfg.prompt), context_window=window,
                                  token_counter=counter)
-    retrieval = instantiate(cfg.retrieval)
+    try:
+        retrieval = instantiate(cfg.retrieval)
+    except Exception as e:  # Hydra wraps a damaged index store: unwrapped, it is one error naming the file
+        if isinstance(e.__cause__, StorageError):
+            raise e.__cause__ from None
+        raise
     if getattr(retrieval, "embedder", None) is not None and int(cfg.run.concurrency) > 1:
         retrieval.embedder = SerializedEmbedder(retrieval.embedder)
     scorers = build_scorers(cfg, judge_client)

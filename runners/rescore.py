@@ -10,6 +10,8 @@ Each new record is the source record with `metrics` and `metric_details` replace
 calls, tool trace, summary, usage and latency are kept, so cost and token columns still describe the run that
 produced the answers. A failed source pair has no answer: it is copied as failed (and listed in the report).
 A pair whose judge call fails is recorded "scoring_failed" (exit 3) and scored again by the same command.
+An embedded judge whose server dies stops the rescore instead (exit 4): no pair is recorded with the dead
+server's failure, every record is kept, and the same command resumes.
 The output directory (default SRC/rescore/<overrides>) resumes like a run: the same command scores only
 what is missing, and `lme-harness compare SRC OUT` puts the two judges side by side. One process at a time
 writes it (run.lock).
@@ -27,11 +29,13 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from harness.llm.endpoint import make_client, open_endpoint
+from harness.llm.liveness import ServerWatch
 from harness.records import (RECORDS_FILE, STATUS_OK, STATUS_SCORING_FAILED, RecordError, RecordWriter, done_keys,
                              has_answer, load_records, record_key)
 from harness.runlock import run_dir_lock
 from runners.provenance import MODEL_KEYS, redacted_config
-from runners.replay import FAILURE_NOTE, RunSummary, _write_failure, build_scorers, open_cache, preflight
+from runners.replay import (FAILURE_NOTE, RunStopped, RunSummary, _write_failure, build_scorers, open_cache,
+                            preflight)
 from runners.scoring import apply_scores
 
 log = logging.getLogger(__name__)
@@ -75,9 +79,25 @@ def _rescore_locked(cfg: DictConfig, src_dir: Path, out_dir: Path, source: list[
             (out_dir / FAILURE_NOTE).unlink(missing_ok=True)
             writer = RecordWriter(out_dir / RECORDS_FILE)
             t0 = time.perf_counter()
-            with ThreadPoolExecutor(max_workers=int(cfg.run.concurrency)) as pool:
-                for new in pool.map(lambda r: rescore_record(r, scorers, str(src_dir)), todo):
+            liveness = getattr(judge_client, "liveness", None)
+            watch = ServerWatch([liveness] if liveness else [])
+
+            def one(r: dict[str, Any]) -> dict[str, Any] | None:
+                return None if watch.died is not None else rescore_record(r, scorers, str(src_dir))
+
+            written = 0
+            with watch, ThreadPoolExecutor(max_workers=int(cfg.run.concurrency)) as pool:
+                for new in pool.map(one, todo):
+                    # A judge that lost its server scores "failed": not the pair's own outcome, so not recorded.
+                    if new is None or watch.check() is not None:
+                        continue  # the rest are skipped at once (`one` sees `watch.died`)
                     writer.append(new)
+                    written += 1
+            if watch.died is not None:
+                raise RunStopped(
+                    f"{watch.died}\nThe rescore stopped: {written} pair(s) were scored this run, {len(todo) - written} "
+                    f"were left for the next one; every record is kept in {writer.path}. Fix the cause and run the "
+                    f"same command again to resume.") from watch.died
             if judge_client is not None:
                 stats = judge_client.stats.as_dict()
             _write_meta(cfg, src_dir, out_dir, judge_spec, stats, time.perf_counter() - t0)

@@ -68,6 +68,28 @@ def test_an_event_over_max_event_chars_is_cut_with_a_note_and_a_warning(caplog):
     assert counter.chars < 50 * 5_000  # the work depends on the bound, not on the event's size
 
 
+def test_tool_call_arguments_over_max_event_chars_are_cut_with_a_note_and_a_warning(caplog):
+    """An assistant event whose content is short but whose tool call carries 300 k characters of arguments."""
+    from harness.session.events import ToolCall
+
+    session = Session("s", "u")
+    session.append(ev(0, "user", "find it"))
+    args = '{"query": "' + " ".join(f"a{i}" for i in range(60_000)) + '"}'
+    session.append(ev(1, "assistant", "", tool_calls=(ToolCall("c1", "search", args),)))
+    counter = WorkCounter()
+    model = ScriptedModel(lambda m: "s")
+    with caplog.at_level(logging.WARNING):
+        out = Summarizer(model, SummaryPrompt("{conversation_text}"), context_window=2000, token_counter=counter,
+                         output_reserve=100, max_event_chars=5_000).summarize(session, force=True)
+    sent = "".join(c["messages"][0]["content"].removeprefix("system: s\n") for c in model.calls)
+    flat = sent.replace(" ", "").replace("\n", "")  # a split line may gain or lose a space where it was split
+    assert args[:5_000].replace(" ", "") in flat and args[:5_100].replace(" ", "") not in flat
+    assert (f"{args[4_900:5_000]}\n[... {len(args) - 5_000} more characters cut: these tool-call arguments exceed "
+            f"summarizer.max_event_chars=5000") in sent
+    assert out.truncated_events == 1 and "summarizer.max_event_chars=5000" in caplog.text
+    assert counter.chars < 50 * 5_000  # the work depends on the bound, not on the arguments' size
+
+
 def test_the_event_bound_has_a_default():
     assert Summarizer(ScriptedModel(), SummaryPrompt("{conversation_text}")).max_event_chars == DEFAULT_MAX_EVENT_CHARS
 

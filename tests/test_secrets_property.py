@@ -105,3 +105,46 @@ def test_a_run_that_cannot_start_leaks_no_canary(entry, tmp_path, monkeypatch, c
              if canary in str(p) or (p.is_file() and canary.encode() in p.read_bytes())]
     assert leaks == []
     assert canary not in out.out and canary not in out.err and canary not in caplog.text
+
+
+def _echoing_success(model: FakeModel):
+    """A careless endpoint that *succeeds*: every answer, tool answer and summary carries the credentials and the
+    URL it was called with (so the canary reaches the response cache, the summary tables and the records)."""
+    def respond(req):
+        reply = model(req)
+        if request_kind(req) in ("answer", "tool_answer", "summary") and isinstance(reply.body, dict):
+            message = reply.body["choices"][0]["message"]
+            message["content"] = f"{message.get('content') or ''} (served for {req['_auth']} at {req['_path']})"
+        return reply
+    return respond
+
+
+@pytest.mark.parametrize("entry", ["env interpolation on model.api_key", "OPENAI_API_KEY, also under an innocent key",
+                                   "LME_HARNESS_API_KEY", "base_url query api_key"])
+def test_a_canary_echoed_in_successful_answers_and_summaries_is_stored_nowhere(entry, tmp_path, monkeypatch, capfd,
+                                                                              caplog):
+    """The response cache (cache.path), session_store.sqlite (events, summaries, summary cache) and the retrieval
+    index store hold masked text only."""
+    env, overrides, _ = ENTRIES[entry]
+    canary = "sk-canary-" + stdlib_secrets.token_hex(12)
+    for name in ("LME_HARNESS_API_KEY", "OPENAI_API_KEY", ENV_KEY):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, canary if value == "canary" else value)
+    monkeypatch.chdir(tmp_path)
+    caplog.set_level(logging.DEBUG)
+    with FakeOpenAIServer(_echoing_success(FakeModel())) as srv:
+        code = main(["run", "model=endpoint", f"model.base_url={srv.base_url}", "model.model=fake-model",
+                     f"cache.path={tmp_path / 'cache.sqlite'}", "run.progress=false", "retrieval=bm25",
+                     "retrieval.store=ix.sqlite", "judge=none", "client.max_retries=0",
+                     "dataset.limit=2", "mode=[long_context,summary_ondemand]", *overrides(srv.base_url, canary)])
+        echoed = sum(canary in str(r.get("_auth")) + str(r.get("_path")) for r in srv.requests)
+    out = capfd.readouterr()
+    assert code == 0, out.err[-2000:]
+    assert echoed  # the endpoint really saw (and echoed) the canary in successful replies
+    stores = [tmp_path / "cache.sqlite", *tmp_path.glob("runs/**/session_store.sqlite"), tmp_path / "ix.sqlite"]
+    assert all(p.exists() for p in stores) and len(stores) == 3
+    leaks = [str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")
+             if canary in str(p) or (p.is_file() and canary.encode() in p.read_bytes())]
+    assert leaks == []
+    assert canary not in out.out and canary not in out.err and canary not in caplog.text

@@ -18,13 +18,15 @@ from tests.test_bad_inputs import one_error_line, run
 GARBAGE = b"this is not a database\n" * 50
 
 
-@pytest.mark.parametrize("which", ["cache", "store"])
+@pytest.mark.parametrize("which", ["cache", "store", "index"])
 def test_a_corrupt_cache_or_store_is_one_error_before_any_case_runs(tmp_path, capsys, which):
-    path = tmp_path / "cache.sqlite" if which == "cache" else tmp_path / "run" / "session_store.sqlite"
+    path = {"cache": tmp_path / "cache.sqlite", "store": tmp_path / "run" / "session_store.sqlite",
+            "index": tmp_path / "index" / "retrieval_index.sqlite"}[which]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(GARBAGE)
     with FakeOpenAIServer(FakeModel()) as srv:
-        code = run(tmp_path, "dataset.limit=1", "mode=[summary]", base_url=srv.base_url)
+        code = run(tmp_path, "dataset.limit=1", "mode=[summary_ondemand]", f"retrieval.store={tmp_path / 'index' / 'retrieval_index.sqlite'}",
+                   base_url=srv.base_url)
     line = one_error_line(capsys.readouterr().err)
     assert code == 2 and str(path) in line and "Move it aside or delete it" in line
     assert not srv.requests  # no case ran: no pair "failed" with zero calls
@@ -60,6 +62,35 @@ def test_a_store_with_a_foreign_schema_is_refused(tmp_path):
         db.execute("CREATE TABLE summaries (x TEXT)")
     with pytest.raises(StorageError, match=r"session store is not a usable .*\(table summaries has columns"):
         SQLiteStore(path)
+
+
+def test_an_index_store_with_a_foreign_schema_or_damaged_pages_is_refused(tmp_path):
+    import sqlite3
+
+    from harness.retrieval.store import IndexStore
+
+    path = tmp_path / "i.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE tokens (x TEXT)")
+    before = path.read_bytes()
+    with pytest.raises(StorageError, match=r"i\.sqlite: the retrieval index store is not a usable .*\(table tokens has columns"):
+        IndexStore(path)
+    assert path.read_bytes() == before
+    good = tmp_path / "g.sqlite"
+    store = IndexStore(good)
+    for i in range(300):
+        store.load_or_build(f"k{i}", _docs(i), None)
+    store.close()
+    damaged = _damage_pages(good, offset=100_000)
+    with pytest.raises(StorageError, match=r"g\.sqlite: the retrieval index store is not a usable SQLite database"):
+        IndexStore(good)
+    assert good.read_bytes() == damaged
+
+
+def _docs(i):
+    from harness.retrieval.index import Doc
+
+    return [Doc(f"e{j}", j, "user", f"case {i} sentence {j} " * 50, float(j), True) for j in range(5)]
 
 
 def test_a_corrupt_cache_entry_names_the_file(tmp_path):

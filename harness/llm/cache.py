@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from harness.secrets import redact_stored
 from harness.storage import StorageError, open_sqlite
 
 
@@ -43,8 +44,10 @@ class ResponseCache:
                                f"move the file aside or delete it, then run the same command again") from e
 
     def put(self, key: str, value: dict[str, Any]) -> None:
+        """Store `value` with registered secrets masked (an endpoint may echo a key in a successful reply)."""
+        blob = json.dumps(redact_stored(value))
         with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO responses (key, value) VALUES (?, ?)", (key, json.dumps(value)))
+            self._db.execute("INSERT OR REPLACE INTO responses (key, value) VALUES (?, ?)", (key, blob))
             self._db.commit()
 
     def __len__(self) -> int:

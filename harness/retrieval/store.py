@@ -7,7 +7,6 @@ different key, never a stale hit.
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -17,6 +16,17 @@ import numpy as np
 
 from harness.retrieval.index import CaseIndex, Doc
 from harness.retrieval.keyword import analyze
+from harness.secrets import REGISTRY
+from harness.storage import open_sqlite
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tokens (key TEXT PRIMARY KEY, n INTEGER, tokens TEXT, created REAL);
+CREATE TABLE IF NOT EXISTS vectors (
+    key TEXT, embedder TEXT, n INTEGER, dim INTEGER, data BLOB, seconds REAL, created REAL,
+    PRIMARY KEY (key, embedder));
+"""
+_COLUMNS = {"tokens": ("key", "n", "tokens", "created"),
+            "vectors": ("key", "embedder", "n", "dim", "data", "seconds", "created")}
 
 
 def _embed_docs(docs: Sequence[Doc], embedder: Any) -> np.ndarray | None:
@@ -50,16 +60,10 @@ class IndexStore:
         self.path = Path(path).expanduser()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(self.path), check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(
-            """
-            CREATE TABLE IF NOT EXISTS tokens (key TEXT PRIMARY KEY, n INTEGER, tokens TEXT, created REAL);
-            CREATE TABLE IF NOT EXISTS vectors (
-                key TEXT, embedder TEXT, n INTEGER, dim INTEGER, data BLOB, seconds REAL, created REAL,
-                PRIMARY KEY (key, embedder));
-            """
-        )
+        # Checked at open like the response cache: damage is one error before any case, never a failed case each.
+        self._db = open_sqlite(self.path, "retrieval index store", _SCHEMA, _COLUMNS,
+                               "it only holds indexes built from the sessions: they are built again; "
+                               "or point retrieval.store elsewhere")
         self.stats = {"token_hits": 0, "token_builds": 0, "vector_hits": 0, "vector_builds": 0}
 
     def load_or_build(self, key: str, docs: Sequence[Doc], embedder: Any | None, stopwords: str = "lucene") -> CaseIndex:
@@ -73,7 +77,8 @@ class IndexStore:
         if row and row[0] == len(docs):
             self.stats["token_hits"] += 1
             return json.loads(row[1])
-        tokens = [analyze(d.text, stopwords) for d in docs]
+        # Analysed from the masked text: stored tokens must not spell out a key a reply echoed (pieces included).
+        tokens = [analyze(REGISTRY.redact(d.text), stopwords) for d in docs]
         with self._lock, self._db:
             self._db.execute(
                 "INSERT OR REPLACE INTO tokens VALUES (?,?,?,?)", (key, len(docs), json.dumps(tokens), time.time())

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol, Sequence
 
 from harness.llm.types import ChatResult, Usage
+from harness.secrets import redact_stored
 from harness.session.boundary import Summary, SummaryBoundary
 from harness.session.events import Event, Session, ToolCall
 from harness.session.summary import BOUNDARY_VERSION, Summarizer, SummaryOutcome, pick_summary
@@ -162,7 +163,8 @@ class SQLiteStore:
     def save_session(self, session: Session) -> None:
         """Write the session's events (appended ones are added; stored ones are immutable)."""
         k = session_key(session)
-        rows = [(*k, e.index, e.id, json.dumps(event_to_dict(e))) for e in session.events]
+        # Registered secrets are masked in everything written (events, summaries, cache): a reply may echo a key.
+        rows = [(*k, e.index, e.id, json.dumps(redact_stored(event_to_dict(e)))) for e in session.events]
         with self._lock, self._db:
             self._db.execute("INSERT OR REPLACE INTO sessions VALUES (?,?,?,?)", (*k, time.time()))
             self._db.executemany("INSERT OR IGNORE INTO events VALUES (?,?,?,?,?,?)", rows)
@@ -187,7 +189,7 @@ class SQLiteStore:
     def put_summary(self, key: SessionKey, summary: Summary) -> None:
         with self._lock, self._db:
             self._db.execute("INSERT OR REPLACE INTO summaries VALUES (?,?,?,?,?)",
-                             (*key, summary.boundary.filter_key, json.dumps(summary_to_dict(summary))))
+                             (*key, summary.boundary.filter_key, json.dumps(redact_stored(summary_to_dict(summary)))))
 
     def summaries(self, key: SessionKey) -> dict[str, Summary]:
         with self._lock:
@@ -206,7 +208,7 @@ class SQLiteStore:
     def cache_put(self, cache_key: str, value: dict[str, Any]) -> None:
         with self._lock, self._db:
             self._db.execute("INSERT OR REPLACE INTO summary_cache VALUES (?,?,?)",
-                             (cache_key, json.dumps(value), time.time()))
+                             (cache_key, json.dumps(redact_stored(value)), time.time()))
 
 
 # --- Content-keyed summary cache -------------------------------------------------------------------

@@ -364,17 +364,31 @@ class Summarizer:
         return "\n".join(line for e in events for line in self._lines(e))
 
     def bounded(self, event: Event) -> Event:
-        """The event as the summarizer sees it: text beyond `max_event_chars` replaced by a visible note."""
-        n = len(event.content)
-        if n <= self.max_event_chars:
+        """The event as the summarizer sees it: its text, and each tool call's arguments, beyond `max_event_chars`
+        replaced by a visible note (arguments are raw text to the summarizer: a cut one need not stay JSON)."""
+        if not self._event_oversized(event):
             return event
-        note = (f"\n[... {n - self.max_event_chars} more characters cut: this message exceeds "
-                f"summarizer.max_event_chars={self.max_event_chars}]")
-        return dataclasses.replace(event, content=event.content[: self.max_event_chars] + note)
+        limit = self.max_event_chars
+
+        def cut(text: str, what: str) -> str:
+            if len(text) <= limit:
+                return text
+            return text[:limit] + f"\n[... {len(text) - limit} more characters cut: {what} summarizer.max_event_chars={limit}]"
+
+        calls = tuple(dataclasses.replace(tc, arguments=cut(tc.arguments or "", "these tool-call arguments exceed"))
+                      for tc in event.tool_calls)
+        return dataclasses.replace(event, content=cut(event.content, "this message exceeds"), tool_calls=calls)
+
+    def _event_oversized(self, event: Event) -> bool:
+        return len(event.content) > self.max_event_chars or any(
+            len(tc.arguments or "") > self.max_event_chars for tc in event.tool_calls)
+
+    def _event_chars(self, event: Event) -> int:
+        return max([len(event.content), *(len(tc.arguments or "") for tc in event.tool_calls)])
 
     def oversized(self, events: Sequence[Event]) -> int:
-        """How many of `events` exceed `max_event_chars`."""
-        return sum(len(e.content) > self.max_event_chars for e in events)
+        """How many of `events` exceed `max_event_chars` (in their text or a tool call's arguments)."""
+        return sum(self._event_oversized(e) for e in events)
 
     def delta(self, session: Session, previous: Summary | None, filter_key: str = "") -> list[Event]:
         """Events of `filter_key` after the previous summary's boundary."""
@@ -445,7 +459,7 @@ class Summarizer:
         cut = self.oversized(events)
         if cut:
             log.warning("session %r: %d event(s) longer than summarizer.max_event_chars=%d were cut for the summary "
-                        "(longest: %d chars)", session.id, cut, self.max_event_chars, max(len(e.content) for e in events))
+                        "(longest: %d chars)", session.id, cut, self.max_event_chars, max(map(self._event_chars, events)))
         forked = self.cache_safe_fork and parent_request is not None
         if forked:
             messages = self.fork_request(parent_request or ())

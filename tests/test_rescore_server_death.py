@@ -1,0 +1,66 @@
+"""`rescore` with an embedded judge whose llama.cpp server dies mid-rescore: a stop (exit 4) within seconds, every
+record kept, nothing recorded as a scoring failure it did not have, and the same command resumes.
+
+The judge server is the stand-in process of tests/test_server_death.py (the same process lifecycle as llama.cpp's).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+from harness.records import load_records
+from runners.cli import EXIT_STOPPED, main
+from tests.report_fixtures import rec, write_run
+from tests.test_server_death import stand_in, weights  # noqa: F401 (fixtures)
+
+N_PAIRS = 12
+
+
+def test_a_judge_server_killed_mid_rescore_stops_within_seconds_then_the_same_command_resumes(
+        tmp_path, weights, stand_in, capsys):  # noqa: F811
+    servers = stand_in("ok")
+    src = write_run(tmp_path / "src", [rec(f"q{i}", "summary", prediction=f"You went to city {i}.")
+                                       for i in range(N_PAIRS)])
+    out = tmp_path / "rescored"
+    args = ["rescore", str(src), f"hydra.run.dir={out}", "model=smollm2_135m",
+            *[f"model.{k}={v}" for k, v in weights.items()], "judge=longmemeval", "cache.enabled=false",
+            "run.progress=false", "run.concurrency=1", "client.max_retries=0"]
+    records = out / "records.jsonl"
+    killed: dict[str, object] = {}
+
+    def kill_after_two_records() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if records.exists() and records.read_bytes().count(b"\n") >= 2 and servers and servers[0].pid:
+                killed["before"] = records.read_bytes()
+                killed["at"] = time.monotonic()
+                os.kill(servers[0].pid, signal.SIGSEGV)
+                return
+            time.sleep(0.02)
+
+    killer = threading.Thread(target=kill_after_two_records, daemon=True)
+    killer.start()
+    code = main(args)
+    ended = time.monotonic()
+    killer.join(5)
+    assert "at" in killed, "the rescore ended before two records were written"
+    err = capsys.readouterr().err
+    assert code == EXIT_STOPPED, err[-3000:]
+    assert ended - float(killed["at"]) < 5.0
+    assert "SIGSEGV" in err and "run the same command again" in err
+    after = records.read_bytes()
+    assert after.startswith(killed["before"])  # every record written before the kill is kept
+    recs = load_records(records)
+    assert all(r["status"] == "ok" for r in recs)  # no pair turned "scoring_failed" by the dead server
+    assert 2 <= len(recs) < N_PAIRS
+    assert "SIGSEGV" in (out / "FAILED.txt").read_text()
+
+    # The same command with a healthy judge server: scores only what is missing, completes.
+    assert main(args) == 0
+    final = load_records(records)
+    assert sorted(r["question_id"] for r in final) == sorted(f"q{i}" for i in range(N_PAIRS))
+    assert records.read_bytes().startswith(after)
+    assert all(r["status"] == "ok" and r["rescored_from"] == str(src) for r in final)
+    assert not (out / "FAILED.txt").exists()
