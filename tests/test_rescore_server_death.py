@@ -5,15 +5,12 @@ The judge server is the stand-in process of tests/test_server_death.py (the same
 """
 from __future__ import annotations
 
-import os
-import signal
-import threading
 import time
 
 from harness.records import load_records
 from runners.cli import EXIT_STOPPED, main
 from tests.report_fixtures import rec, write_run
-from tests.test_server_death import stand_in, weights  # noqa: F401 (fixtures)
+from tests.test_server_death import sigsegv_after_records, stand_in, weights  # noqa: F401 (fixtures)
 
 N_PAIRS = 12
 
@@ -28,20 +25,7 @@ def test_a_judge_server_killed_mid_rescore_stops_within_seconds_then_the_same_co
             *[f"model.{k}={v}" for k, v in weights.items()], "judge=longmemeval", "cache.enabled=false",
             "run.progress=false", "run.concurrency=1", "client.max_retries=0"]
     records = out / "records.jsonl"
-    killed: dict[str, object] = {}
-
-    def kill_after_two_records() -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if records.exists() and records.read_bytes().count(b"\n") >= 2 and servers and servers[0].pid:
-                killed["before"] = records.read_bytes()
-                killed["at"] = time.monotonic()
-                os.kill(servers[0].pid, signal.SIGSEGV)
-                return
-            time.sleep(0.02)
-
-    killer = threading.Thread(target=kill_after_two_records, daemon=True)
-    killer.start()
+    killer, killed = sigsegv_after_records(records, 2, servers)
     code = main(args)
     ended = time.monotonic()
     killer.join(5)

@@ -105,6 +105,27 @@ def run_args(tmp_path: Path, weights: dict[str, str]) -> list[str]:
             "run.concurrency=1", "retrieval=bm25"]
 
 
+
+def sigsegv_after_records(records: Path, n: int, servers: list, *, timeout_s: float = 120,
+                          poll_s: float = 0.02) -> tuple[threading.Thread, dict]:
+    """Start a thread that SIGSEGVs the first server once `records` holds `n` lines. Returns (thread, killed):
+    killed["before"] is the records file's bytes at the kill, killed["at"] its monotonic time."""
+    killed: dict = {}
+
+    def kill() -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if records.exists() and records.read_bytes().count(b"\n") >= n and servers and servers[0].pid:
+                killed["before"] = records.read_bytes()
+                killed["at"] = time.monotonic()
+                os.kill(servers[0].pid, signal.SIGSEGV)
+                return
+            time.sleep(poll_s)
+
+    thread = threading.Thread(target=kill, daemon=True)
+    thread.start()
+    return thread, killed
+
 def test_a_server_that_segfaults_on_its_first_completion_fails_the_run_before_any_case(tmp_path, weights, stand_in,
                                                                                        capsys):
     servers = stand_in("segv-on-chat")
@@ -134,20 +155,7 @@ def test_server_killed_by_sigsegv_mid_run_stops_within_seconds_then_the_same_com
     servers = stand_in("ok")
     args = run_args(tmp_path, weights)
     records = tmp_path / "run" / "records.jsonl"
-    killed: dict[str, object] = {}
-
-    def kill_after_two_records() -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if records.exists() and records.read_bytes().count(b"\n") >= 2 and servers and servers[0].pid:
-                killed["before"] = records.read_bytes()
-                killed["at"] = time.monotonic()
-                os.kill(servers[0].pid, signal.SIGSEGV)
-                return
-            time.sleep(0.02)
-
-    killer = threading.Thread(target=kill_after_two_records, daemon=True)
-    killer.start()
+    killer, killed = sigsegv_after_records(records, 2, servers)
     code = main(args)
     ended = time.monotonic()
     killer.join(5)
@@ -223,18 +231,7 @@ def test_real_embedded_server_killed_by_sigsegv_mid_run_stops_then_resumes(tmp_p
             f"cache.path={tmp_path / 'cache.sqlite'}", "run.progress=false", "run.concurrency=1",
             "generation.max_tokens=8", "judge=none", "retrieval=bm25"]
     records = tmp_path / "run" / "records.jsonl"
-    killed: dict[str, float] = {}
-
-    def kill_after_first_record() -> None:
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            if records.exists() and records.read_bytes().count(b"\n") >= 1 and servers and servers[0].pid:
-                killed["at"] = time.monotonic()
-                os.kill(servers[0].pid, signal.SIGSEGV)
-                return
-            time.sleep(0.05)
-
-    threading.Thread(target=kill_after_first_record, daemon=True).start()
+    _, killed = sigsegv_after_records(records, 1, servers, timeout_s=600, poll_s=0.05)
     assert main(args) == EXIT_STOPPED
     assert "at" in killed and time.monotonic() - killed["at"] < 15.0
     err = capsys.readouterr().err
