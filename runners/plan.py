@@ -200,7 +200,9 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
     from harness.retrieval.index import build_docs
     from harness.session.store import SQLiteStore
     from harness.session.tokens import o200k_counter
-    from runners.replay import build_modes, build_scorers, open_cache, score_prediction
+    from runners.replay import build_modes, build_scorers, open_cache
+    from runners.scoring import score_all
+    from runners.wire import WireShape
     from runners.settings import validate_settings
     from runners.summaries import SummaryProvider
 
@@ -247,20 +249,21 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
                 retriever.store, embed_client.building_index = None, False
 
         n_done = 0
+        wire = WireShape.from_config(cfg.get("wire"))  # the run's identifier shapes: the same requests, keys, tokens
         for case in cases:
-            session = Session(id=f"lme-{case.question_id}", user_id=case.question_id)
-            session.extend(case.events())
+            session = wire.case_session(case)
             ctx = CaseContext(case=case, session=session, model=model, generation=generation, context_window=window,
                               token_counter=counter, token_ratio=token_ratio, summaries=summaries,
-                              tools_factory=tools_factory)
+                              tools_factory=tools_factory, question_text=wire.question(case.question, case.question_date))
             for mode in modes:
                 if (case.question_id, mode.name) in done:
                     n_done += 1
                     continue
                 log.start(mode.name)
+                ctx.session = wire.session_for(session, mode.name)
                 out = mode.run(ctx)
-                score_prediction(scorers, ScoreInput(case.question_id, case.question_type, case.question,
-                                                     case.answer, out.prediction))
+                score_all(scorers, ScoreInput(case.question_id, case.question_type, case.question,
+                                              case.answer, out.prediction))
             summaries.forget(case.question_id)
     return _summarize(cfg, log.calls, table, len(cases), [m.name for m in modes], n_done, caps, ep, jep)
 

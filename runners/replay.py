@@ -32,7 +32,6 @@ from harness.records import (RECORDS_FILE, STATUS_SCORING_FAILED, RecordWriter, 
                              record_key)
 from harness.runlock import run_dir_lock
 from harness.scoring.base import ScoreInput
-from harness.session.events import Session
 from harness.storage import StorageError, write_text_atomic
 from runners.bounds import RecordBounds, bound_record
 from runners.console import log_failure
@@ -81,16 +80,6 @@ def fingerprint(cfg: DictConfig, *, legacy: bool = False) -> str:
     else:
         secrets.mask_config(c)
     return hashlib.sha256(json.dumps(c, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def secret_values(cfg: DictConfig) -> list[str]:
-    """Every secret value in `cfg` (to mask wherever it could be written): see harness/secrets.py."""
-    return secrets.config_secrets(cfg)
-
-
-def _redact(obj: Any) -> None:
-    """Mask secrets in a resolved config container, in place."""
-    secrets.mask_config(obj, secrets.REGISTRY.values)
 
 
 def _legacy_redact(obj: Any) -> None:
@@ -275,18 +264,6 @@ def build_scorers(cfg: DictConfig, judge_client) -> list[Any]:
     return scorers
 
 
-def score_prediction(scorers, item: ScoreInput) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(metrics, details by scorer class) of one answer."""
-    metrics: dict[str, Any] = {}
-    details: dict[str, Any] = {}
-    for s in scorers:
-        res = s.score(item)
-        metrics.update(res.values)
-        if res.details:
-            details[type(s).__name__] = res.details
-    return metrics, details
-
-
 class SerializedEmbedder:
     """One embedding call at a time: embedders need not be thread-safe (model2vec's Rust tokenizer raises
     "Already borrowed" when two cases embed at once), while cases run concurrently."""
@@ -366,8 +343,7 @@ def _run_cases(cfg: DictConfig, todo: Sequence[tuple[Case, list[Mode]]], comp: d
 def _run_case(case: Case, modes: Sequence[Mode], comp: dict[str, Any], writer: RecordWriter, bar,
               breaker: FailureBreaker, watch: ServerWatch | None = None) -> int:
     wire = comp.get("wire") or WireShape()
-    session = Session(id=wire.session_id(case.question_id, ""), user_id=case.question_id)
-    session.extend(case.events(ids=wire.event_ids, timestamps=wire.timestamps, session_header=wire.session_header))
+    session = wire.case_session(case)
     failed = 0
     retriever = comp["retrieval"]
     ctx = CaseContext(case=case, session=session, model=comp["client"], generation=comp["generation"],

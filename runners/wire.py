@@ -78,6 +78,13 @@ class WireShape:
     def session_id(self, question_id: str, mode: str) -> str:
         return self.session_id_format.format(question_id=question_id, mode=mode)
 
+    def case_session(self, case: Any) -> Session:
+        """The case's events as one session, in this wire's shapes (run and plan build cases the same way)."""
+        session = Session(id=self.session_id(case.question_id, ""), user_id=case.question_id)
+        session.extend(case.events(ids=self.event_ids, timestamps=self.timestamps,
+                                   session_header=self.session_header))
+        return session
+
     def session_for(self, session: Session, mode: str) -> Session:
         """`session` under the id this mode's run uses (the events list is shared, never copied)."""
         sid = self.session_id(session.user_id, mode)
