@@ -56,8 +56,7 @@ def bound_record(rec: dict[str, Any], bounds: RecordBounds) -> dict[str, Any]:
             if len(value) <= limit:
                 return value
             cut[path] = len(value)
-            setting = "run.max_reply_chars" if reply else "run.max_record_field_chars"
-            return value[:limit] + cut_note(len(value) - limit, f"{setting}={limit}")
+            return cut_text(value, limit, "run.max_reply_chars" if reply else "run.max_record_field_chars")
         if isinstance(value, dict):
             return {k: walk(v, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
         if isinstance(value, list):

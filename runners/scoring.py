@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from harness.records import STATUS_OK, STATUS_SCORING_FAILED, RecordWriter
 from harness.scoring.base import ScoreInput
@@ -53,7 +53,7 @@ def apply_scores(rec: dict[str, Any], scorers: Sequence[Any], item: ScoreInput |
 
 
 def rescore_pending(records: Sequence[dict[str, Any]], scorers: Sequence[Any], writer: RecordWriter,
-                    concurrency: int, on_record: Callable[[dict[str, Any]], None] | None = None) -> int:
+                    concurrency: int) -> int:
     """Score again the answered records whose scoring failed; append the new records. Returns how many failed again."""
     def one(rec: dict[str, Any]) -> dict[str, Any]:
         return apply_scores({k: v for k, v in rec.items() if k != "schema"}, scorers)
@@ -63,6 +63,4 @@ def rescore_pending(records: Sequence[dict[str, Any]], scorers: Sequence[Any], w
         for new in pool.map(one, records):
             writer.append(new)
             failed += new["status"] != STATUS_OK
-            if on_record is not None:
-                on_record(new)
     return failed
