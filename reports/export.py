@@ -37,6 +37,16 @@ def run_bounds(run_dir: Path) -> RecordBounds:
     return RecordBounds.from_config(cfg if isinstance(cfg, dict) else {})
 
 
+def bounded_text(rec: dict, field_name: str, limit: int, setting: str) -> tuple[str, int | None]:
+    """`rec[field_name]` within `limit`, and its original length when it was cut. A field the run already cut
+    (`truncated_fields`) is kept as written: cutting it again would replace its note with a wrong count."""
+    text = str(rec.get(field_name) or "")
+    original = (rec.get("truncated_fields") or {}).get(field_name)
+    if original is not None:
+        return text, int(original)
+    return cut_text(text, limit, setting), (len(text) if len(text) > limit else None)
+
+
 def export_hypotheses(run_dir: str | Path, out_dir: str | Path | None = None) -> HypothesisExport:
     run_dir = Path(run_dir)
     path = run_dir / RECORDS_FILE
@@ -51,12 +61,10 @@ def export_hypotheses(run_dir: str | Path, out_dir: str | Path | None = None) ->
         if not has_answer(rec):
             result.missing.append((rec["question_id"], rec["mode"], str(rec.get("error") or rec.get("status"))))
             continue
-        answer = str(rec.get("prediction") or "")
-        if len(answer) > bounds.max_reply_chars:
-            result.truncated.append((rec["question_id"], rec["mode"], len(answer)))
-        by_mode.setdefault(rec["mode"], []).append({
-            "question_id": rec["question_id"],
-            "hypothesis": cut_text(answer, bounds.max_reply_chars, "run.max_reply_chars")})
+        answer, original = bounded_text(rec, "prediction", bounds.max_reply_chars, "run.max_reply_chars")
+        if original is not None:
+            result.truncated.append((rec["question_id"], rec["mode"], original))
+        by_mode.setdefault(rec["mode"], []).append({"question_id": rec["question_id"], "hypothesis": answer})
     for mode, rows in by_mode.items():
         f = out / f"{mode}.jsonl"
         f.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
@@ -83,8 +91,9 @@ def export_cases_dataset(run_dir: str | Path, out_dir: str | Path | None = None)
     for field_name in ("question", "reference", "prediction"):
         limit, setting = ((bounds.max_reply_chars, "run.max_reply_chars") if field_name == "prediction"
                           else (bounds.max_field_chars, "run.max_record_field_chars"))
-        values = [texts.get((q, str(m)), {}).get(field_name) for q, m in zip(df["question_id"], df["mode"])]
-        df[field_name] = [cut_text(v, limit, setting) if isinstance(v, str) else v for v in values]
+        recs = [texts.get((q, str(m)), {}) for q, m in zip(df["question_id"], df["mode"])]
+        df[field_name] = [bounded_text(r, field_name, limit, setting)[0] if isinstance(r.get(field_name), str)
+                          else r.get(field_name) for r in recs]
     df["mode"] = df["mode"].astype(str)
     ds = datasets.Dataset.from_pandas(df, preserve_index=False)
     ds.save_to_disk(str(out / "cases"))
