@@ -380,8 +380,7 @@ class Summarizer:
         return dataclasses.replace(event, content=cut(event.content, "this message exceeds"), tool_calls=calls)
 
     def _event_oversized(self, event: Event) -> bool:
-        return len(event.content) > self.max_event_chars or any(
-            len(tc.arguments or "") > self.max_event_chars for tc in event.tool_calls)
+        return self._event_chars(event) > self.max_event_chars
 
     def _event_chars(self, event: Event) -> int:
         return max([len(event.content), *(len(tc.arguments or "") for tc in event.tool_calls)])
@@ -456,16 +455,18 @@ class Summarizer:
             return skipped("triggers not met")
 
         prev_text = previous.text if previous else None
-        cut = self.oversized(events)
-        if cut:
-            log.warning("session %r: %d event(s) longer than summarizer.max_event_chars=%d were cut for the summary "
-                        "(longest: %d chars)", session.id, cut, self.max_event_chars, max(map(self._event_chars, events)))
         forked = self.cache_safe_fork and parent_request is not None
+        cut = 0  # a fork resends the parent request unchanged: nothing of it is cut
         if forked:
             messages = self.fork_request(parent_request or ())
             text, result = self._call(session, messages, len(messages[-1]["content"]), parent_tools)
             calls, chunks = [result], 1
         else:
+            cut = self.oversized(events)
+            if cut:
+                log.warning("session %r: %d event(s) longer than summarizer.max_event_chars=%d were cut for the "
+                            "summary (longest: %d chars)", session.id, cut, self.max_event_chars,
+                            max(map(self._event_chars, events)))
             text, calls, chunks = self._incremental(session, events, prev_text)
 
         last = events[-1]
