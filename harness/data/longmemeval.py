@@ -396,9 +396,9 @@ class LongMemEvalSource:
             p = Path(self.path).expanduser()
             return str(p), read_json_bytes(p), self.sha256
         if self.filename:
-            p = find_local(self.filename, self.search_dirs)
-            if p is not None:
-                return str(p), read_json_bytes(p), self.sha256
+            found = find_local(self.filename, self.search_dirs)
+            if found is not None:
+                return str(found), read_json_bytes(found), self.sha256
         if self.hf_repo and self.hf_filename:
             p, commit = _hf_download(self.hf_repo, self.hf_filename, self.hf_revision, self.hf_endpoint)
             # The resolved commit, not the branch name, is what makes the source reproducible.

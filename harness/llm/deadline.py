@@ -22,7 +22,7 @@ import itertools
 import socket
 import threading
 import time
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import openai
 
@@ -35,7 +35,10 @@ def _sdk_httpx() -> Any:
     return importlib.import_module("httpx")
 
 
-httpx = _sdk_httpx()
+if TYPE_CHECKING:  # the fork mirrors httpx's API: type against httpx
+    import httpx
+else:
+    httpx = _sdk_httpx()
 
 _DEADLINE: contextvars.ContextVar[tuple[float, float] | None] = contextvars.ContextVar("llm_call_deadline",
                                                                                        default=None)

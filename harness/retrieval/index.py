@@ -27,8 +27,9 @@ def event_text(event: Event) -> str | None:
     text = event.content.strip()
     if not text:
         return None
-    if event.role == "tool" and (event.tool_name or "").strip():
-        text = f"{event.tool_name.strip()}: {text}"
+    tool_name = (event.tool_name or "").strip()
+    if event.role == "tool" and tool_name:
+        text = f"{tool_name}: {text}"
     return text
 
 

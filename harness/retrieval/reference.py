@@ -49,7 +49,8 @@ BEFORE_DESC = "How many messages before the anchor to include. Defaults to 1."
 AFTER_DESC = "How many messages after the anchor to include. Defaults to 1."
 
 # Go struct field lists: (json name, schema, omitempty). Order matters for "required".
-_LOADED_MESSAGE = [
+_Field = tuple[str, dict[str, Any], bool]
+_LOADED_MESSAGE: list[_Field] = [
     ("event_id", {"type": "string"}, False),
     ("role", {"type": "string"}, False),
     ("created", {"type": "object"}, False),  # time.Time: a struct with no exported fields
@@ -67,7 +68,7 @@ def _struct(fields: list[tuple[str, dict[str, Any], bool]]) -> dict[str, Any]:
     return schema
 
 
-_SEARCH_HIT = [
+_SEARCH_HIT: list[_Field] = [
     ("scope", {"type": "string"}, False),
     ("session_id", {"type": "string"}, False),
     ("event_id", {"type": "string"}, False),

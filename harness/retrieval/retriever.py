@@ -6,15 +6,19 @@
 """
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from harness.retrieval.config import SearchConfig
 from harness.retrieval.index import CaseIndex, build_docs, content_hash
 from harness.retrieval.tools import SessionTools
 from harness.session.boundary import SummaryBoundary
 from harness.session.events import Event, Session
+
+if TYPE_CHECKING:
+    from harness.retrieval.store import IndexStore
 
 
 class Retriever:
@@ -24,13 +28,13 @@ class Retriever:
         self,
         config: SearchConfig | dict[str, Any] | None = None,
         embedder: Any | None = None,
-        store: Any | None = None,
+        store: IndexStore | str | os.PathLike[str] | None = None,
         max_embed_tokens: int | None = None,
         memo_size: int = 16,
     ) -> None:
         self.config = config if isinstance(config, SearchConfig) else SearchConfig(**dict(config or {}))
         self.embedder = embedder
-        if isinstance(store, str) or hasattr(store, "__fspath__"):
+        if isinstance(store, (str, os.PathLike)):  # a path from the config: the store lives there
             from harness.retrieval.store import IndexStore
 
             store = IndexStore(store)

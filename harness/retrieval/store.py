@@ -7,6 +7,7 @@ different key, never a stale hit.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -50,13 +51,13 @@ def build_index(docs: Sequence[Doc], embedder: Any | None, stopwords: str = "luc
 
 
 def _identity(embedder: Any) -> str:
-    return getattr(embedder, "identity", None) or getattr(embedder, "name", type(embedder).__name__)
+    return str(getattr(embedder, "identity", None) or getattr(embedder, "name", type(embedder).__name__))
 
 
 class IndexStore:
     """SQLite cache of per-case tokens and vectors. Safe to share between threads of one process."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path).expanduser()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()

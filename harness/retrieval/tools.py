@@ -210,6 +210,8 @@ class SessionTools:
     @cached_property
     def _hidden(self) -> np.ndarray:
         """The `current_hidden` scope of this session's index: fixed for the tools' life, computed once."""
+        if self.boundary is None:  # callers check first: nothing is hidden without a boundary
+            raise RuntimeError("no summary boundary: the current_hidden scope is empty")
         return self._hidden_mask(self.boundary)
 
     def _hidden_mask(self, boundary: SummaryBoundary) -> np.ndarray:

@@ -196,11 +196,11 @@ class FaultInjector:
         self.log: list[tuple[str, int, str]] = []  # (identity, attempt, fault or "ok")
         self._lock = threading.Lock()
         self._dealt: dict[str, str | None] = {}
-        self._decks = {"transport": [f for f in mix.cycle if f not in CONTENT_FAULTS],
+        self._decks: dict[str, list[str | None]] = {"transport": [f for f in mix.cycle if f not in CONTENT_FAULTS],
                        "content": [f for f in mix.cycle if f in CONTENT_FAULTS]}
         if self._decks["content"]:
             self._decks["content"].append(None)
-        self._turn = Counter()
+        self._turn: Counter[str] = Counter()
 
     def _deal(self, ident: str, req: Mapping[str, Any]) -> None:
         """Called under the lock on a request's first attempt."""
