@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from harness.data.longmemeval import Case
 from harness.llm.types import ChatModel, ChatResult, Message
@@ -69,6 +69,23 @@ class Mode(Protocol):
     name: str
 
     def run(self, ctx: CaseContext) -> ModeOutput: ...
+
+
+def modes_from_config(mode_cfg: Mapping[str, Any]) -> list[Mode]:
+    """The modes of the `mode:` group, each named by its config key (`mode.summary_short: {...}` is the mode
+    `summary_short`), so two variants of one strategy never share a name (records, summaries, report rows)."""
+    from hydra.utils import instantiate
+
+    from runners.settings import RunConfigError
+
+    modes = []
+    for key, node in mode_cfg.items():
+        given = node.get("name") if hasattr(node, "get") else None
+        if given is not None and given != key:
+            raise RunConfigError(f"mode.{key}.name={given!r}: a mode's name is its config key ({key!r}); "
+                                 f"drop `name` or rename the key")
+        modes.append(instantiate(node, name=str(key)))
+    return modes
 
 
 def _question_message(ctx: CaseContext) -> Message:

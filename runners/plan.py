@@ -40,6 +40,7 @@ from harness.llm.types import ChatResult, Message, Usage
 from harness.records import RECORDS_FILE, has_answer, load_records, record_key
 from harness.scoring.base import ScoreInput
 from harness.session.events import Session
+from harness.settings import GenerationSettings
 from reports.cost import PriceTable, call_cost, load_price_table
 from runners.modes import CaseContext
 
@@ -230,7 +231,7 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
                                     share_across_modes=bool(cfg.run.share_summary))
         retriever, store, embed_client = _retriever(cfg, log)
         scorers = build_scorers(cfg, judge)
-        generation = {k: v for k, v in OmegaConf.to_container(cfg.generation, resolve=True).items() if v is not None}
+        generation = GenerationSettings.from_config(cfg.generation).as_params()
         token_ratio = float(ep.spec.extra.get("token_ratio", 1.0))
 
         def tools_factory(session: Session, boundary: Any) -> Any:

@@ -32,10 +32,11 @@ from harness.records import (RECORDS_FILE, STATUS_SCORING_FAILED, RecordWriter, 
                              record_key)
 from harness.runlock import run_dir_lock
 from harness.scoring.base import ScoreInput
+from harness.settings import ClientSettings, GenerationSettings, RunSettings
 from harness.storage import StorageError, write_text_atomic
 from runners.bounds import RecordBounds, bound_record
 from runners.console import log_failure
-from runners.modes import CaseContext, Mode, ModeOutput
+from runners.modes import CaseContext, Mode, ModeOutput, modes_from_config
 from runners.provenance import provenance
 from runners.reference_latency import (appended_event_texts, embed_appended, latency_fields,
                                        reference_latency_setting, should_measure)
@@ -134,15 +135,15 @@ def open_cache(cfg: DictConfig, stack: contextlib.ExitStack) -> ResponseCache | 
 
 def preflight(cfg: DictConfig, *clients) -> None:
     """One clear error before anything runs, instead of N failed records (`client.preflight=false` skips it)."""
-    if cfg.client.get("preflight", True):
+    if ClientSettings.from_config(cfg.client).preflight:
         for c in dict.fromkeys(clients):
-            c.preflight(timeout_s=min(float(cfg.client.timeout_s), 15.0))
+            c.preflight()  # bounded by the client's own settings (those of cfg.client)
 
 
 def build_modes(cfg: DictConfig) -> list[Mode]:
     if not cfg.get("mode"):
         raise RunConfigError("no mode selected (mode=[long_context,summary,summary_ondemand])")
-    return [instantiate(m) for m in cfg.mode.values()]
+    return modes_from_config(cfg.mode)
 
 
 def run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
@@ -247,8 +248,8 @@ def _components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -> dic
         "scorers": scorers,
         "liveness": [c.liveness for c in dict.fromkeys((client, judge_client)) if getattr(c, "liveness", None)],
         "wire": WireShape.from_config(cfg.get("wire")),
-        "reference_latency": reference_latency_setting(cfg.run.get("reference_latency", "auto")),
-        "generation": {k: v for k, v in OmegaConf.to_container(cfg.generation, resolve=True).items() if v is not None},
+        "reference_latency": reference_latency_setting(RunSettings.from_config(cfg.run).reference_latency),
+        "generation": GenerationSettings.from_config(cfg.generation).as_params(),
         "bounds": RecordBounds.from_config(cfg),
     }
 
@@ -316,7 +317,7 @@ def _run_cases(cfg: DictConfig, todo: Sequence[tuple[Case, list[Mode]]], comp: d
                writer: RecordWriter) -> int:
     failed = 0
     total = sum(len(ms) for _, ms in todo)
-    breaker = FailureBreaker(int(cfg.run.get("max_consecutive_failures", 0) or 0))
+    breaker = FailureBreaker(RunSettings.from_config(cfg.run).max_consecutive_failures)
     bar = tqdm(total=total, desc="cases x modes", unit="run", disable=not cfg.run.progress)
     # A dead model server stops the run (no new pair starts) instead of failing every remaining pair.
     watch = ServerWatch(comp.get("liveness") or (), on_death=lambda _died: breaker.tripped.set())

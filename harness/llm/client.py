@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import json
 import logging
 import random
@@ -24,6 +25,7 @@ from harness.llm.cache import ResponseCache, request_key
 from harness.llm.deadline import DeadlineHttpxClient, call_deadline
 from harness.llm.liveness import Liveness, ServerDied, wait_dead
 from harness.llm.types import ChatResult, EmbeddingResult, LLMError, Message, Usage
+from harness.settings import ClientSettings
 
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504}
 MAX_RETRY_AFTER_S = 120.0
@@ -138,36 +140,42 @@ class LLMClient:
         base_url: str,
         model: str,
         api_key: str | None = None,
-        timeout_s: float = 120.0,
-        max_retries: int = 4,
-        backoff_base_s: float = 1.0,
-        backoff_max_s: float = 30.0,
-        concurrency: int = 4,
+        settings: ClientSettings | None = None,
+        timeout_s: float | None = None,
+        max_retries: int | None = None,
+        backoff_base_s: float | None = None,
+        backoff_max_s: float | None = None,
+        concurrency: int | None = None,
         cache: ResponseCache | None = None,
         use_cache: bool = True,
         cache_namespace: str | None = None,
         default_params: dict[str, Any] | None = None,
-        max_tokens_param: str = "max_tokens",
+        max_tokens_param: str | None = None,
         liveness: Liveness | None = None,
     ):
-        if concurrency < 1:
-            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        # The defaults are the `client:` block of configs/config.yaml (harness/settings.py); a keyword overrides one.
+        given = {"timeout_s": timeout_s, "max_retries": max_retries, "backoff_base_s": backoff_base_s,
+                 "backoff_max_s": backoff_max_s, "concurrency": concurrency, "max_tokens_param": max_tokens_param}
+        s = dataclasses.replace(settings or ClientSettings.default(), **{k: v for k, v in given.items() if v is not None})
+        if s.concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {s.concurrency}")
+        self.settings = s
         self.base_url = base_url
         self.model = model
         self.cache = cache if use_cache else None
         self.cache_namespace = cache_namespace or base_url
         self.default_params = dict(default_params or {})
-        self.max_tokens_param = max_tokens_param
-        self.max_retries = max_retries
+        self.max_tokens_param = s.max_tokens_param
+        self.max_retries = s.max_retries
         self.liveness = liveness  # None while the server process behind base_url runs (see harness/llm/liveness.py)
-        self.backoff_base_s = backoff_base_s
-        self.backoff_max_s = backoff_max_s
+        self.backoff_base_s = s.backoff_base_s
+        self.backoff_max_s = s.backoff_max_s
         self.stats = CallStats()
-        self.timeout_s = float(timeout_s)
-        self._sem = threading.BoundedSemaphore(concurrency)
+        self.timeout_s = float(s.timeout_s)
+        self._sem = threading.BoundedSemaphore(s.concurrency)
         # The SDK's own retries are off: this class owns retry policy so it is the same for every backend.
         # The http client enforces `call_deadline` (httpx alone bounds each read, not the call).
-        self._sdk = openai.OpenAI(base_url=base_url, api_key=api_key or "no-key", timeout=timeout_s, max_retries=0,
+        self._sdk = openai.OpenAI(base_url=base_url, api_key=api_key or "no-key", timeout=self.timeout_s, max_retries=0,
                                   http_client=DeadlineHttpxClient())
         self._secret = api_key or None  # scrubbed from every error message (an endpoint may echo it back)
 
@@ -304,9 +312,12 @@ class LLMClient:
                 raise
         return attempt
 
-    def preflight(self, timeout_s: float = 15.0) -> None:
+    def preflight(self, timeout_s: float | None = None) -> None:
         """Fail fast, before a run writes anything, when the endpoint cannot be used at all: unreachable,
-        or the API key rejected. Any other answer (even 404 from a server without `/models`) passes."""
+        or the API key rejected. Any other answer (even 404 from a server without `/models`) passes.
+        `timeout_s` defaults to the settings' preflight bound (never longer than their timeout_s)."""
+        if timeout_s is None:
+            timeout_s = min(self.timeout_s, self.settings.preflight_timeout_s)
         try:
             self._sdk.with_options(timeout=timeout_s, max_retries=1).models.list()
         except (openai.APIConnectionError, openai.APITimeoutError) as e:

@@ -15,6 +15,7 @@ from harness.llm.liveness import Liveness
 from harness.llm.cache import ResponseCache
 from harness.llm.client import LLMClient
 from harness.llm.models import ModelError, ModelSpec, pull
+from harness.settings import ClientSettings
 
 
 @dataclass(frozen=True)
@@ -51,20 +52,16 @@ def cache_namespace(spec: ModelSpec) -> str:
 
 
 def make_client(endpoint: Endpoint, client_cfg: Any, cache: ResponseCache | None) -> LLMClient:
-    """An `LLMClient` for `endpoint` with the retry/timeout/concurrency settings of `client_cfg`."""
-    c = dict(client_cfg or {})
+    """An `LLMClient` for `endpoint` with the retry/timeout/concurrency settings of `client_cfg`
+    (a `ClientSettings`, or a `client:` config node: a key it lacks takes configs/config.yaml's value)."""
+    settings = client_cfg if isinstance(client_cfg, ClientSettings) else ClientSettings.from_config(client_cfg)
     return LLMClient(
         base_url=endpoint.base_url,
         model=endpoint.spec.model,
         api_key=endpoint.api_key,
-        timeout_s=float(c.get("timeout_s", 300)),
-        max_retries=int(c.get("max_retries", 4)),
-        backoff_base_s=float(c.get("backoff_base_s", 1.0)),
-        backoff_max_s=float(c.get("backoff_max_s", 30.0)),
-        concurrency=int(c.get("concurrency", 4)),
+        settings=settings,
         cache=cache,
         use_cache=cache is not None,
         cache_namespace=endpoint.cache_namespace,
-        max_tokens_param=str(c.get("max_tokens_param", "max_tokens")),
         liveness=endpoint.liveness,
     )

@@ -1,0 +1,114 @@
+"""Client, generation and run settings as objects built from config (like dataset, model, mode and retrieval).
+
+The rule, one default per setting:
+- a setting listed in configs/config.yaml has its default there and nowhere else: these objects read it, and
+  a `client.`/`run.` key the given config lacks takes the yaml's value (`yaml_defaults`), so a program that
+  builds an `LLMClient` by hand gets the same defaults as `lme-harness run` (`generation:` is sent as the
+  config gives it: a key removed with `~generation.seed` is not sent);
+- a setting the yaml does not list (or lists as null, "the built-in default") has its default on the
+  dataclass field here (or on `RecordBounds`), and the yaml does not restate it.
+Ranges are checked once, before a run, by runners/settings.py (one error naming the bad key).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from omegaconf import OmegaConf
+
+CONFIG_FILE = Path(__file__).resolve().parents[1] / "configs" / "config.yaml"
+
+
+@functools.cache
+def _yaml_section(section: str) -> dict[str, Any]:
+    node = OmegaConf.load(CONFIG_FILE).get(section)
+    return dict(OmegaConf.to_container(node, resolve=False) or {}) if node is not None else {}
+
+
+def yaml_defaults(section: str) -> dict[str, Any]:
+    """The `section:` block of configs/config.yaml (a copy): the user-facing defaults."""
+    return dict(_yaml_section(section))
+
+
+def _plain(cfg: Any) -> dict[str, Any]:
+    if cfg is None:
+        return {}
+    if OmegaConf.is_config(cfg):
+        return dict(OmegaConf.to_container(cfg, resolve=True) or {})
+    return dict(cfg)
+
+
+def _merged(section: str, cfg: Any) -> dict[str, Any]:
+    """The yaml's defaults for `section`, overlaid with the keys `cfg` sets (in the yaml's key order first)."""
+    return {**yaml_defaults(section), **_plain(cfg)}
+
+
+def _known(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in values.items() if k in names}
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """`client:`: how every model call is made (harness/llm/client.py)."""
+
+    timeout_s: float  # configs/config.yaml
+    max_retries: int  # configs/config.yaml
+    concurrency: int  # configs/config.yaml
+    max_tokens_param: str  # configs/config.yaml
+    backoff_base_s: float = 1.0
+    backoff_max_s: float = 30.0
+    preflight: bool = True  # one reachability check per endpoint before a run
+    preflight_timeout_s: float = 15.0  # at most; never longer than timeout_s
+
+    @classmethod
+    def from_config(cls, cfg: Any = None) -> "ClientSettings":
+        v = _known(cls, _merged("client", cfg))
+        return cls(timeout_s=float(v.pop("timeout_s")), max_retries=int(v.pop("max_retries")),
+                   concurrency=int(v.pop("concurrency")), max_tokens_param=str(v.pop("max_tokens_param")),
+                   **{k: x for k, x in v.items() if x is not None})
+
+    @classmethod
+    def default(cls) -> "ClientSettings":
+        return cls.from_config(None)
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """`generation:`: the sampling parameters of answer calls, sent as given (null: not sent)."""
+
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> "GenerationSettings":
+        # Only what the config sets: a key the yaml lists but the experiment removed is not sent, as before.
+        return cls({k: v for k, v in _plain(cfg).items() if v is not None})
+
+    def as_params(self) -> dict[str, Any]:
+        """Keyword arguments for `ChatModel.chat` (a fresh dict, in the config's key order)."""
+        return dict(self.params)
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """`run:`: how a run proceeds (runners/replay.py). Every value comes from configs/config.yaml."""
+
+    name: str
+    concurrency: int
+    progress: bool
+    share_summary: bool
+    reference_latency: Any
+    max_consecutive_failures: int
+    max_reply_chars: int | None
+    max_record_field_chars: int | None
+
+    @classmethod
+    def from_config(cls, cfg: Any = None) -> "RunSettings":
+        v = _known(cls, _merged("run", cfg))
+        return cls(name=str(v["name"]), concurrency=int(v["concurrency"]), progress=bool(v["progress"]),
+                   share_summary=bool(v["share_summary"]), reference_latency=v["reference_latency"],
+                   max_consecutive_failures=int(v["max_consecutive_failures"] or 0),
+                   max_reply_chars=v["max_reply_chars"], max_record_field_chars=v["max_record_field_chars"])
