@@ -13,7 +13,7 @@ import time
 
 from harness.data.longmemeval import find_local, parse_cases, read_json_bytes, select
 from harness.session.tokens import o200k_counter
-from runners.modes import LME_INSTRUCTION
+from harness.prompts.answer import LME_INSTRUCTION
 
 REPLY_PRIMING = 3  # OpenAI adds 3 tokens priming the assistant reply to every chat prompt
 

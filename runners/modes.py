@@ -11,24 +11,9 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from harness.data.longmemeval import Case
 from harness.llm.types import ChatModel, ChatResult, Message
+from harness.prompts import ondemand as ondemand_prompts
+from harness.prompts.answer import LME_INSTRUCTION, LME_ONDEMAND_INSTRUCTION
 from harness.session.events import Session
-
-# Reference texts (trpc-group/trpc-agent-go-benchmark @ 1edee87, summary/trpc-agent-go-impl/longmemeval.go:
-# lmeInstruction and lmeOnDemandInstruction), kept verbatim for parity with the published table.
-LME_INSTRUCTION = """You are a helpful assistant with access to prior conversation history. Answer the user's question based on what was discussed in past conversations.
-
-Rules:
-- Answer directly and concisely using only information from the conversation history.
-- If tools are available and important details may be hidden by session summary, inspect historical events before answering.
-- Do not fabricate information not present in the history."""
-
-LME_ONDEMAND_INSTRUCTION = """When session tools are available, treat this as a memory recall task.
-
-Required behavior:
-- Call session_search with scope=current_hidden before answering unless the visible summary already states the exact fact.
-- Use specific entities, names, and topics from the question in the search query.
-- If session_search returns hits but the context is insufficient, call session_load on the best hit.
-- Do not claim information is unavailable if session_search returned relevant hits."""
 
 
 class TokenCounter(Protocol):
@@ -185,12 +170,10 @@ class SummaryOnDemandMode(SummaryMode):
     first_tool_choice: str | None = None
 
     def run(self, ctx: CaseContext) -> ModeOutput:
-        from harness.retrieval import ondemand_texts
-
         system = self.instruction + "\n\n" + self.ondemand_instruction
         messages, summary_info, summary = self.build(ctx, system)
         if self.use_overview:  # assemble() always starts with the system message
-            messages[0] = {**messages[0], "content": messages[0]["content"] + "\n\n" + ondemand_texts.ONDEMAND_SESSION_OVERVIEW}
+            messages[0] = {**messages[0], "content": messages[0]["content"] + "\n\n" + ondemand_prompts.ONDEMAND_SESSION_OVERVIEW}
         base_system = messages[0]["content"]
         tools = ctx.tools_factory(ctx.session, summary.boundary)
         specs = tools.specs()
@@ -201,9 +184,9 @@ class SummaryOnDemandMode(SummaryMode):
         rounds = 0
         prediction, error = "", None
         while True:
-            pending_tool = ondemand_texts.has_pending_tool_result(messages)
+            pending_tool = ondemand_prompts.has_pending_tool_result(messages)
             messages[0] = {**messages[0], "content": base_system + (
-                "\n\n" + ondemand_texts.DEFAULT_POST_TOOL_PROMPT if pending_tool and self.use_post_tool_prompt else "")}
+                "\n\n" + ondemand_prompts.DEFAULT_POST_TOOL_PROMPT if pending_tool and self.use_post_tool_prompt else "")}
             req = [dict(m) for m in messages]
             extra = {"tool_choice": self.first_tool_choice} if self.first_tool_choice and rounds == 0 else {}
             r = sw.model(lambda: ctx.model.chat(req, tools=specs, **ctx.generation, **extra))

@@ -11,12 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from harness.prompts.answer import LME_OFFICIAL_TEMPLATE, SESSION_BLOCK
 from runners.modes import CaseContext, ModeOutput, _Stopwatch, query_latency
-
-LME_OFFICIAL_TEMPLATE = ("I will give you several history chats between you and a user. Please answer the question "
-                         "based on the relevant chat history.\n\n\nHistory Chats:\n\n{}\n\nCurrent Date: {}\n"
-                         "Question: {}\nAnswer:")
-SESSION_BLOCK = "\n### Session {}:\nSession Date: {}\nSession Content:\n{}\n"
 
 
 def session_blocks(ctx: CaseContext) -> list[str]:

@@ -71,7 +71,7 @@ def test_the_unchanged_harness_passes_and_the_fixture_is_canonical(recorded, tmp
 
 
 def test_a_changed_prompt_text_fails(recorded, tmp_path, monkeypatch, capsys):
-    from harness.retrieval import ondemand_texts
+    from harness.prompts import ondemand as ondemand_texts
 
     monkeypatch.setattr(ondemand_texts, "ONDEMAND_SESSION_OVERVIEW", ondemand_texts.ONDEMAND_SESSION_OVERVIEW + " Be brief.")
     assert gate(recorded, tmp_path, expect_run=3) == 1  # exit 3: the unrecorded requests failed their cases

@@ -7,7 +7,8 @@ import pytest
 
 from harness.llm.types import ChatResult, LLMError, Usage
 from harness.scoring import Scorer, ScoreInput
-from harness.scoring.judges import (LME_ABSTENTION_PROMPT, LME_JUDGE_PROMPTS, LongMemEvalJudge, parse_lme_official,
+from harness.prompts.judges import LME_ABSTENTION_PROMPT, LME_JUDGE_PROMPTS
+from harness.scoring.judges import (LongMemEvalJudge, parse_lme_official,
                                     parse_lme_strict)
 
 

@@ -5,7 +5,8 @@ from harness.data.longmemeval import parse_cases
 from harness.llm.types import ChatResult, Usage
 from harness.session.events import Session
 from harness.session.tokens import o200k_counter
-from runners.modes import LME_INSTRUCTION, CaseContext, LongContextMode
+from harness.prompts.answer import LME_INSTRUCTION
+from runners.modes import CaseContext, LongContextMode
 from tests.conftest import make_row
 import json
 
@@ -65,7 +66,7 @@ def test_long_context_never_crashes_when_nothing_fits():
 
 
 # --- summary_ondemand: the tool loop -------------------------------------------------------------
-from harness.retrieval.ondemand_texts import DEFAULT_POST_TOOL_PROMPT  # noqa: E402
+from harness.prompts.ondemand import DEFAULT_POST_TOOL_PROMPT  # noqa: E402
 from harness.retrieval.retriever import Retriever  # noqa: E402
 from harness.session.store import InMemoryStore  # noqa: E402
 from harness.session.summary import Summarizer, SummaryPrompt  # noqa: E402

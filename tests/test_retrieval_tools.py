@@ -9,7 +9,7 @@ import pytest
 from harness.retrieval import reference as ref
 from harness.retrieval import text as tx
 from harness.retrieval.embedders import HashingEmbedder
-from harness.retrieval.ondemand_texts import DEFAULT_POST_TOOL_PROMPT, ONDEMAND_SESSION_OVERVIEW, has_pending_tool_result
+from harness.prompts.ondemand import DEFAULT_POST_TOOL_PROMPT, ONDEMAND_SESSION_OVERVIEW, has_pending_tool_result
 from harness.retrieval.retriever import Retriever
 from harness.retrieval.tools import SearchConfig, normalize_window, preset, rfc3339
 from harness.session.boundary import SummaryBoundary

@@ -19,8 +19,8 @@ from harness.session.summary import (
     format_conversation,
     keep_summary_tag,
     pick_summary,
-    trpc_default_template,
 )
+from harness.prompts.summary import trpc_default_template
 from harness.session.tokens import MESSAGE_OVERHEAD, ApproxCounter, ScaledCounter, o200k_counter
 from harness.session.triggers import (
     ContextRatio,

@@ -15,7 +15,8 @@ from harness.llm.types import ChatResult, Usage
 from harness.session.boundary import Summary, SummaryBoundary
 from harness.session.events import Event, Session, ToolCall
 from harness.session.store import CachedSummaries, InMemoryStore, SQLiteStore
-from harness.session.summary import Summarizer, SummaryPrompt, trpc_default_template
+from harness.prompts.summary import trpc_default_template
+from harness.session.summary import Summarizer, SummaryPrompt
 from harness.session.worker import SummaryWorker
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "prompt"

@@ -154,8 +154,9 @@ class LLMClient:
         liveness: Liveness | None = None,
     ):
         # The defaults are the `client:` block of configs/config.yaml (harness/settings.py); a keyword overrides one.
-        given = {"timeout_s": timeout_s, "max_retries": max_retries, "backoff_base_s": backoff_base_s,
-                 "backoff_max_s": backoff_max_s, "concurrency": concurrency, "max_tokens_param": max_tokens_param}
+        given: dict[str, Any] = {"timeout_s": timeout_s, "max_retries": max_retries, "backoff_base_s": backoff_base_s,
+                                 "backoff_max_s": backoff_max_s, "concurrency": concurrency,
+                                 "max_tokens_param": max_tokens_param}
         s = dataclasses.replace(settings or ClientSettings.default(), **{k: v for k, v in given.items() if v is not None})
         if s.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {s.concurrency}")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from harness.llm.types import ChatModel, ChatResult, Message
+from harness.prompts.summary import trpc_default_template
 from harness.session.boundary import Summary, SummaryBoundary, covers
 from harness.session.events import Event, Session, ToolCall
 from harness.session.skip_recent import SkipRecent, safe_skip
@@ -30,26 +31,6 @@ CONVERSATION_TEXT = "conversation_text"
 MAX_SUMMARY_WORDS = "max_summary_words"
 _KNOWN_VARS = frozenset({CONVERSATION_TEXT, MAX_SUMMARY_WORDS})
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-# --- Reference default prompt --------------------------------------------------------------------
-# Exact text of getDefaultSummarizerPrompt, trpc-group/trpc-agent-go @ 9b4e406ae2873b0f641425aae0d54d0211a60e04,
-# session/summary/summarizer.go (kept verbatim for parity with the reference benchmark run).
-TRPC_DEFAULT_INSTRUCTION = (
-    "Analyze the following conversation between a user and an "
-    "assistant, and provide a concise summary focusing on important "
-    "information that would be helpful for future interactions. Keep the "
-    "summary concise and to the point. Only include relevant information. "
-    "Do not make anything up."
-)
-TRPC_WORD_LIMIT_SENTENCE = " Please keep the summary within {max_summary_words} words."
-TRPC_CONVERSATION_BLOCK = "\n\n<conversation>\n{conversation_text}\n</conversation>\n\nSummary:"
-
-
-def trpc_default_template(max_summary_words: int = 0) -> str:
-    """The reference default user template; the word-limit sentence only when a limit is set."""
-    limit = TRPC_WORD_LIMIT_SENTENCE if max_summary_words > 0 else ""
-    return TRPC_DEFAULT_INSTRUCTION + limit + TRPC_CONVERSATION_BLOCK
-
 
 class PromptError(ValueError):
     """A summary prompt template that cannot be rendered."""

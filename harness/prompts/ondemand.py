@@ -1,8 +1,10 @@
-"""Exact on-demand texts of the reference run, needed verbatim for parity.
+"""The on-demand system texts of the reference run (summary_ondemand), needed verbatim for parity.
 
 Source: trpc-group/trpc-agent-go @ 9b4e406ae2873b0f641425aae0d54d0211a60e04 (Apache-2.0).
 """
 from __future__ import annotations
+
+from harness.prompts.provenance import TRPC_AGENT_GO, verbatim
 
 # From internal/flow/processor/ondemand_session.go (const onDemandSessionOverview).
 # Appended to the system message after "\n\n" whenever session_search/session_load are offered.
@@ -39,3 +41,10 @@ def has_pending_tool_result(messages: list[dict]) -> bool:
             continue
         return role == "tool"
     return False
+
+
+SOURCES = {
+    "ONDEMAND_SESSION_OVERVIEW": verbatim(TRPC_AGENT_GO, "internal/flow/processor/ondemand_session.go",
+                                          "onDemandSessionOverview"),
+    "DEFAULT_POST_TOOL_PROMPT": verbatim(TRPC_AGENT_GO, "internal/flow/processor/posttool.go", "DefaultPostToolPrompt"),
+}
