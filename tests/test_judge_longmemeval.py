@@ -1,40 +1,28 @@
 """LongMemEvalJudge: official per-type prompts, `_abs` routing, upstream and strict parses, fail-closed not_run."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import pytest
 
-from harness.llm.types import ChatResult, LLMError, Usage
+from harness.llm.types import LLMError, Usage
+from harness.testing.faults import FakeModel
 from harness.scoring import Scorer, ScoreInput
 from harness.prompts.judges import LME_ABSTENTION_PROMPT, LME_JUDGE_PROMPTS
 from harness.scoring.judges import (LongMemEvalJudge, parse_lme_official,
                                     parse_lme_strict)
 
 
-class ScriptedModel:
-    model = "fake-judge"
-
-    def __init__(self, *script: str | Exception) -> None:
-        self.script = list(script)
-        self.calls: list[dict[str, Any]] = []
-
-    def chat(self, messages: Sequence[dict[str, Any]], *, tools=None, purpose: str = "answer", **params: Any
-             ) -> ChatResult:
-        self.calls.append({"messages": list(messages), "tools": tools, "purpose": purpose, "params": params})
-        step = self.script.pop(0)
-        if isinstance(step, Exception):
-            raise step
-        return ChatResult(content=step, tool_calls=(), usage=Usage(150, 1), latency_s=0.1, model=self.model,
-                          purpose=purpose)
+def judge_model(*script: str | Exception) -> FakeModel:
+    return FakeModel(script=script, usage=Usage(150, 1), latency_s=0.1, model="fake-judge", finish_reason=None)
 
 
 def item(qid: str = "q1", qtype: str = "single-session-user", prediction: str = "You went to Kyoto.") -> ScoreInput:
     return ScoreInput(qid, qtype, "Where did I travel?", "Kyoto", prediction)
 
 
-def judge_with(*script: str | Exception, **kw: Any) -> tuple[LongMemEvalJudge, ScriptedModel]:
-    model = ScriptedModel(*script)
+def judge_with(*script: str | Exception, **kw: Any) -> tuple[LongMemEvalJudge, FakeModel]:
+    model = judge_model(*script)
     return LongMemEvalJudge(model, **kw), model
 
 
@@ -147,7 +135,7 @@ def test_params_can_be_overridden_but_not_the_fixed_fields():
     judge.score(item())
     assert model.calls[0]["params"] == {"temperature": 0, "max_tokens": 10, "seed": 0}
     with pytest.raises(ValueError, match="purpose"):
-        LongMemEvalJudge(ScriptedModel(), params={"purpose": "x"})
+        LongMemEvalJudge(judge_model(), params={"purpose": "x"})
 
 
 def test_hydra_config_instantiates_the_judge():
@@ -158,7 +146,7 @@ def test_hydra_config_instantiates_the_judge():
 
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose(config_name="config", overrides=["judge=longmemeval"])
-    judge = instantiate(cfg.judge, model=ScriptedModel("yes"))
+    judge = instantiate(cfg.judge, model=judge_model("yes"))
     assert isinstance(judge, LongMemEvalJudge)
     assert judge.params == {"temperature": 0, "max_tokens": 10} and type(judge.params) is dict
 

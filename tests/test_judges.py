@@ -1,41 +1,27 @@
 """TrpcJudge: reference LLMScore semantics and the strict variant, with a scripted model."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import pytest
 
-from harness.llm.types import ChatResult, LLMError, Usage
+from harness.llm.types import LLMError, Usage
 from harness.scoring import Scorer, ScoreInput, TrpcJudge
+from harness.testing.faults import FakeModel
 from harness.scoring.judges import parse_trpc_judge_reply, render_trpc_judge_prompt
 
 
-class ScriptedModel:
+def judge_model(*script: str | Exception) -> FakeModel:
     """Returns the scripted replies in order; an Exception in the script is raised instead."""
-
-    model = "fake-judge"
-
-    def __init__(self, *script: str | Exception) -> None:
-        self.script = list(script)
-        self.calls: list[dict[str, Any]] = []
-
-    def chat(
-        self, messages: Sequence[dict[str, Any]], *, tools=None, purpose: str = "answer", **params: Any
-    ) -> ChatResult:
-        self.calls.append({"messages": list(messages), "tools": tools, "purpose": purpose, "params": params})
-        step = self.script.pop(0)
-        if isinstance(step, Exception):
-            raise step
-        return ChatResult(content=step, tool_calls=(), usage=Usage(120, 30), latency_s=0.25,
-                          model=self.model, finish_reason="stop", purpose=purpose)
+    return FakeModel(script=script, usage=Usage(120, 30), latency_s=0.25, model="fake-judge", finish_reason="stop")
 
 
 def item(prediction: str = "You went to Tokyo.", reference: str = "Kyoto") -> ScoreInput:
     return ScoreInput("q1", "single-session-user", "Where did I travel?", reference, prediction)
 
 
-def judge_with(*script: str | Exception, **kw: Any) -> tuple[TrpcJudge, ScriptedModel]:
-    model = ScriptedModel(*script)
+def judge_with(*script: str | Exception, **kw: Any) -> tuple[TrpcJudge, FakeModel]:
+    model = judge_model(*script)
     return TrpcJudge(model, **kw), model
 
 
@@ -80,7 +66,7 @@ def test_params_are_forwarded_and_validated():
     judge.score(item())
     assert model.calls[0]["params"] == {"temperature": 0, "max_tokens": 64}
     with pytest.raises(ValueError, match="purpose"):
-        TrpcJudge(ScriptedModel(), params={"purpose": "x"})
+        TrpcJudge(judge_model(), params={"purpose": "x"})
 
 
 def test_json_verdict_correct_uses_confidence():
@@ -193,7 +179,7 @@ def test_hydra_instantiation_gives_plain_params():
 
     cfg = OmegaConf.create({"_target_": "harness.scoring.judges.TrpcJudge",
                             "params": {"temperature": 0, "extra_body": {"seed": [1, 2]}}})
-    model = ScriptedModel('{"correct": true, "confidence": 0.5}')
+    model = judge_model('{"correct": true, "confidence": 0.5}')
     judge = instantiate(cfg, model=model)
     assert type(judge.params) is dict and judge.params == {"temperature": 0, "extra_body": {"seed": [1, 2]}}
     assert type(judge.params["extra_body"]["seed"]) is list

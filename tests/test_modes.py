@@ -1,8 +1,7 @@
 """Modes against a scripted in-process model: what each sends, and how long_context fits the window."""
-from dataclasses import dataclass, field
-
 from harness.data.longmemeval import parse_cases
-from harness.llm.types import ChatResult, Usage
+from harness.llm.types import Usage
+from harness.testing.faults import FakeModel, ToolStep
 from harness.session.events import Session
 from harness.session.tokens import o200k_counter
 from harness.prompts.answer import LME_INSTRUCTION
@@ -11,16 +10,10 @@ from tests.conftest import make_row
 import json
 
 
-@dataclass
-class Scripted:
-    replies: list
-    model: str = "scripted"
-    seen: list = field(default_factory=list)
-
-    def chat(self, messages, *, tools=None, purpose="answer", **params):
-        self.seen.append({"messages": [dict(m) for m in messages], "tools": tools, "params": params})
-        content = self.replies.pop(0) if self.replies else "done"
-        return ChatResult(content=content, tool_calls=(), usage=Usage(100, 5), latency_s=0.5, model=self.model)
+def Scripted(replies: list) -> FakeModel:
+    """Answers `replies` in order, then "done"."""
+    return FakeModel(script=replies, then=lambda n: "done", usage=Usage(100, 5), latency_s=0.5, model="scripted",
+                     finish_reason=None)
 
 
 def _ctx(model, n_turns=40, window=100_000):
@@ -37,11 +30,11 @@ def test_long_context_sends_instruction_every_turn_then_question():
     m = Scripted([" Paris \n"])
     ctx = _ctx(m, n_turns=6)
     out = LongContextMode().run(ctx)
-    msgs = m.seen[0]["messages"]
+    msgs = m.calls[0]["messages"]
     assert msgs[0] == {"role": "system", "content": LME_INSTRUCTION}
     assert [x["content"] for x in msgs[1:-1]] == [e.content for e in ctx.session.events]
     assert msgs[-1] == {"role": "user", "content": ctx.case.question}
-    assert m.seen[0]["params"] == {"temperature": 0, "max_tokens": 64}
+    assert m.calls[0]["params"] == {"temperature": 0, "max_tokens": 64}
     assert out.prediction == "Paris" and out.truncation["truncated"] is False
     assert out.query_latency_s >= 0.5  # the model's measured latency is part of the query latency
 
@@ -53,7 +46,7 @@ def test_long_context_drops_oldest_turns_to_fit_and_says_so():
     t = out.truncation
     assert t["truncated"] and t["dropped_events"] > 0
     assert t["kept_events"] + t["dropped_events"] == 40
-    sent = m.seen[0]["messages"]
+    sent = m.calls[0]["messages"]
     assert sent[1]["role"] == "user"  # history starts at a user turn
     assert sent[-2]["content"] == ctx.session.events[-1].content  # the newest turns are kept
     assert o200k_counter().count_messages(sent) <= 1200 - 64
@@ -62,7 +55,7 @@ def test_long_context_drops_oldest_turns_to_fit_and_says_so():
 def test_long_context_never_crashes_when_nothing_fits():
     m = Scripted(["x"])
     out = LongContextMode().run(_ctx(m, n_turns=4, window=10))
-    assert out.truncation["kept_events"] == 0 and len(m.seen[0]["messages"]) == 2
+    assert out.truncation["kept_events"] == 0 and len(m.calls[0]["messages"]) == 2
 
 
 # --- summary_ondemand: the tool loop -------------------------------------------------------------
@@ -74,23 +67,15 @@ from runners.modes import SummaryOnDemandMode  # noqa: E402
 from runners.summaries import SummaryProvider  # noqa: E402
 
 
-@dataclass
-class ToolScripted:
+def ToolScripted(plan: list) -> FakeModel:
     """Summaries get a fixed text; answers follow `plan`: "search" → a session_search call, else the text."""
-    plan: list
-    model: str = "scripted"
-    seen: list = field(default_factory=list)
+    steps = [ToolStep("session_search", '{"query": "turn 3"}') if p == "search" else f" {p} " for p in plan]
+    return FakeModel(script=steps, then=lambda n: " final ", fixed={"summary": "summary text"}, usage=Usage(100, 5),
+                     latency_s=0.2, model="scripted", finish_reason=None)
 
-    def chat(self, messages, *, tools=None, purpose="answer", **params):
-        if purpose == "summary":
-            return ChatResult("summary text", (), Usage(10, 2), 0.1, self.model, purpose=purpose)
-        self.seen.append({"messages": [dict(m) for m in messages], "tools": tools, "params": params})
-        step = self.plan.pop(0) if self.plan else "final"
-        if step == "search":
-            call = {"id": f"c{len(self.seen)}", "type": "function",
-                    "function": {"name": "session_search", "arguments": '{"query": "turn 3"}'}}
-            return ChatResult("", (call,), Usage(100, 5), 0.2, self.model, purpose=purpose)
-        return ChatResult(f" {step} ", (), Usage(120, 5), 0.2, self.model, purpose=purpose)
+
+def answer_calls(m: FakeModel) -> list[dict]:
+    return [c for c in m.calls if c["purpose"] != "summary"]
 
 
 def _ondemand_ctx(model):
@@ -104,7 +89,7 @@ def test_ondemand_searches_then_answers_with_the_post_tool_prompt_and_trace():
     m = ToolScripted(["search", "the answer"])
     out = SummaryOnDemandMode(first_tool_choice="required").run(_ondemand_ctx(m))
     assert out.prediction == "the answer" and out.error is None
-    first, second = m.seen
+    first, second = answer_calls(m)
     assert first["params"]["tool_choice"] == "required" and "tool_choice" not in second["params"]
     assert DEFAULT_POST_TOOL_PROMPT not in first["messages"][0]["content"]
     assert second["messages"][0]["content"].endswith(DEFAULT_POST_TOOL_PROMPT)

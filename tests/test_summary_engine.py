@@ -6,7 +6,8 @@ from typing import Any, Callable, Sequence
 
 import pytest
 
-from harness.llm.types import ChatResult, Usage
+from harness.llm.types import Usage
+from harness.testing.faults import FakeModel
 from harness.session.boundary import Summary, SummaryBoundary
 from harness.session.events import Event, Session, ToolCall
 from harness.session.skip_recent import keep_recent_rounds, safe_skip, skip_last_events
@@ -38,24 +39,10 @@ from harness.session.triggers import (
 CHARS = ApproxCounter(1.0)  # 1 token per character: exact, easy arithmetic
 
 
-class ScriptedModel:
-    """A ChatModel that answers from a script (a list or a function of the messages) and records calls."""
-
-    model = "scripted"
-
-    def __init__(self, replies: Sequence[str] | Callable[[list[dict]], str] = (), cached: int | None = None):
-        self.replies = replies
-        self.calls: list[dict[str, Any]] = []
-        self.cached = cached
-
-    def chat(self, messages, *, tools=None, purpose="answer", **params) -> ChatResult:
-        self.calls.append({"messages": [dict(m) for m in messages], "tools": tools, "purpose": purpose, "params": params})
-        if callable(self.replies):
-            content = self.replies(list(messages))
-        else:
-            content = self.replies[len(self.calls) - 1] if len(self.calls) <= len(self.replies) else f"summary {len(self.calls)}"
-        usage = Usage(prompt_tokens=100, completion_tokens=10, cached_tokens=self.cached)
-        return ChatResult(content, (), usage, 0.01, self.model, "stop", purpose=purpose)
+def ScriptedModel(replies: Sequence[str] | Callable[[list[dict]], str] = (), cached: int | None = None) -> FakeModel:
+    """Answers from a script (a list, then "summary N"; or a function of the messages), recording calls."""
+    return FakeModel(script=replies, then=lambda n: f"summary {n}", usage=Usage(100, 10, cached), latency_s=0.01,
+                     model="scripted")
 
 
 def ev(i: int, role: str, content: str, **kw: Any) -> Event:

@@ -5,13 +5,13 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from harness.llm.types import ChatResult, Usage
+from harness.llm.types import Usage
+from harness.testing.faults import FakeModel
 from harness.session.boundary import Summary, SummaryBoundary
 from harness.session.events import Event, Session, ToolCall
 from harness.session.store import CachedSummaries, InMemoryStore, SQLiteStore
@@ -22,22 +22,9 @@ from harness.session.worker import SummaryWorker
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "prompt"
 
 
-class ScriptedModel:
-    model = "scripted"
-
-    def __init__(self, gate: threading.Event | None = None, delay: float = 0.0):
-        self.calls: list[list[dict[str, Any]]] = []
-        self.gate, self.delay = gate, delay
-        self.lock = threading.Lock()
-
-    def chat(self, messages, *, tools=None, purpose="answer", **params) -> ChatResult:
-        if self.gate is not None:
-            assert self.gate.wait(5), "test gate never opened"
-        time.sleep(self.delay)
-        with self.lock:
-            self.calls.append(list(messages))
-            n = len(self.calls)
-        return ChatResult(f"summary {n}", (), Usage(120, 30), 0.5, self.model, "stop", purpose=purpose)
+def ScriptedModel(gate: threading.Event | None = None, delay: float = 0.0) -> FakeModel:
+    return FakeModel(then=lambda n: f"summary {n}", usage=Usage(120, 30), latency_s=0.5, model="scripted",
+                     gate=gate, delay_s=delay)
 
 
 def make_session(sid: str = "s1", prefix: str = "", n: int = 4) -> Session:
@@ -106,7 +93,7 @@ def test_job_timeout_discards_the_late_result():
 
 
 def test_failed_and_skipped_jobs_keep_the_worker_alive():
-    class Broken(ScriptedModel):
+    class Broken(FakeModel):
         def chat(self, *a, **k):
             raise RuntimeError("endpoint down")
 

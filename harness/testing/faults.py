@@ -1,7 +1,8 @@
 """Fault injection on the loopback fake OpenAI-compatible server, and a deterministic fake model.
 
 - `FakeModel`: a responder that behaves like a cooperative model (summaries, one `session_search` then
-  an answer, judge verdicts, embeddings) and reports token usage (chars/4, or o200k for token budgets).
+  an answer, judge verdicts, embeddings) and reports token usage (chars/4, or o200k for token budgets);
+  in process (no server), `FakeModel.chat` is a `ChatModel` that answers from a script and records calls.
 - `FaultInjector(base, FaultMix)`: wraps a responder and injects latency, 429 + Retry-After, 500/503,
   hangs (client timeouts), connection resets mid-body, malformed JSON, empty content, tool calls with
   invalid JSON arguments or unknown tool names.
@@ -21,11 +22,13 @@ import hashlib
 import json
 import signal
 import threading
+import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
+from harness.llm.types import ChatResult, Usage
 from harness.testing.fake_openai import FakeOpenAIServer, Reply, Responder, completion, embeddings
 
 # The client retries these (HTTP status, timeout, transport, unparsable body) ...
@@ -73,18 +76,39 @@ def default_answer(req: Mapping[str, Any]) -> str:
     return f"I am not sure ({digest})."
 
 
-class FakeModel:
-    """A deterministic cooperative "model" behind the fake server.
+@dataclass(frozen=True)
+class ToolStep:
+    """A scripted reply of `FakeModel.chat` that calls one tool (`arguments`: JSON text, as a model sends it)."""
 
-    Answers: `answer(req)` (default: a fixed sentence that names the question); with tools offered it
-    first calls `session_search` with the question, then answers. Summaries: `summary_text`. Judges:
-    "incorrect" (trpc JSON) / "no" (LongMemEval). Usage is counted with `count_tokens` and tallied per
+    name: str
+    arguments: str
+
+
+Step = str | Exception | ToolStep
+Script = Sequence[Step] | Callable[[list[dict[str, Any]]], str]
+
+
+class FakeModel:
+    """A deterministic cooperative "model", behind the fake server (`__call__`) or in process (`chat`).
+
+    Behind the server it answers: `answer(req)` (default: a fixed sentence that names the question); with
+    tools offered it first calls `session_search` with the question, then answers. Summaries: `summary_text`.
+    Judges: "incorrect" (trpc JSON) / "no" (LongMemEval). Usage is counted with `count_tokens` and tallied per
     request kind in `tally` (embedding inputs too), so a benchmark can read what a run spent.
+
+    In process, `chat` records each call in `calls` ({messages, tools, purpose, params}) and replies with
+    `fixed[purpose]` if set, else the next step of `script` (a text, an Exception to raise, a `ToolStep`; or a
+    function of the messages), then `then(call number)`; with no `then`, a call past the script is an error
+    (a test that expects no more calls fails). Every reply carries `usage`, `latency_s`, `model`, `finish_reason`.
+    `gate` (wait for it) and `delay_s` hold each call, for concurrency tests.
     """
 
     def __init__(self, *, count_tokens: Callable[[str], int] = chars4, summary_text: str = SUMMARY_TEXT,
                  answer: Callable[[Mapping[str, Any]], str] | None = None, search_first: bool = True,
-                 embedding_dim: int = 8, count_embedding_tokens: Callable[[str], int] | None = None):
+                 embedding_dim: int = 8, count_embedding_tokens: Callable[[str], int] | None = None,
+                 script: Script = (), then: Callable[[int], str] | None = None, fixed: Mapping[str, str] | None = None,
+                 usage: Usage = Usage(100, 10), latency_s: float = 0.0, model: str = "fake-model",
+                 finish_reason: str | None = "stop", gate: threading.Event | None = None, delay_s: float = 0.0):
         self.count = count_tokens
         self.count_embedding = count_embedding_tokens or count_tokens
         self.summary_text = summary_text
@@ -93,6 +117,47 @@ class FakeModel:
         self.embedding_dim = embedding_dim
         self.tally: dict[str, Counter] = defaultdict(Counter)
         self._lock = threading.Lock()
+        self.script, self.then, self.fixed = script, then, dict(fixed or {})
+        self.usage, self.latency_s, self.model, self.finish_reason = usage, latency_s, model, finish_reason
+        self.gate, self.delay_s = gate, delay_s
+        self.calls: list[dict[str, Any]] = []
+        self._next = 0  # the script's next step
+
+    # -- in process: a ChatModel -----------------------------------------------------------------------
+    def chat(self, messages: Sequence[Mapping[str, Any]], *, tools: Sequence[dict[str, Any]] | None = None,
+             purpose: str = "answer", **params: Any) -> ChatResult:
+        if self.gate is not None and not self.gate.wait(5):
+            raise AssertionError("FakeModel: the test's gate never opened")
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        sent = [dict(m) for m in messages]
+        with self._lock:
+            self.calls.append({"messages": sent, "tools": tools, "purpose": purpose, "params": params})
+            n = len(self.calls)
+            step = self._step(purpose, n)
+        if step is None:  # a function of the messages, called outside the lock (it may read `calls`)
+            assert callable(self.script)
+            step = self.script(list(sent))
+        if isinstance(step, Exception):
+            raise step
+        if isinstance(step, ToolStep):
+            call = {"id": f"call_{n}", "type": "function", "function": {"name": step.name, "arguments": step.arguments}}
+            return ChatResult("", (call,), self.usage, self.latency_s, self.model, self.finish_reason, purpose=purpose)
+        return ChatResult(step, (), self.usage, self.latency_s, self.model, self.finish_reason, purpose=purpose)
+
+    def _step(self, purpose: str, n: int) -> Step | None:
+        if purpose in self.fixed:
+            return self.fixed[purpose]
+        if callable(self.script):
+            return None
+        if self._next < len(self.script):
+            self._next += 1
+            return self.script[self._next - 1]
+        if self.then is not None:
+            return self.then(n)
+        raise AssertionError(f"FakeModel: call {n} ({purpose}) is past the script's {len(self.script)} steps")
+
+    # -- behind the fake server: a responder -----------------------------------------------------------
 
     def __call__(self, req: dict[str, Any]) -> Reply:
         kind = request_kind(req)
