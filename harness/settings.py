@@ -5,6 +5,8 @@ The rule, one default per setting:
   a `client.`/`run.` key the given config lacks takes the yaml's value (`yaml_defaults`), so a program that
   builds an `LLMClient` by hand gets the same defaults as `lme-harness run` (`generation:` is sent as the
   config gives it: a key removed with `~generation.seed` is not sent);
+- likewise a key of a group's yaml (configs/mode/long_context.yaml `max_events`) is that component's default:
+  the dataclass field reads it (`yaml_field`);
 - a setting the yaml does not list (or lists as null, "the built-in default") has its default on the
   dataclass field here (or on `RecordBounds`), and the yaml does not restate it.
 Ranges are checked once, before a run, by runners/settings.py (one error naming the bad key).
@@ -22,6 +24,22 @@ from omegaconf import OmegaConf
 CONFIG_FILE = Path(__file__).resolve().parents[1] / "configs" / "config.yaml"
 
 
+class RunConfigError(ValueError):
+    """A configuration the run cannot start with; the message names the key."""
+
+
+def _typed(key: str, value: Any, kind: type) -> Any:
+    """`value` as `kind`, or one RunConfigError naming `key` (a program that skipped runners/settings.py)."""
+    if value is None or (kind is not str and isinstance(value, bool)) or (kind is bool and not isinstance(value, bool)):
+        raise RunConfigError(f"{key} must be {kind.__name__}, got {value!r}")
+    if kind is int and isinstance(value, float) and not value.is_integer():
+        raise RunConfigError(f"{key} must be int, got {value!r}")
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        raise RunConfigError(f"{key} must be {kind.__name__}, got {value!r}") from None
+
+
 @functools.cache
 def _yaml_section(section: str) -> dict[str, Any]:
     node = OmegaConf.load(CONFIG_FILE).get(section)
@@ -31,6 +49,28 @@ def _yaml_section(section: str) -> dict[str, Any]:
 def yaml_defaults(section: str) -> dict[str, Any]:
     """The `section:` block of configs/config.yaml (a copy): the user-facing defaults."""
     return dict(_yaml_section(section))
+
+
+@functools.cache
+def _group_option(group: str, option: str) -> dict[str, Any]:
+    data = OmegaConf.to_container(OmegaConf.load(CONFIG_FILE.parent / group / f"{option}.yaml"), resolve=False)
+    assert isinstance(data, dict)
+    inner = data.get(option)  # a group whose options are packaged under their name (mode: {summary: {...}})
+    return dict(inner) if isinstance(inner, dict) else dict(data)
+
+
+def group_default(group: str, option: str, key: str) -> Any:
+    """`key` of configs/<group>/<option>.yaml: the user-facing default of the component that file configures."""
+    try:
+        return _group_option(group, option)[key]
+    except KeyError:
+        raise KeyError(f"configs/{group}/{option}.yaml has no {key!r}") from None
+
+
+def yaml_field(group: str, option: str, key: str) -> Any:
+    """A dataclass field whose default is `group_default(group, option, key)` (read when an object is built),
+    for a component the yaml configures and code also builds directly (tests, benchmarks)."""
+    return field(default_factory=lambda: group_default(group, option, key))
 
 
 def _plain(cfg: Any) -> dict[str, Any]:
@@ -51,6 +91,9 @@ def _known(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if k in names}
 
 
+_FIELD_KINDS: dict[str, type] = {"float": float, "int": int, "str": str, "bool": bool}
+
+
 @dataclass(frozen=True)
 class ClientSettings:
     """`client:`: how every model call is made (harness/llm/client.py)."""
@@ -66,10 +109,12 @@ class ClientSettings:
 
     @classmethod
     def from_config(cls, cfg: Any = None) -> "ClientSettings":
-        v = _known(cls, _merged("client", cfg))
-        return cls(timeout_s=float(v.pop("timeout_s")), max_retries=int(v.pop("max_retries")),
-                   concurrency=int(v.pop("concurrency")), max_tokens_param=str(v.pop("max_tokens_param")),
-                   **{k: x for k, x in v.items() if x is not None})
+        v = {k: x for k, x in _known(cls, _merged("client", cfg)).items() if x is not None}
+        kinds = {f.name: _FIELD_KINDS[str(f.type)] for f in dataclasses.fields(cls)}
+        missing = [k for k in ("timeout_s", "max_retries", "concurrency", "max_tokens_param") if k not in v]
+        if missing:
+            raise RunConfigError(f"client.{missing[0]} is required")
+        return cls(**{k: _typed(f"client.{k}", x, kinds[k]) for k, x in v.items()})
 
     @classmethod
     def default(cls) -> "ClientSettings":
@@ -108,7 +153,8 @@ class RunSettings:
     @classmethod
     def from_config(cls, cfg: Any = None) -> "RunSettings":
         v = _known(cls, _merged("run", cfg))
-        return cls(name=str(v["name"]), concurrency=int(v["concurrency"]), progress=bool(v["progress"]),
-                   share_summary=bool(v["share_summary"]), reference_latency=v["reference_latency"],
-                   max_consecutive_failures=int(v["max_consecutive_failures"] or 0),
+        return cls(name=str(v["name"]), concurrency=_typed("run.concurrency", v["concurrency"], int),
+                   progress=bool(v["progress"]), share_summary=bool(v["share_summary"]),
+                   reference_latency=v["reference_latency"],
+                   max_consecutive_failures=_typed("run.max_consecutive_failures", v["max_consecutive_failures"] or 0, int),
                    max_reply_chars=v["max_reply_chars"], max_record_field_chars=v["max_record_field_chars"])

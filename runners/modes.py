@@ -14,6 +14,7 @@ from harness.llm.types import ChatModel, ChatResult, Message
 from harness.prompts import ondemand as ondemand_prompts
 from harness.prompts.answer import LME_INSTRUCTION, LME_ONDEMAND_INSTRUCTION
 from harness.session.events import Session
+from harness.settings import yaml_field
 
 
 class TokenCounter(Protocol):
@@ -106,7 +107,7 @@ class LongContextMode:
 
     name: str = "long_context"
     instruction: str = LME_INSTRUCTION
-    max_events: int = 1000  # the reference in-memory session keeps the last 1000 events
+    max_events: int = yaml_field("mode", "long_context", "max_events")  # the reference session keeps 1000
     reserve_tokens: int = 64
 
     def run(self, ctx: CaseContext) -> ModeOutput:
@@ -137,7 +138,7 @@ class SummaryMode:
 
     name: str = "summary"
     instruction: str = LME_INSTRUCTION
-    injection: str = "system"  # system | user
+    injection: str = yaml_field("mode", "summary", "injection")  # system | user
 
     def build(self, ctx: CaseContext, system: str) -> tuple[list[Message], dict[str, Any], Any]:
         from harness.session.assembly import assemble
@@ -161,8 +162,9 @@ class SummaryOnDemandMode(SummaryMode):
     """Summary + `session_search`/`session_load` over the hidden original events (reference §4.4)."""
 
     name: str = "summary_ondemand"
+    injection: str = yaml_field("mode", "summary_ondemand", "injection")
     ondemand_instruction: str = LME_ONDEMAND_INSTRUCTION
-    max_tool_iterations: int = 6
+    max_tool_iterations: int = yaml_field("mode", "summary_ondemand", "max_tool_iterations")
     use_overview: bool = True
     use_post_tool_prompt: bool = True
     # None = "auto" as the reference. "required" forces a tool call in the first round: small local models

@@ -223,7 +223,7 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
         model = PlanModel(make_client(ep, cfg.client, cache), log, counter, caps, ep.spec.is_local)
         judge = model if jep is ep else PlanModel(make_client(jep, cfg.client, cache), log, counter, caps,
                                                   jep.spec.is_local)
-        window = int(ep.spec.n_ctx or ep.spec.context_window or 8192)
+        window = ep.spec.window
         summarizer = instantiate(cfg.summarizer, _partial_=True)(
             model=model, prompt=instantiate(cfg.prompt), context_window=window, token_counter=counter)
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lme-plan-")))

@@ -223,7 +223,7 @@ def _components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -> dic
     from harness.session.tokens import o200k_counter
 
     counter = o200k_counter()
-    window = int(ep.spec.n_ctx or ep.spec.context_window or 8192)
+    window = ep.spec.window
     # Objects are passed to the partial, not to instantiate(): Hydra would turn dataclasses into configs.
     make_summarizer = instantiate(cfg.summarizer, _partial_=True)
     summarizer = make_summarizer(model=client, prompt=instantiate(cfg.prompt), context_window=window,

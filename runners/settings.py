@@ -12,11 +12,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from harness.settings import RunConfigError
+
 log = logging.getLogger(__name__)
-
-
-class RunConfigError(ValueError):
-    """A configuration the run cannot start with; the message names the key."""
 
 
 @dataclass(frozen=True)

@@ -65,3 +65,40 @@ def test_the_cli_reports_a_mismatched_mode_name_once(tmp_path, capsys):
     code = run(tmp_path, "mode=summary", "+mode.summary.name=other")
     assert code == 2
     assert "mode.summary.name='other'" in one_error_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("client,culprit", [
+    ({"timeout_s": "abc"}, "client.timeout_s must be float, got 'abc'"),
+    ({"max_retries": 1.5}, "client.max_retries must be int, got 1.5"),
+    ({"concurrency": True}, "client.concurrency must be int, got True"),
+    ({"preflight": "no"}, "client.preflight must be bool, got 'no'"),
+])
+def test_client_settings_built_outside_a_run_still_name_the_bad_key(client, culprit):
+    with pytest.raises(RunConfigError) as info:
+        make_client(_endpoint(), client, None)
+    assert str(info.value) == culprit
+
+
+def test_the_served_window_has_one_fallback():
+    spec = ModelSpec.from_config({"name": "e", "kind": "remote", "model": "m", "base_url": URL})
+    assert spec.window == 8192
+    assert ModelSpec.from_config({"name": "e", "kind": "remote", "model": "m", "base_url": URL,
+                                  "context_window": 1000}).window == 1000
+
+
+def test_a_mode_default_is_read_from_its_yaml_not_restated(tmp_path, monkeypatch):
+    import harness.settings as settings
+    from runners.modes import LongContextMode, SummaryOnDemandMode
+
+    (tmp_path / "mode").mkdir()
+    (tmp_path / "mode" / "long_context.yaml").write_text("long_context:\n  max_events: 7\n")
+    (tmp_path / "mode" / "summary_ondemand.yaml").write_text("summary_ondemand:\n  injection: user\n"
+                                                             "  max_tool_iterations: 2\n")
+    monkeypatch.setattr(settings, "CONFIG_FILE", tmp_path / "config.yaml")
+    settings._group_option.cache_clear()
+    try:
+        assert LongContextMode().max_events == 7
+        m = SummaryOnDemandMode()
+        assert (m.injection, m.max_tool_iterations) == ("user", 2)
+    finally:
+        settings._group_option.cache_clear()

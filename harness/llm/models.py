@@ -57,6 +57,9 @@ class SourceUnavailable(ModelError):
     """A source that cannot be used here (offline, missing tool); the next source is tried."""
 
 
+DEFAULT_WINDOW = 8192  # tokens, for a model config with neither n_ctx nor context_window
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """One `configs/model/<name>.yaml`. `kind=local` models run in the embedded llama.cpp server."""
@@ -95,6 +98,12 @@ class ModelSpec:
             raise ModelError(f"remote model {kw['name']!r} lacks base_url (set model.base_url=...)")
         kw["sources"] = tuple(dict(s) for s in kw.get("sources") or ())
         return cls(**kw, extra=extra)
+
+    @property
+    def window(self) -> int:
+        """The window requests must fit: the local server's n_ctx, else the model's context_window, else
+        DEFAULT_WINDOW (a model config that states neither)."""
+        return int(self.n_ctx or self.context_window or DEFAULT_WINDOW)
 
     @property
     def is_local(self) -> bool:
