@@ -30,7 +30,7 @@ class RunConfigError(ValueError):
 
 def _typed(key: str, value: Any, kind: type) -> Any:
     """`value` as `kind`, or one RunConfigError naming `key` (a program that skipped runners/settings.py)."""
-    if value is None or (kind is not str and isinstance(value, bool)) or (kind is bool and not isinstance(value, bool)):
+    if value is None or (kind in (int, float) and isinstance(value, bool)) or (kind is bool and not isinstance(value, bool)):
         raise RunConfigError(f"{key} must be {kind.__name__}, got {value!r}")
     if kind is int and isinstance(value, float) and not value.is_integer():
         raise RunConfigError(f"{key} must be int, got {value!r}")

@@ -79,6 +79,10 @@ def test_client_settings_built_outside_a_run_still_name_the_bad_key(client, culp
     assert str(info.value) == culprit
 
 
+def test_a_valid_boolean_setting_is_accepted():
+    assert ClientSettings.from_config({"preflight": False}).preflight is False
+
+
 def test_the_served_window_has_one_fallback():
     spec = ModelSpec.from_config({"name": "e", "kind": "remote", "model": "m", "base_url": URL})
     assert spec.window == 8192
