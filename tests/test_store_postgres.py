@@ -205,3 +205,17 @@ def test_safe_dsn_masks_passwords_in_both_forms():
     assert safe_dsn("host=h password=pw dbname=d") == "host=h password=*** dbname=d"
     with pytest.raises(StorageError, match="store=postgres needs store.dsn"):
         PgDatabase("")
+
+
+def test_store_selection_reaches_the_index_store_and_rejects_unknown_kinds(db_dsn):
+    from omegaconf import OmegaConf
+
+    from runners.settings import RunConfigError
+
+    cfg = OmegaConf.create({"store": {"kind": "postgres", "dsn": db_dsn, "fts": True}, "retrieval": {"store": None},
+                            "cache": {"enabled": False}})
+    assert stores.retrieval_overrides(cfg)["store"].fts is True
+    assert stores.open_pg_cache(cfg, None) is None  # cache.enabled=false: no cache, but the database was checked
+    assert stores.retrieval_overrides(OmegaConf.create({"retrieval": {"store": "x.sqlite"}})) == {}  # SQLite default
+    with pytest.raises(RunConfigError, match=r"store.kind='mysql' is not one of"):
+        stores.store_kind(OmegaConf.create({"store": {"kind": "mysql"}}))
