@@ -131,7 +131,7 @@ class PgDatabase:
         import psycopg
 
         try:
-            conn = self.conn()
+            self.conn()
         except psycopg.Error as e:
             raise StorageError(f"PostgreSQL {self.label}: cannot connect ({_one_line(e)}); check store.dsn "
                                f"(user, host, port, database name) and the password in ${self.password_env}; "
