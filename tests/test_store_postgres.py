@@ -123,7 +123,7 @@ def test_wrong_dsn_is_one_error_before_any_case_naming_the_dsn_without_password(
                                                                                   monkeypatch):
     data = dataset(tmp_path)
     monkeypatch.setenv("LME_PG_PASSWORD", "hunter2-secret-pw")
-    bad = f"postgresql://lme:inline-pw-123456@127.0.0.1:{pg_server.port}/no_such_db"
+    bad = f"postgresql://lme@127.0.0.1:{pg_server.port}/no_such_db"
     with FakeOpenAIServer(FakeModel(answer=answer)) as srv:
         code = main(pg_args(tmp_path, srv.base_url, data, "bad", bad))
         assert not srv.requests
@@ -131,7 +131,7 @@ def test_wrong_dsn_is_one_error_before_any_case_naming_the_dsn_without_password(
     assert code == 2
     # The DSN is named with its userinfo masked (ours masks the password, the CLI's secret filter the user too)
     assert f"@127.0.0.1:{pg_server.port}/no_such_db: cannot connect" in err and "PostgreSQL postgresql://" in err
-    assert "no_such_db" in err and "inline-pw-123456" not in err and "hunter2-secret-pw" not in err
+    assert "no_such_db" in err and "hunter2-secret-pw" not in err
     assert not (tmp_path / "bad" / "records.jsonl").exists()
     stores.release()
 
@@ -207,6 +207,8 @@ def test_safe_dsn_masks_passwords_in_both_forms():
     assert safe_dsn("host=h password=pw dbname=d") == "host=h password=*** dbname=d"
     with pytest.raises(StorageError, match="store=postgres needs store.dsn"):
         PgDatabase("")
+    with pytest.raises(StorageError, match=r"store.dsn=postgresql://u:\*\*\*@h:5/d: carries a password; .*LME_PG_PASSWORD"):
+        PgDatabase("postgresql://u:pw-inline@h:5/d")
 
 
 def test_store_selection_reaches_the_index_store_and_rejects_unknown_kinds(db_dsn):

@@ -70,6 +70,9 @@ class PgDatabase:
                                f"(the password from ${password_env}, never in the DSN)")
         self.dsn = dsn
         self.label = safe_dsn(dsn)
+        if self.label != dsn:  # a password in the DSN would be written to Hydra's config snapshot
+            raise StorageError(f"store.dsn={self.label}: carries a password; remove it from the DSN and set "
+                               f"${password_env} instead (never written anywhere)")
         self.password_env = password_env
         self.connect_timeout_s = connect_timeout_s
         self._local = threading.local()
