@@ -28,6 +28,11 @@ def database(cfg: DictConfig) -> Any:
     """The checked PgDatabase of `cfg.store` (StorageError naming the DSN, without password, when unusable)."""
     from harness.stores.postgres import PASSWORD_ENV, PgDatabase
 
+    try:
+        import pgvector.psycopg  # noqa: F401
+        import psycopg  # noqa: F401
+    except ImportError as e:
+        raise RunConfigError(f"store=postgres needs psycopg and pgvector ({e}): pip install -e '.[cluster]'") from e
     dsn = str(cfg.store.get("dsn") or "")
     db = _DATABASES.get(dsn)
     if db is None:

@@ -223,3 +223,13 @@ def test_store_selection_reaches_the_index_store_and_rejects_unknown_kinds(db_ds
     assert stores.retrieval_overrides(OmegaConf.create({"retrieval": {"store": "x.sqlite"}})) == {}  # SQLite default
     with pytest.raises(RunConfigError, match=r"store.kind='mysql' is not one of"):
         stores.store_kind(OmegaConf.create({"store": {"kind": "mysql"}}))
+
+
+def test_store_postgres_without_the_driver_is_one_error_naming_the_extra(monkeypatch):
+    from omegaconf import OmegaConf
+
+    from runners.settings import RunConfigError
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if not installed
+    with pytest.raises(RunConfigError, match=r"store=postgres needs psycopg and pgvector .*\[cluster\]"):
+        stores.database(OmegaConf.create({"store": {"kind": "postgres", "dsn": "postgresql://u@h/d"}}))
