@@ -201,6 +201,11 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("report", help="rebuild tables and plots from a run directory's records (no model calls)")
     p.add_argument("run_dir")
     p.add_argument("--pricing", help="price table YAML (default configs/pricing/default.yaml)")
+    p = sub.add_parser("merge", help="one run from the run directories of its shards (dataset.shard=I/N): "
+                       "merge OUT RUN_DIR... then the report of OUT")
+    p.add_argument("out")
+    p.add_argument("run_dirs", nargs="+")
+    p.add_argument("--pricing", help="price table YAML (default configs/pricing/default.yaml)")
     p = sub.add_parser("compare", help="paired comparison of runs (A = first; accepts a multirun sweep directory)")
     p.add_argument("runs", nargs="+", help="run directories, or a sweep directory such as runs/NAME/multirun")
     p.add_argument("--out", help="output directory (default: <first run's parent>/compare)")
@@ -273,6 +278,16 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({k: str(v) for k, v in paths.items()}, indent=1))
             return 0
         return _guard(report)
+    if args.cmd == "merge":
+        from reports.render import build_report
+        from runners.merge import merge_runs
+
+        def merge() -> int:
+            merge_runs(Path(args.out), [Path(d) for d in args.run_dirs])
+            paths = build_report(Path(args.out), prices=args.pricing)
+            print(Path(paths["markdown"]).read_text())
+            return 0
+        return _guard(merge)
     if args.cmd == "compare":
         from runners.compare import compare_main
 

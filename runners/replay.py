@@ -43,6 +43,7 @@ from runners.reference_latency import (appended_event_texts, embed_appended, lat
 from runners.wire import WireShape
 from runners.scoring import apply_scores, rescore_pending
 from runners.settings import RunConfigError, validate_settings
+from runners.stores import open_pg_cache, retrieval_overrides, session_store, store_kind
 from runners.summaries import SummaryProvider
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ log = logging.getLogger(__name__)
 # Keys that do not change results: a run directory may be resumed when only these differ.
 NON_RESULT_KEYS = ("run.concurrency", "run.progress", "run.max_consecutive_failures", "client.concurrency",
                    "client.timeout_s", "client.max_retries", "client.backoff_base_s", "client.backoff_max_s",
-                   "client.preflight", "run.name", "cache")
+                   "client.preflight", "run.name", "cache", "store.kind", "store.dsn", "store.password_env")
 ENDPOINT_KEYS = ("model.base_url", "judge.endpoint.base_url")  # where a model is served, not which model
 FAILURE_NOTE = "FAILED.txt"  # the only file a run that could not start leaves (besides Hydra's .hydra/)
 
@@ -126,6 +127,8 @@ def _write_failure(run_dir: Path, e: BaseException, started: bool) -> None:
 
 def open_cache(cfg: DictConfig, stack: contextlib.ExitStack) -> ResponseCache | None:
     """The response cache of `cfg.cache` (closed with `stack`), or None when disabled."""
+    if store_kind(cfg) == "postgres":  # the shared database, checked here: one error before any case
+        return open_pg_cache(cfg, stack)
     if not cfg.cache.enabled:
         return None
     cache = ResponseCache(str(cfg.cache.path))
@@ -219,7 +222,6 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
 
 
 def _components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -> dict[str, Any]:
-    from harness.session.store import SQLiteStore
     from harness.session.tokens import o200k_counter
 
     counter = o200k_counter()
@@ -229,7 +231,7 @@ def _components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -> dic
     summarizer = make_summarizer(model=client, prompt=instantiate(cfg.prompt), context_window=window,
                                  token_counter=counter)
     try:
-        retrieval = instantiate(cfg.retrieval)
+        retrieval = instantiate(cfg.retrieval, **retrieval_overrides(cfg))
     except Exception as e:  # Hydra wraps a damaged index store: unwrapped, it is one error naming the file
         if isinstance(e.__cause__, StorageError):
             raise e.__cause__ from None
@@ -242,7 +244,7 @@ def _components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -> dic
         "counter": counter,
         "window": window,
         "token_ratio": float(ep.spec.extra.get("token_ratio", 1.0)),
-        "summaries": SummaryProvider(summarizer, SQLiteStore(run_dir / "session_store.sqlite"),
+        "summaries": SummaryProvider(summarizer, session_store(cfg, run_dir, fingerprint(cfg)),
                                      share_across_modes=bool(cfg.run.share_summary)),
         "retrieval": retrieval,
         "scorers": scorers,

@@ -1,5 +1,6 @@
 import gzip
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -75,3 +76,20 @@ def without_keys(obj, keys):
     if isinstance(obj, list):
         return [without_keys(v, keys) for v in obj]
     return obj
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A real PostgreSQL + pgvector on 127.0.0.1 for the session (tests marked `postgres`). Skipped with the
+    reason when no server binaries are installed, except in CI (CI=true, or LME_REQUIRE_POSTGRES=1 as .ci/run
+    sets), where that is a failure."""
+    from harness.testing.pg_server import LocalPostgres, PgUnavailable
+
+    try:
+        server = LocalPostgres()
+    except PgUnavailable as e:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes") or os.environ.get("LME_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"CI needs PostgreSQL with pgvector: {e}")
+        pytest.skip(str(e))
+    with server:
+        yield server

@@ -8,6 +8,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import uuid
 import zlib
 from dataclasses import dataclass
@@ -384,6 +385,7 @@ class LongMemEvalSource:
     question_ids: Sequence[str] | None = None
     limit: int | None = None
     sample_seed: int | None = None  # with limit: a seeded random subset (stratified by type) instead of the first N
+    shard: str | None = None  # "I/N": the I-th of N disjoint parts of the selection (runs/cluster: docs/cluster.md)
     hf_repo: str | None = "xiaowu0162/longmemeval-cleaned"
     hf_filename: str | None = None
     hf_revision: str = "main"
@@ -423,8 +425,27 @@ class LongMemEvalSource:
         cases = select(all_cases, self.question_types, self.limit, self.question_ids, self.sample_seed)
         if not cases:
             raise DataError(f"{source}: no question matches question_types={list(self.question_types or [])}")
-        return cases, {"source": source, "sha256": digest, "verified": bool(expected), "n_total": len(all_cases),
-                       "n_selected": len(cases)}
+        prov = {"source": source, "sha256": digest, "verified": bool(expected), "n_total": len(all_cases),
+                "n_selected": len(cases)}
+        if self.shard is not None:
+            index, count = parse_shard(self.shard)
+            cases = shard_cases(cases, index, count)
+            prov.update({"shard": f"{index}/{count}", "n_shard": len(cases)})
+        return cases, prov
+
+
+def parse_shard(value: Any) -> tuple[int, int]:
+    """ "I/N" -> (I, N) with 0 <= I < N; DataError naming dataset.shard otherwise."""
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(value))
+    if not m or int(m.group(2)) < 1 or int(m.group(1)) >= int(m.group(2)):
+        raise DataError(f"dataset.shard={value!r}: expected I/N with 0 <= I < N (e.g. dataset.shard=0/4)")
+    return int(m.group(1)), int(m.group(2))
+
+
+def shard_cases(cases: Sequence[Case], index: int, count: int) -> list[Case]:
+    """Every count-th case of the (question_id-sorted) selection from `index`: disjoint, together the whole
+    selection, balanced within one case, and independent of which machine runs it."""
+    return [c for i, c in enumerate(cases) if i % count == index]
 
 
 def _hf_download(repo: str, filename: str, revision: str, endpoint: str | None = None) -> tuple[Path, str]:

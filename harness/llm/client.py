@@ -239,13 +239,16 @@ class LLMClient:
     # -- internals --------------------------------------------------------------------------------
     def _cached(self, key: str, decode, encode, call, *args) -> Any:
         """The cached response for `key`, else `call(*args)` with retries, stored; counted either way."""
-        hit = self.cache.get(key) if self.cache is not None else None
-        if hit is not None:
-            result = decode(hit)
-        else:
-            result = self._call_with_retries(call, *args)
-            if self.cache is not None:
-                self.cache.put(key, encode(result))
+        # A shared cache (PostgreSQL) serializes one key across processes: the second asker finds the reply.
+        claim = getattr(self.cache, "claim", None)
+        with claim(key) if claim is not None else contextlib.nullcontext():
+            hit = self.cache.get(key) if self.cache is not None else None
+            if hit is not None:
+                result = decode(hit)
+            else:
+                result = self._call_with_retries(call, *args)
+                if self.cache is not None:
+                    self.cache.put(key, encode(result))
         self.stats.add(result)
         return result
 

@@ -1,0 +1,1 @@
+"""Shared stores beyond the embedded SQLite files (PostgreSQL + pgvector: docs/cluster.md)."""
