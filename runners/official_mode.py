@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from runners.modes import CaseContext, ModeOutput, _Stopwatch, query_latency
+from runners.modes import CaseContext, ModeOutput, Stopwatch, query_latency
 
 LME_OFFICIAL_TEMPLATE = ("I will give you several history chats between you and a user. Please answer the question "
                          "based on the relevant chat history.\n\n\nHistory Chats:\n\n{}\n\nCurrent Date: {}\n"
@@ -35,7 +35,7 @@ class LongMemEvalOfficialMode:
     def run(self, ctx: CaseContext) -> ModeOutput:
         from harness.session.tokens import ScaledCounter
 
-        sw = _Stopwatch()
+        sw = Stopwatch()
         blocks = session_blocks(ctx)
         counter = ctx.token_counter if ctx.token_ratio == 1 else ScaledCounter(ctx.token_counter, ctx.token_ratio)
         budget = ctx.context_window - int(ctx.generation.get("max_tokens") or 0) - self.reserve_tokens

@@ -200,7 +200,7 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
     from harness.retrieval.index import build_docs
     from harness.session.store import SQLiteStore
     from harness.session.tokens import o200k_counter
-    from runners.replay import build_modes, build_scorers, open_cache
+    from runners.components import build_modes, build_scorers, open_cache
     from runners.scoring import score_all
     from runners.wire import WireShape
     from runners.settings import validate_settings

@@ -34,8 +34,8 @@ from harness.records import (RECORDS_FILE, STATUS_OK, STATUS_SCORING_FAILED, Rec
                              has_answer, load_records, record_key)
 from harness.runlock import run_dir_lock
 from runners.provenance import MODEL_KEYS, redacted_config
-from runners.replay import (FAILURE_NOTE, RunStopped, RunSummary, _write_failure, build_scorers, open_cache,
-                            preflight)
+from runners.components import build_scorers, open_cache, preflight
+from runners.lifecycle import RunStopped, RunSummary, clear_failure, write_failure
 from runners.scoring import apply_scores
 
 log = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ def _rescore_locked(cfg: DictConfig, src_dir: Path, out_dir: Path, source: list[
                 preflight(cfg, judge_client)
             scorers = build_scorers(cfg, judge_client) if todo else []
             started = True
-            (out_dir / FAILURE_NOTE).unlink(missing_ok=True)
+            clear_failure(out_dir)
             writer = RecordWriter(out_dir / RECORDS_FILE)
             t0 = time.perf_counter()
             liveness = getattr(judge_client, "liveness", None)
@@ -102,7 +102,7 @@ def _rescore_locked(cfg: DictConfig, src_dir: Path, out_dir: Path, source: list[
                 stats = judge_client.stats.as_dict()
             _write_meta(cfg, src_dir, out_dir, judge_spec, stats, time.perf_counter() - t0)
     except Exception as e:
-        _write_failure(out_dir, e, started)
+        write_failure(out_dir, e, started)
         raise
     final = load_records(out_dir / RECORDS_FILE)
     failed = sum(r.get("status") != STATUS_OK for r in final)
