@@ -28,7 +28,7 @@ from harness.llm.liveness import ServerDied, ServerWatch
 from harness.records import (RECORDS_FILE, STATUS_SCORING_FAILED, RecordWriter, has_answer, load_records,
                              record_key)
 from harness.runlock import run_dir_lock
-from harness.scoring.base import ScoreInput
+from harness.scoring.base import ScoreInput, specs_json
 from harness.storage import write_text_atomic
 from runners.bounds import bound_record
 from runners.components import (Components, SerializedEmbedder, build_components, build_modes, build_scorers,
@@ -110,6 +110,10 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
             prov = provenance(cfg, data_prov)
             if components is not None:  # which embedder weights ranked the searches (model2vec:<sha256 prefix>)
                 prov["retrieval"] = components.retrieval.describe()
+            # the scorers' metric declarations: every report column's direction, label and format
+            specs = specs_json(components.scorers) if components is not None else _prior_metrics(run_dir)
+            if specs:
+                prov["metrics"] = specs
             prov.update({"fingerprint": fp, "records": str(run_dir / RECORDS_FILE),
                          "elapsed_s": round(time.time() - t0, 2), "cases_elapsed_s": round(cases_s, 2),
                          "skipped_already_done": n_skipped, "llm_stats": stats})
@@ -147,6 +151,15 @@ class FailureBreaker:
             self.last_error = rec.get("error")
             if self.limit and self.streak >= self.limit:
                 self.tripped.set()
+
+
+def _prior_metrics(run_dir: Path) -> list[dict[str, Any]] | None:
+    """run.json's metric specs of an earlier run of this directory (a resumed run with nothing left to do builds no
+    scorer, and must not lose them)."""
+    try:
+        return json.loads((run_dir / "run.json").read_text()).get("metrics")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _run_cases(cfg: DictConfig, todo: Sequence[tuple[Case, list[Mode]]], comp: Components,

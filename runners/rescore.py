@@ -24,7 +24,7 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -33,6 +33,7 @@ from harness.llm.liveness import ServerWatch
 from harness.records import (RECORDS_FILE, STATUS_OK, STATUS_SCORING_FAILED, RecordError, RecordWriter, done_keys,
                              has_answer, load_records, record_key)
 from harness.runlock import run_dir_lock
+from harness.scoring.base import specs_json
 from runners.provenance import MODEL_KEYS, redacted_config
 from runners.components import build_scorers, open_cache, preflight
 from runners.lifecycle import RunStopped, RunSummary, clear_failure, write_failure
@@ -100,7 +101,7 @@ def _rescore_locked(cfg: DictConfig, src_dir: Path, out_dir: Path, source: list[
                     f"same command again to resume.") from watch.died
             if judge_client is not None:
                 stats = judge_client.stats.as_dict()
-            _write_meta(cfg, src_dir, out_dir, judge_spec, stats, time.perf_counter() - t0)
+            _write_meta(cfg, src_dir, out_dir, judge_spec, stats, time.perf_counter() - t0, scorers)
     except Exception as e:
         write_failure(out_dir, e, started)
         raise
@@ -110,10 +111,16 @@ def _rescore_locked(cfg: DictConfig, src_dir: Path, out_dir: Path, source: list[
                       sum(r.get("status") == STATUS_SCORING_FAILED for r in final))
 
 
-def _write_meta(cfg: DictConfig, src_dir: Path, out_dir: Path, judge_spec, stats: dict[str, Any], elapsed: float) -> None:
+def _write_meta(cfg: DictConfig, src_dir: Path, out_dir: Path, judge_spec, stats: dict[str, Any], elapsed: float,
+                scorers: Sequence[Any] = ()) -> None:
     """run.json: the source run's provenance (dataset, answer model, config), with the new scoring on top."""
     src_meta_path = src_dir / "run.json"
     meta = json.loads(src_meta_path.read_text()) if src_meta_path.exists() else {}
+    if scorers:  # the new scorers' metric declarations (a resumed rescore with nothing to do keeps the last ones)
+        meta["metrics"] = specs_json(scorers)
+    else:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            meta["metrics"] = json.loads((out_dir / "run.json").read_text()).get("metrics") or meta.get("metrics")
     new_cfg = redacted_config(cfg)
     judge = {k: v for k, v in (OmegaConf.to_container(judge_spec, resolve=True) if judge_spec is not None else {}).items()
              if k in MODEL_KEYS} or None

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
 from harness.records import STATUS_OK, STATUS_SCORING_FAILED, RecordWriter
-from harness.scoring.base import ScoreInput
+from harness.scoring.base import ScoreInput, details_key
 
 log = logging.getLogger(__name__)
 
@@ -26,9 +26,9 @@ def score_all(scorers: Sequence[Any], item: ScoreInput) -> tuple[dict[str, Any],
         res = s.score(item)
         metrics.update(res.values)
         if res.details:
-            details[type(s).__name__] = res.details
+            details[details_key(s)] = res.details
         if getattr(res, "error", None):
-            errors.append(f"{type(s).__name__}: {res.error}")
+            errors.append(f"{details_key(s)}: {res.error}")
     return metrics, details, errors
 
 
