@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from harness.records import RECORDS_FILE, RecordError, load_records
+from harness.records import RECORDS_FILE, STATUS_OK, Record, RecordError, load_records
 from reports.metrics import BUILTIN, COST_KEYS, MetricCatalog, catalog_of
 from reports.cost import Endpoints, PriceTable, judge_calls, load_price_table, record_costs, summary_calls
 from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap_ci
@@ -55,23 +55,26 @@ def records_frame(records: Sequence[dict[str, Any]], *, meta: Mapping[str, Any] 
     """One row per record. Cost columns are filled when a price table is given (else left out). The columns'
     catalog (`catalog(df)`) is `meta`'s: the run's scorer specs (run.json `metrics`), else the built-in ones."""
     metrics = catalog_of(meta)
-    by_key = {(r["question_id"], r["mode"]): r for r in records}
+    typed = [r if isinstance(r, Record) else Record.from_json(r) for r in records]
+    raw = [r.to_json() if isinstance(r, Record) else r for r in records]  # the JSON view, for the cost helpers
+    by_key = {(r["question_id"], r["mode"]): r for r in raw}
     endpoints = Endpoints.from_run_meta(meta)
     rows = []
     unpriced: set[str] = set()
-    for r in records:
-        ok = r.get("status") == "ok"
-        usage = r.get("usage") or {}
-        details = r.get("metric_details") or {}
-        summary = r.get("summary") or {}
+    for rec, r in zip(typed, raw):
+        ok = rec.status == STATUS_OK
+        usage = rec.usage or {}
+        details = rec.metric_details or {}
+        summary = rec.summary or {}
+        latency = rec.latency or {}
         row: dict[str, Any] = {
-            "question_id": r["question_id"],
-            "question_type": r.get("question_type"),
-            "is_abstention": bool(r.get("is_abstention", "_abs" in r["question_id"])),
-            "mode": r["mode"],
-            "status": r.get("status"),
-            "error": r.get("scoring_error") or r.get("error"),  # a scoring failure is what the failure table must say
-            **{k: (np.nan if v is None else v) for k, v in (r.get("metrics") or {}).items()},
+            "question_id": rec.question_id,
+            "question_type": rec.question_type,
+            "is_abstention": bool(rec.is_abstention),
+            "mode": rec.mode,
+            "status": rec.status,
+            "error": rec.scoring_error or rec.error,  # a scoring failure is what the failure table must say
+            **{k: (np.nan if v is None else v) for k, v in (rec.metrics or {}).items()},
             "final_prompt_tokens": usage.get("final_prompt_tokens"),
             "prompt_tokens_total": usage.get("prompt_tokens_total"),
             "completion_tokens_total": usage.get("completion_tokens_total"),
@@ -79,13 +82,13 @@ def records_frame(records: Sequence[dict[str, Any]], *, meta: Mapping[str, Any] 
             "summary_tokens": _tokens(summary_calls(r, by_key)) if ok else None,
             "judge_tokens": _tokens(judge_calls(r)) if ok else None,
             "answer_calls": usage.get("answer_calls"),
-            "query_ms": (r.get("latency") or {}).get("query_ms"),
-            "query_ms_reference": (r.get("latency") or {}).get("query_ms_reference"),
-            "wall_ms": (r.get("latency") or {}).get("wall_ms"),
-            "n_search": r.get("n_search"),
-            "n_load": r.get("n_load"),
-            "tool_errors": sum(not t.get("ok", True) for t in r.get("tool_calls") or []) if ok else None,
-            "truncated": float(bool((r.get("truncation") or {}).get("truncated"))) if ok else None,
+            "query_ms": latency.get("query_ms"),
+            "query_ms_reference": latency.get("query_ms_reference"),
+            "wall_ms": latency.get("wall_ms"),
+            "n_search": rec.n_search,
+            "n_load": rec.n_load,
+            "tool_errors": sum(not t.get("ok", True) for t in rec.tool_calls or []) if ok else None,
+            "truncated": float(bool((rec.truncation or {}).get("truncated"))) if ok else None,
             "summary_chars": summary.get("chars") if summary else None,
             "summary_bytes": summary.get("bytes") if summary else None,
         }

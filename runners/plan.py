@@ -37,7 +37,7 @@ from harness.llm.client import LLMClient, _from_cache
 from harness.llm.endpoint import Endpoint, cache_namespace, make_client
 from harness.llm.models import ModelSpec
 from harness.llm.types import ChatResult, Message, Usage
-from harness.records import RECORDS_FILE, has_answer, load_records, record_key
+from harness.records import RECORDS_FILE, read_records
 from harness.scoring.base import ScoreInput
 from harness.session.events import Session
 from reports.cost import PriceTable, call_cost, load_price_table
@@ -210,7 +210,7 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
     table = load_price_table(pricing)
     cases, _ = instantiate(cfg.dataset, _convert_="all").load()
     modes = build_modes(cfg)
-    done = {record_key(r) for r in load_records(run_dir / RECORDS_FILE) if has_answer(r)} \
+    done = {r.key for r in read_records(run_dir / RECORDS_FILE) if r.answered} \
         if (run_dir / RECORDS_FILE).exists() else set()
     log = PlanLog()
     counter = o200k_counter()

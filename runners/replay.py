@@ -14,7 +14,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig
@@ -25,8 +25,8 @@ from harness.data.longmemeval import Case
 from harness.llm.client import embedding_call_log
 from harness.llm.endpoint import make_client, open_endpoint
 from harness.llm.liveness import ServerDied, ServerWatch
-from harness.records import (RECORDS_FILE, STATUS_SCORING_FAILED, RecordWriter, has_answer, load_records,
-                             record_key)
+from harness.records import (RECORDS_FILE, STATUS_FAILED, STATUS_OK, STATUS_SCORING_FAILED, Record, RecordWriter,
+                             read_records)
 from harness.runlock import run_dir_lock
 from harness.scoring.base import ScoreInput, specs_json
 from harness.storage import write_text_atomic
@@ -68,13 +68,13 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
             dataset = instantiate(cfg.dataset, _convert_="all")
             cases, data_prov = dataset.load()
             modes = build_modes(cfg)
-            prior = [r for r in load_records(run_dir / RECORDS_FILE) if has_answer(r)]
-            done = {record_key(r) for r in prior}
+            prior = [r for r in read_records(run_dir / RECORDS_FILE) if r.answered]
+            done = {r.key for r in prior}
             todo = [(c, [m for m in modes if (c.question_id, m.name) not in done]) for c in cases]
             todo = [(c, ms) for c, ms in todo if ms]
             wanted = {(c.question_id, m.name) for c in cases for m in modes}
             # answered, but the judge failed: scored again, no answer-model call
-            rescore = [r for r in prior if r["status"] == STATUS_SCORING_FAILED and record_key(r) in wanted]
+            rescore = [r for r in prior if r.status == STATUS_SCORING_FAILED and r.key in wanted]
             n_skipped = len(cases) * len(modes) - sum(len(ms) for _, ms in todo) - len(rescore)
             cache = open_cache(cfg, stack)
             stats: dict[str, Any] = {}
@@ -92,8 +92,8 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
                 preflight(cfg, client, judge_client)
                 components = build_components(cfg, client, judge_client, ep, run_dir)
                 for r in prior:  # summaries recorded by an interrupted run keep their attribution
-                    if (r.get("summary") or {}).get("reused") is False:
-                        components.summaries.adopt(r["question_id"], r["summary"].get("generated_for") or r["mode"])
+                    if r.summary and r.summary.get("reused") is False:
+                        components.summaries.adopt(r.question_id, r.summary.get("generated_for") or r.mode)
             started = True
             clear_failure(run_dir)
             write_text_atomic(run_dir / FINGERPRINT_FILE, json.dumps({"fingerprint": fp}))
@@ -121,9 +121,9 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
     except Exception as e:
         write_failure(run_dir, e, started)
         raise
-    final = load_records(run_dir / RECORDS_FILE)
+    final = read_records(run_dir / RECORDS_FILE)
     return RunSummary(run_dir, len(final), n_failed, n_skipped, stats,
-                      sum(r.get("status") == STATUS_SCORING_FAILED for r in final))
+                      sum(r.status == STATUS_SCORING_FAILED for r in final))
 
 
 class FailureBreaker:
@@ -141,14 +141,15 @@ class FailureBreaker:
         self.tripped = threading.Event()
         self._lock = threading.Lock()
 
-    def observe(self, rec: dict[str, Any]) -> None:
+    def observe(self, rec: Record | Mapping[str, Any]) -> None:
+        status, error = (rec.status, rec.error) if isinstance(rec, Record) else (rec["status"], rec.get("error"))
         with self._lock:
             self.seen += 1
-            if rec["status"] == "ok":
+            if status == STATUS_OK:
                 self.streak = 0
                 return
             self.streak += 1
-            self.last_error = rec.get("error")
+            self.last_error = error
             if self.limit and self.streak >= self.limit:
                 self.tripped.set()
 
@@ -212,9 +213,9 @@ def _run_case(case: Case, modes: Sequence[Mode], comp: Components, writer: Recor
                 wall_s = time.perf_counter() - t0  # the reference-latency embeddings below are not this mode's
                 ref_latency, ref_calls = _reference_latency(case, mode.name, out, retriever, comp)
                 rec = _record(case, mode.name, out, comp.scorers, wall_s)
-                rec["latency"].update(ref_latency)
+                rec.latency.update(ref_latency)
                 if ref_calls:  # real requests, kept apart from the mode's own embedding_calls (and its cost)
-                    rec["reference_latency_calls"] = ref_calls
+                    rec.reference_latency_calls = ref_calls
             except ServerDied as e:
                 rec = None
                 if watch is not None:
@@ -227,10 +228,10 @@ def _run_case(case: Case, modes: Sequence[Mode], comp: Components, writer: Recor
             # Not recorded; the next run redoes it (its answered calls come from the response cache).
             break
         if embedding_calls:
-            rec["embedding_calls"] = list(embedding_calls)
-            rec["usage"]["embedding_tokens"] = sum(c["usage"]["prompt_tokens"] for c in embedding_calls)
-        failed += rec["status"] != "ok"
-        writer.append(bound_record(rec, comp.bounds))
+            rec.embedding_calls = list(embedding_calls)
+            rec.usage["embedding_tokens"] = sum(c["usage"]["prompt_tokens"] for c in embedding_calls)
+        failed += rec.status != STATUS_OK
+        writer.append(bound_record(rec.to_json(), comp.bounds))
         breaker.observe(rec)
         bar.update(1)
     comp.summaries.forget(case.question_id)
@@ -259,7 +260,7 @@ def _base_record(case: Case, mode: str) -> dict[str, Any]:
             "mode": mode, "question": case.question, "reference": case.answer}
 
 
-def _record(case: Case, mode: str, out: ModeOutput, scorers, wall_s: float) -> dict[str, Any]:
+def _record(case: Case, mode: str, out: ModeOutput, scorers, wall_s: float) -> Record:
     item = ScoreInput(case.question_id, case.question_type, case.question, case.answer, out.prediction)
     answer_calls = [c.to_record() for c in out.calls]
     summary_calls = (out.summary or {}).get("calls", [])
@@ -267,16 +268,16 @@ def _record(case: Case, mode: str, out: ModeOutput, scorers, wall_s: float) -> d
     error = out.error
     if error is None and not out.prediction:  # scored (as the reference would), but never silently
         error = f"empty answer from the model (finish_reason={final.finish_reason if final else None})"
-    return apply_scores({
+    return apply_scores(Record(
         **_base_record(case, mode),
         # "ok" = scored. `error` may still note a model-level problem the reference also scores
         # (e.g. the tool-iteration limit, which leaves an empty answer); "failed" = not scored, retried next run.
-        "status": "ok",
-        "error": error,
-        "prediction": out.prediction,
-        "metrics": {},  # filled by apply_scores, which may also set status "scoring_failed"
-        "metric_details": {},
-        "usage": {
+        status=STATUS_OK,
+        error=error,
+        prediction=out.prediction,
+        metrics={},  # filled by apply_scores, which may also set status "scoring_failed"
+        metric_details={},
+        usage={
             # The reference reports the prompt tokens of the final call only (§3.5); the sums are ours.
             "final_prompt_tokens": final.usage.prompt_tokens if final else 0,
             "prompt_tokens_total": sum(c.usage.prompt_tokens for c in out.calls),
@@ -287,19 +288,19 @@ def _record(case: Case, mode: str, out: ModeOutput, scorers, wall_s: float) -> d
             "answer_calls": len(out.calls),
             "cache_hits": sum(c.cached for c in out.calls),
         },
-        "calls": answer_calls,
-        "tool_calls": out.tool_trace,
-        "n_search": sum(t["name"] == "session_search" for t in out.tool_trace),
-        "n_load": sum(t["name"] == "session_load" for t in out.tool_trace),
+        calls=answer_calls,
+        tool_calls=out.tool_trace,
+        n_search=sum(t["name"] == "session_search" for t in out.tool_trace),
+        n_load=sum(t["name"] == "session_load" for t in out.tool_trace),
         # query_ms: the reference's query latency (model time as measured, replayed from cache too, plus harness time);
         # wall_ms: this process's wall time for the mode, which a cached re-run shrinks.
-        "latency": {"query_ms": round(out.query_latency_s * 1000, 1), "wall_ms": round(wall_s * 1000, 1)},
-        "truncation": out.truncation,
-        "summary": out.summary,
-        "final_messages": out.final_messages,
-    }, scorers, item)
+        latency={"query_ms": round(out.query_latency_s * 1000, 1), "wall_ms": round(wall_s * 1000, 1)},
+        truncation=out.truncation,
+        summary=out.summary,
+        final_messages=out.final_messages,
+    ), scorers, item)
 
 
-def _failed_record(case: Case, mode: str, e: BaseException, wall_s: float) -> dict[str, Any]:
-    return {**_base_record(case, mode), "status": "failed", "error": f"{type(e).__name__}: {e}", "prediction": None,
-            "metrics": {}, "usage": {}, "latency": {"wall_ms": round(wall_s * 1000, 1)}}
+def _failed_record(case: Case, mode: str, e: BaseException, wall_s: float) -> Record:
+    return Record(**_base_record(case, mode), status=STATUS_FAILED, error=f"{type(e).__name__}: {e}", prediction=None,
+                  metrics={}, usage={}, latency={"wall_ms": round(wall_s * 1000, 1)})

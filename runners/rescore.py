@@ -19,6 +19,7 @@ writes it (run.lock).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import time
@@ -30,8 +31,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.llm.endpoint import make_client, open_endpoint
 from harness.llm.liveness import ServerWatch
-from harness.records import (RECORDS_FILE, STATUS_OK, STATUS_SCORING_FAILED, RecordError, RecordWriter, done_keys,
-                             has_answer, load_records, record_key)
+from harness.records import (RECORDS_FILE, SCHEMA_VERSION, STATUS_OK, STATUS_SCORING_FAILED, Record, RecordError,
+                             RecordWriter, done_keys, read_records)
 from harness.runlock import run_dir_lock
 from harness.scoring.base import specs_json
 from runners.provenance import MODEL_KEYS, redacted_config
@@ -42,10 +43,9 @@ from runners.scoring import apply_scores
 log = logging.getLogger(__name__)
 
 
-def rescore_record(rec: dict[str, Any], scorers, source: str) -> dict[str, Any]:
-    out = {k: v for k, v in rec.items() if k != "schema"}
-    out["rescored_from"] = source
-    if not has_answer(rec):
+def rescore_record(rec: Record, scorers, source: str) -> Record:
+    out = dataclasses.replace(rec, rescored_from=source, schema_version=SCHEMA_VERSION)
+    if not rec.answered:
         return out  # no answer to score: stays failed, with the source's reason
     return apply_scores(out, scorers)
 
@@ -54,18 +54,18 @@ def rescore_run(cfg: DictConfig, src_dir: Path, out_dir: Path) -> RunSummary:
     src_dir, out_dir = Path(src_dir), Path(out_dir)
     if src_dir.resolve() == out_dir.resolve():
         raise RecordError(f"{out_dir}: rescore must write to another directory than its source")
-    source = load_records(src_dir / RECORDS_FILE)
+    source = read_records(src_dir / RECORDS_FILE)
     if not source:
         raise RecordError(f"{src_dir / RECORDS_FILE}: no records to rescore")
     with run_dir_lock(out_dir):
         return _rescore_locked(cfg, src_dir, out_dir, source)
 
 
-def _rescore_locked(cfg: DictConfig, src_dir: Path, out_dir: Path, source: list[dict[str, Any]]) -> RunSummary:
+def _rescore_locked(cfg: DictConfig, src_dir: Path, out_dir: Path, source: list[Record]) -> RunSummary:
     started = False
     try:
         done = done_keys(out_dir / RECORDS_FILE)
-        todo = [r for r in source if record_key(r) not in done]
+        todo = [r for r in source if r.key not in done]
         stats: dict[str, Any] = {}
         judge_spec = cfg.judge.get("endpoint") or cfg.model if cfg.judge.get("_target_") else None
         with contextlib.ExitStack() as stack:
@@ -83,7 +83,7 @@ def _rescore_locked(cfg: DictConfig, src_dir: Path, out_dir: Path, source: list[
             liveness = getattr(judge_client, "liveness", None)
             watch = ServerWatch([liveness] if liveness else [])
 
-            def one(r: dict[str, Any]) -> dict[str, Any] | None:
+            def one(r: Record) -> Record | None:
                 return None if watch.died is not None else rescore_record(r, scorers, str(src_dir))
 
             written = 0
@@ -105,10 +105,10 @@ def _rescore_locked(cfg: DictConfig, src_dir: Path, out_dir: Path, source: list[
     except Exception as e:
         write_failure(out_dir, e, started)
         raise
-    final = load_records(out_dir / RECORDS_FILE)
-    failed = sum(r.get("status") != STATUS_OK for r in final)
+    final = read_records(out_dir / RECORDS_FILE)
+    failed = sum(r.status != STATUS_OK for r in final)
     return RunSummary(out_dir, len(final), failed, len(source) - len(todo), stats,
-                      sum(r.get("status") == STATUS_SCORING_FAILED for r in final))
+                      sum(r.status == STATUS_SCORING_FAILED for r in final))
 
 
 def _write_meta(cfg: DictConfig, src_dir: Path, out_dir: Path, judge_spec, stats: dict[str, Any], elapsed: float,
