@@ -105,3 +105,20 @@ def test_a_run_json_without_specs_reports_with_the_builtin_scorers(tmp_path):
     df = load_run(run)
     assert df.attrs["metrics"] is BUILTIN
     assert list(judge_table(df)["metric"]) == ["lme_acc", "lme_acc_strict"]
+
+
+def test_a_run_with_builtin_specs_reports_like_one_without(tmp_path):
+    """The specs a new run writes to run.json (the built-in scorers') give the same CSVs as the fallback."""
+    from harness.scoring.judges import LongMemEvalJudge, TrpcJudge
+    from report_fixtures import standard_run
+
+    old = standard_run(tmp_path / "old")
+    new = standard_run(tmp_path / "new")
+    m = json.loads((new / "run.json").read_text())
+    m["metrics"] = specs_json([LexicalScorer(), TrpcJudge(model=None), LongMemEvalJudge(model=None)])
+    (new / "run.json").write_text(json.dumps(m))
+    for run in (old, new):
+        assert main(["report", str(run)]) == 0
+    for name in ("summary.csv", "summary_ci.csv", "cases.csv"):
+        assert (old / name).read_bytes() == (new / name).read_bytes(), name
+    assert (old / "report.md").read_text().replace("old", "X") == (new / "report.md").read_text().replace("new", "X")
