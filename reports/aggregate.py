@@ -56,12 +56,11 @@ def records_frame(records: Sequence[dict[str, Any]], *, meta: Mapping[str, Any] 
     catalog (`catalog(df)`) is `meta`'s: the run's scorer specs (run.json `metrics`), else the built-in ones."""
     metrics = catalog_of(meta)
     typed = [r if isinstance(r, Record) else Record.from_json(r) for r in records]
-    raw = [r.to_json() if isinstance(r, Record) else r for r in records]  # the JSON view, for the cost helpers
-    by_key = {(r["question_id"], r["mode"]): r for r in raw}
+    by_key = {r.key: r for r in typed}
     endpoints = Endpoints.from_run_meta(meta)
     rows = []
     unpriced: set[str] = set()
-    for rec, r in zip(typed, raw):
+    for rec in typed:
         ok = rec.status == STATUS_OK
         usage = rec.usage or {}
         details = rec.metric_details or {}
@@ -79,8 +78,8 @@ def records_frame(records: Sequence[dict[str, Any]], *, meta: Mapping[str, Any] 
             "prompt_tokens_total": usage.get("prompt_tokens_total"),
             "completion_tokens_total": usage.get("completion_tokens_total"),
             # tokens of the summary this record used, also when another mode generated it (shared summaries)
-            "summary_tokens": _tokens(summary_calls(r, by_key)) if ok else None,
-            "judge_tokens": _tokens(judge_calls(r)) if ok else None,
+            "summary_tokens": _tokens(summary_calls(rec, by_key)) if ok else None,
+            "judge_tokens": _tokens(judge_calls(rec)) if ok else None,
             "answer_calls": usage.get("answer_calls"),
             "query_ms": latency.get("query_ms"),
             "query_ms_reference": latency.get("query_ms_reference"),
@@ -96,7 +95,7 @@ def records_frame(records: Sequence[dict[str, Any]], *, meta: Mapping[str, Any] 
             if details.get(source) is not None and ok:
                 row[spec.name] = _verdict(details[source], spec.verdict or "")
         if prices is not None and ok:
-            costs, missing = record_costs(r, by_key, prices, endpoints)
+            costs, missing = record_costs(rec, by_key, prices, endpoints)
             row.update(costs)
             unpriced |= missing
         rows.append(row)
