@@ -15,7 +15,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from harness.records import RECORDS_FILE, RecordError, load_records
+from harness.records import RECORDS_FILE, STATUS_OK, Record, RecordError, load_records
+from reports.metrics import BUILTIN, COST_KEYS, MetricCatalog, catalog_of
 from reports.cost import Endpoints, PriceTable, judge_calls, load_price_table, record_costs, summary_calls
 from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap_ci
 
@@ -23,86 +24,18 @@ MODE_ORDER = ("long_context", "summary", "summary_ondemand")
 BASELINE_MODE = "long_context"
 
 
-@dataclass(frozen=True)
-class Column:
-    key: str
-    label: str
-    higher_is_better: bool
-    fmt: str = "{:.4f}"
+def catalog(df: pd.DataFrame) -> MetricCatalog:
+    """The metric catalog a records frame was built with (its run's scorer specs; reports/metrics.py)."""
+    return df.attrs.get("metrics") or BUILTIN
 
 
-# The published table's columns first (reference names), then ours. `higher_is_better` drives the gate.
-COLUMNS: tuple[Column, ...] = (
-    Column("rouge_l", "ROUGE-L", True),
-    Column("f1", "F1", True),
-    Column("bleu1", "BLEU", True),
-    Column("llm_score", "LLMScore", True),
-    Column("em", "EM", True),
-    Column("final_prompt_tokens", "prompt tokens", False, "{:,.0f}"),
-    Column("query_ms", "query latency ms", False, "{:,.0f}"),
-    Column("query_ms_reference", "query latency ms (reference def.)", False, "{:,.0f}"),
-    Column("llm_score_strict", "LLMScore strict", True),
-    Column("rouge_l_lib", "ROUGE-L (rouge-score)", True),
-    Column("sacrebleu_sentence", "BLEU-4 (sacrebleu)", True),
-    Column("prompt_tokens_total", "prompt tokens, all calls", False, "{:,.0f}"),
-    Column("summary_tokens", "summary gen tokens", False, "{:,.0f}"),
-    Column("n_search", "searches/case", False, "{:.2f}"),
-    Column("n_load", "loads/case", False, "{:.2f}"),
-    Column("truncated", "truncated share", False, "{:.2f}"),
-)
-
-# Everything else a report, a comparison or the gate may show, with its direction.
-EXTRA_COLUMNS: tuple[Column, ...] = (
-    Column("rouge1", "ROUGE-1", True),
-    Column("rouge2", "ROUGE-2", True),
-    Column("llm_acc", "judge acc (trpc, lenient)", True),
-    Column("llm_acc_strict", "judge acc (trpc, strict)", True),
-    Column("lme_acc", "LongMemEval acc", True),
-    Column("lme_acc_strict", "LongMemEval acc (strict parse)", True),
-    Column("completion_tokens_total", "completion tokens, all calls", False, "{:,.0f}"),
-    Column("judge_tokens", "judge tokens", False, "{:,.0f}"),
-    Column("answer_calls", "answer calls/case", False, "{:.2f}"),
-    Column("tool_errors", "tool errors/case", False, "{:.2f}"),
-    Column("wall_ms", "wall ms", False, "{:,.0f}"),
-    Column("summary_chars", "summary chars", False, "{:,.0f}"),
-    Column("summary_bytes", "summary bytes (reference's chars)", False, "{:,.0f}"),
-    Column("cost_answer", "cost: answer $/case", False, "{:.6f}"),
-    Column("cost_summary", "cost: summary $/case", False, "{:.6f}"),
-    Column("cost_judge", "cost: judge $/case", False, "{:.6f}"),
-    Column("cost_embedding", "cost: embedding $/case", False, "{:.6f}"),
-    Column("cost_total", "cost $/case", False, "{:.6f}"),
-)
-ALL_COLUMNS: dict[str, Column] = {c.key: c for c in COLUMNS + EXTRA_COLUMNS}
-
-QUALITY_KEYS = ("em", "llm_score", "llm_score_strict", "llm_acc_strict", "lme_acc", "lme_acc_strict", "rouge_l", "f1",
-                "bleu1", "rouge1", "rouge2", "rouge_l_lib", "sacrebleu_sentence")
-# Per-case metrics that may be None ("not_run"): shown with the judged count and a full-denominator variant.
-JUDGE_KEYS = ("llm_score_strict", "llm_acc", "llm_acc_strict", "lme_acc", "lme_acc_strict")
-BINARY_KEYS = ("em", "llm_acc", "llm_acc_strict", "lme_acc", "lme_acc_strict")
-COST_KEYS = ("cost_answer", "cost_summary", "cost_judge", "cost_embedding", "cost_total")
-# Scoreboard-only aggregates (not per-case columns) and their direction.
-DERIVED_DIRECTIONS: dict[str, bool] = {
-    "failed": False, "ok": True, "savings_pct": True, "savings_ratio_pct": True, "cost_total_sum": False,
-    "search_case_share": True, "load_case_share": True, "n_search_total": False, "n_load_total": False,
-}
-
-
-def higher_is_better(metric: str) -> bool | None:
+def higher_is_better(metric: str, metrics: MetricCatalog = BUILTIN) -> bool | None:
     """Direction of any metric the scoreboard can hold; None when unknown."""
-    if metric in DERIVED_DIRECTIONS:
-        return DERIVED_DIRECTIONS[metric]
-    base, _, suffix = metric.partition("@")
-    if base.endswith(":not_run"):
-        return False
-    for tail in ("_task_avg", "_abstention"):
-        if base.endswith(tail):
-            base = base[: -len(tail)]
-    col = ALL_COLUMNS.get(base)
-    return None if col is None else col.higher_is_better
+    return metrics.higher_is_better(metric)
 
 
-def _trpc_acc(details: Mapping[str, Any] | None, key: str) -> float | None:
-    """Binary tRPC judge verdict from the record details: an EM short-circuit counts as correct."""
+def _verdict(details: Mapping[str, Any] | None, key: str) -> float | None:
+    """A binary judge verdict from the record details (a spec's `verdict`): an EM short-circuit counts as correct."""
     if not details:
         return None
     if details.get("skipped") == "exact_match":
@@ -119,47 +52,50 @@ def _tokens(calls: Sequence[Mapping[str, Any]]) -> int:
 
 def records_frame(records: Sequence[dict[str, Any]], *, meta: Mapping[str, Any] | None = None,
                   prices: PriceTable | None = None) -> pd.DataFrame:
-    """One row per record. Cost columns are filled when a price table is given (else left out)."""
-    by_key = {(r["question_id"], r["mode"]): r for r in records}
+    """One row per record. Cost columns are filled when a price table is given (else left out). The columns'
+    catalog (`catalog(df)`) is `meta`'s: the run's scorer specs (run.json `metrics`), else the built-in ones."""
+    metrics = catalog_of(meta)
+    typed = [r if isinstance(r, Record) else Record.from_json(r) for r in records]
+    by_key = {r.key: r for r in typed}
     endpoints = Endpoints.from_run_meta(meta)
     rows = []
     unpriced: set[str] = set()
-    for r in records:
-        ok = r.get("status") == "ok"
-        usage = r.get("usage") or {}
-        details = r.get("metric_details") or {}
-        summary = r.get("summary") or {}
-        trpc = details.get("TrpcJudge")
+    for rec in typed:
+        ok = rec.status == STATUS_OK
+        usage = rec.usage or {}
+        details = rec.metric_details or {}
+        summary = rec.summary or {}
+        latency = rec.latency or {}
         row: dict[str, Any] = {
-            "question_id": r["question_id"],
-            "question_type": r.get("question_type"),
-            "is_abstention": bool(r.get("is_abstention", "_abs" in r["question_id"])),
-            "mode": r["mode"],
-            "status": r.get("status"),
-            "error": r.get("scoring_error") or r.get("error"),  # a scoring failure is what the failure table must say
-            **{k: (np.nan if v is None else v) for k, v in (r.get("metrics") or {}).items()},
+            "question_id": rec.question_id,
+            "question_type": rec.question_type,
+            "is_abstention": bool(rec.is_abstention),
+            "mode": rec.mode,
+            "status": rec.status,
+            "error": rec.scoring_error or rec.error,  # a scoring failure is what the failure table must say
+            **{k: (np.nan if v is None else v) for k, v in (rec.metrics or {}).items()},
             "final_prompt_tokens": usage.get("final_prompt_tokens"),
             "prompt_tokens_total": usage.get("prompt_tokens_total"),
             "completion_tokens_total": usage.get("completion_tokens_total"),
             # tokens of the summary this record used, also when another mode generated it (shared summaries)
-            "summary_tokens": _tokens(summary_calls(r, by_key)) if ok else None,
-            "judge_tokens": _tokens(judge_calls(r)) if ok else None,
+            "summary_tokens": _tokens(summary_calls(rec, by_key)) if ok else None,
+            "judge_tokens": _tokens(judge_calls(rec)) if ok else None,
             "answer_calls": usage.get("answer_calls"),
-            "query_ms": (r.get("latency") or {}).get("query_ms"),
-            "query_ms_reference": (r.get("latency") or {}).get("query_ms_reference"),
-            "wall_ms": (r.get("latency") or {}).get("wall_ms"),
-            "n_search": r.get("n_search"),
-            "n_load": r.get("n_load"),
-            "tool_errors": sum(not t.get("ok", True) for t in r.get("tool_calls") or []) if ok else None,
-            "truncated": float(bool((r.get("truncation") or {}).get("truncated"))) if ok else None,
+            "query_ms": latency.get("query_ms"),
+            "query_ms_reference": latency.get("query_ms_reference"),
+            "wall_ms": latency.get("wall_ms"),
+            "n_search": rec.n_search,
+            "n_load": rec.n_load,
+            "tool_errors": sum(not t.get("ok", True) for t in rec.tool_calls or []) if ok else None,
+            "truncated": float(bool((rec.truncation or {}).get("truncated"))) if ok else None,
             "summary_chars": summary.get("chars") if summary else None,
             "summary_bytes": summary.get("bytes") if summary else None,
         }
-        if trpc is not None and ok:
-            row["llm_acc"] = _trpc_acc(trpc, "verdict")
-            row["llm_acc_strict"] = _trpc_acc(trpc, "verdict_strict")
+        for source, spec in metrics.derived:  # e.g. llm_acc from the tRPC judge's verdict
+            if details.get(source) is not None and ok:
+                row[spec.name] = _verdict(details[source], spec.verdict or "")
         if prices is not None and ok:
-            costs, missing = record_costs(r, by_key, prices, endpoints)
+            costs, missing = record_costs(rec, by_key, prices, endpoints)
             row.update(costs)
             unpriced |= missing
         rows.append(row)
@@ -167,9 +103,10 @@ def records_frame(records: Sequence[dict[str, Any]], *, meta: Mapping[str, Any] 
     if not df.empty:
         df["mode"] = pd.Categorical(df["mode"], categories=sorted(set(df["mode"]), key=_mode_rank), ordered=True)
         for c in df.columns:
-            if c in ALL_COLUMNS:
+            if c in metrics:
                 df[c] = pd.to_numeric(df[c], errors="coerce").astype(float)
     df.attrs["unpriced_models"] = sorted(unpriced)
+    df.attrs["metrics"] = metrics
     return df
 
 
@@ -190,7 +127,7 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     if df.empty:
         return pd.DataFrame()
     ok = _ok(df)
-    cols = [c.key for c in COLUMNS if c.key in df.columns]
+    cols = [k for k in catalog(df).headline_keys if k in df.columns]
     means = ok.groupby("mode", observed=True)[cols].mean(numeric_only=True)
     counts = df.groupby("mode", observed=True).agg(cases=("question_id", "nunique"),
                                                    ok=("status", lambda s: int((s == "ok").sum())),
@@ -206,13 +143,14 @@ def summarize_ci(df: pd.DataFrame, keys: Sequence[str] | None = None, *, n_boot:
     `mean_all` treats those as 0 (the full-denominator "strict" accuracy). NaN never becomes 0 in `mean`.
     """
     ok = _ok(df)
-    keys = [k for k in (keys or ALL_COLUMNS) if k in df.columns]
+    metrics = catalog(df)
+    keys = [k for k in (keys or metrics.columns) if k in df.columns]
     rows = []
     for mode in modes(df):
         part = ok[ok["mode"] == mode]
         for k in keys:
             vals = part[k].to_numpy(dtype=float)
-            if vals.size and np.isnan(vals).all() and k not in JUDGE_KEYS:
+            if vals.size and np.isnan(vals).all() and k not in metrics.judged_keys:
                 continue
             est = bootstrap_ci(vals, n_boot=n_boot, seed=seed)
             not_run = int(np.isnan(vals).sum())
@@ -229,7 +167,7 @@ def judge_table(df: pd.DataFrame, *, ci: pd.DataFrame | None = None, n_boot: int
 
     The accuracy columns are `summarize_ci`'s rows for the judge metrics: pass `ci` when it is already computed."""
     ok = _ok(df)
-    keys = [k for k in JUDGE_KEYS if k in df.columns]
+    keys = [k for k in catalog(df).judged_keys if k in df.columns]
     if ci is None or not set(keys) <= set(ci["metric"]):
         ci = summarize_ci(df, keys, n_boot=n_boot, seed=seed)
     base = ci[ci["metric"].isin(keys) & (ci["n"] + ci["not_run"] > 0)]
@@ -321,21 +259,22 @@ def scoreboard(df: pd.DataFrame) -> dict[tuple[str, str], float]:
     out: dict[tuple[str, str], float] = {}
     if df.empty:
         return out
+    metrics = catalog(df)
     ok = _ok(df)
     for mode in modes(df):
         p = ok[ok["mode"] == mode]
         allp = df[df["mode"] == mode]
         out[(mode, "ok")] = float(len(p))
         out[(mode, "failed")] = float((allp["status"] != "ok").sum())
-        for k in ALL_COLUMNS:
+        for k in metrics.columns:
             if k in p.columns and p[k].notna().any():
                 out[(mode, k)] = float(p[k].mean())
-        for k in JUDGE_KEYS:
+        for k in metrics.judged_keys:
             if k in p.columns and len(p):
                 out[(mode, f"{k}@all")] = float(p[k].fillna(0.0).mean())
                 out[(mode, f"{k}:not_run")] = float(p[k].isna().sum())
     for r in judge_table(df, n_boot=1).to_dict("records"):
-        if r["metric"].startswith("lme_"):
+        if r["metric"] in metrics.task_averaged_keys:
             out[(r["mode"], f"{r['metric']}_task_avg")] = r["task_avg"]
             if r["abstention_n"]:
                 out[(r["mode"], f"{r['metric']}_abstention")] = r["abstention"]

@@ -15,13 +15,21 @@ from typing import Any, Iterable, Mapping, Sequence
 import pandas as pd
 
 from harness.records import RECORDS_FILE
-from reports.aggregate import ALL_COLUMNS, BINARY_KEYS, QUALITY_KEYS, higher_is_better, modes, read_run
+from reports.aggregate import catalog, modes, read_run
 from reports.cost import PriceTable
+from reports.metrics import BUILTIN, MetricCatalog, catalog_of
 from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, mcnemar, paired_bootstrap_ci, win_loss_tie
 
-# What a comparison shows by default: quality first, then what it costs.
-COMPARE_KEYS: tuple[str, ...] = (*QUALITY_KEYS, "final_prompt_tokens", "prompt_tokens_total", "summary_tokens",
-                                 "n_search", "n_load", "query_ms", "query_ms_reference", "cost_total")
+COST_SIDE = ("final_prompt_tokens", "prompt_tokens_total", "summary_tokens", "n_search", "n_load", "query_ms",
+             "query_ms_reference", "cost_total")
+
+
+def compare_keys(metrics: MetricCatalog = BUILTIN) -> tuple[str, ...]:
+    """What a comparison shows by default: every quality metric of the runs first, then what it costs."""
+    return (*metrics.quality_keys, *COST_SIDE)
+
+
+COMPARE_KEYS: tuple[str, ...] = compare_keys()  # the built-in scorers' (runs with other scorers: compare_keys)
 # Config keys that never explain a difference in results.
 _NOISE_KEYS = ("run.name", "run.progress", "run.concurrency", "client.concurrency", "cache.")
 _LOOPBACK = ("http://127.0.0.1", "http://localhost")
@@ -123,9 +131,11 @@ def paired_frame(a: pd.DataFrame, b: pd.DataFrame, *, on: Sequence[str] = ("ques
     return ka.merge(kb, on=list(on), suffixes=("_a", "_b"), how="inner")
 
 
-def paired_stats(pairs: pd.DataFrame, keys: Sequence[str] = COMPARE_KEYS, *, group: str | None = "mode",
-                 n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED) -> pd.DataFrame:
+def paired_stats(pairs: pd.DataFrame, keys: Sequence[str] | None = None, *, group: str | None = "mode",
+                 n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED, metrics: MetricCatalog = BUILTIN
+                 ) -> pd.DataFrame:
     """One row per (group, metric): n, mean A, mean B, delta with CI, win/tie/loss and McNemar for binary metrics."""
+    keys = compare_keys(metrics) if keys is None else keys
     rows = []
     groups = [(None, pairs)] if group is None else [(g, p) for g, p in pairs.groupby(group, sort=False)]
     for g, part in groups:
@@ -137,7 +147,7 @@ def paired_stats(pairs: pd.DataFrame, keys: Sequence[str] = COMPARE_KEYS, *, gro
             keep = ~(pd.isna(xa) | pd.isna(xb))
             if not keep.any():
                 continue
-            hib = higher_is_better(k)
+            hib = metrics.higher_is_better(k)
             est = paired_bootstrap_ci(xa, xb, n_boot=n_boot, seed=seed)
             wlt = win_loss_tie(xa, xb, higher_is_better=True if hib is None else hib)
             row: dict[str, Any] = {"group": g, "metric": k, "n": est.n, "mean_a": float(xa[keep].mean()),
@@ -145,32 +155,31 @@ def paired_stats(pairs: pd.DataFrame, keys: Sequence[str] = COMPARE_KEYS, *, gro
                                    "wins": wlt.wins, "ties": wlt.ties, "losses": wlt.losses,
                                    "higher_is_better": hib, "mcnemar_b": None, "mcnemar_c": None, "p_value": None,
                                    "agreement": None, "kappa": None}
-            if k in BINARY_KEYS:
+            if k in metrics.binary_keys:
                 m = mcnemar(xa, xb)
                 row.update(mcnemar_b=m.b, mcnemar_c=m.c, p_value=m.p_value, agreement=m.agreement, kappa=m.kappa)
             rows.append(row)
     return pd.DataFrame(rows)
 
 
-def compare_modes(df: pd.DataFrame, mode_a: str, mode_b: str, keys: Sequence[str] = COMPARE_KEYS, **kw: Any
+def compare_modes(df: pd.DataFrame, mode_a: str, mode_b: str, keys: Sequence[str] | None = None, **kw: Any
                   ) -> pd.DataFrame:
     """Two modes of one run, paired by question_id (e.g. the reference's ondemand vs summary win/loss)."""
     a = df[df["mode"].astype(str) == mode_a].drop(columns=["mode"])
     b = df[df["mode"].astype(str) == mode_b].drop(columns=["mode"])
     a, b = a.assign(mode=f"{mode_b} vs {mode_a}"), b.assign(mode=f"{mode_b} vs {mode_a}")
+    kw.setdefault("metrics", catalog(df))
     return paired_stats(paired_frame(a, b), keys, **kw)
 
 
-def _fmt(v: Any, key: str) -> str:
+def _fmt(v: Any, key: str, metrics: MetricCatalog = BUILTIN) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "n/a"
-    col = ALL_COLUMNS.get(key)
-    return (col.fmt if col else "{:.4f}").format(v)
+    return metrics.fmt(key).format(v)
 
 
-def _fmt_delta(r: Mapping[str, Any]) -> str:
-    k = r["metric"]
-    signed = (ALL_COLUMNS[k].fmt if k in ALL_COLUMNS else "{:.4f}").replace("{:", "{:+")
+def _fmt_delta(r: Mapping[str, Any], metrics: MetricCatalog = BUILTIN) -> str:
+    signed = metrics.fmt(r["metric"]).replace("{:", "{:+")
     return f"{signed.format(r['delta'])} [{signed.format(r['lo'])}, {signed.format(r['hi'])}]"
 
 
@@ -192,15 +201,15 @@ def mcnemar_cell(r: Mapping[str, Any]) -> str:
     return cell
 
 
-def markdown_paired(stats: pd.DataFrame, *, label_a: str, label_b: str) -> str:
+def markdown_paired(stats: pd.DataFrame, *, label_a: str, label_b: str, metrics: MetricCatalog = BUILTIN) -> str:
     head = ["mode", "metric", "n", label_a, label_b, "Δ (B − A) [95 % CI]", "win/tie/loss", "McNemar b/c, p; agreement, κ"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in stats.to_dict("records"):
-        label = ALL_COLUMNS[r["metric"]].label if r["metric"] in ALL_COLUMNS else r["metric"]
+        label = metrics.label(r["metric"])
         arrow = {True: " ↑", False: " ↓"}.get(r["higher_is_better"], "")
         lines.append("| " + " | ".join([
-            str(r["group"]), f"{label}{arrow}", str(r["n"]), _fmt(r["mean_a"], r["metric"]), _fmt(r["mean_b"], r["metric"]),
-            _fmt_delta(r) + _sig(r), f"{r['wins']}/{r['ties']}/{r['losses']}", mcnemar_cell(r)]) + " |")
+            str(r["group"]), f"{label}{arrow}", str(r["n"]), _fmt(r["mean_a"], r["metric"], metrics),
+            _fmt(r["mean_b"], r["metric"], metrics), _fmt_delta(r, metrics) + _sig(r), f"{r['wins']}/{r['ties']}/{r['losses']}", mcnemar_cell(r)]) + " |")
     return "\n".join(lines)
 
 
@@ -212,14 +221,17 @@ class PairResult:
     diff: list[tuple[str, Any, Any]]
     warnings: list[str]
     by_type: pd.DataFrame | None = None  # paired stats per "mode / question_type"; None unless several types
+    metrics: MetricCatalog = BUILTIN  # both runs' metric specs
 
 
-def compare_runs(runs: Sequence[Run], keys: Sequence[str] = COMPARE_KEYS, *, n_boot: int = DEFAULT_N_BOOT,
+def compare_runs(runs: Sequence[Run], keys: Sequence[str] | None = None, *, n_boot: int = DEFAULT_N_BOOT,
                  seed: int = DEFAULT_SEED) -> list[PairResult]:
     """The first run is the baseline A; every other run is compared with it as B."""
     if len(runs) < 2:
         raise CompareError(f"compare needs at least two runs, got {len(runs)}")
     base = runs[0]
+    metrics = catalog_of(*(r.meta for r in runs))
+    keys = compare_keys(metrics) if keys is None else keys
     out = []
     for other in runs[1:]:
         warnings = []
@@ -229,7 +241,7 @@ def compare_runs(runs: Sequence[Run], keys: Sequence[str] = COMPARE_KEYS, *, n_b
         pairs = paired_frame(base.df, other.df)
         if pairs.empty:
             raise CompareError(f"{base.path} and {other.path}: no scored case × mode in common")
-        stats = paired_stats(pairs, keys, n_boot=n_boot, seed=seed)
+        stats = paired_stats(pairs, keys, n_boot=n_boot, seed=seed, metrics=metrics)
         # mode order as in the runs
         order = {m: i for i, m in enumerate(modes(base.df))}
         stats = stats.sort_values("group", key=lambda s: s.map(lambda m: order.get(m, 99)), kind="stable")
@@ -238,7 +250,7 @@ def compare_runs(runs: Sequence[Run], keys: Sequence[str] = COMPARE_KEYS, *, n_b
         if only_a or only_b:
             warnings.append(f"unpaired scored cases left out: {only_a} only in A, {only_b} only in B")
         out.append(PairResult(base, other, stats.reset_index(drop=True), config_diff(base.meta, other.meta), warnings,
-                              _by_type(pairs, keys, n_boot=n_boot, seed=seed)))
+                              _by_type(pairs, keys, n_boot=n_boot, seed=seed, metrics=metrics), metrics))
     return out
 
 
@@ -261,9 +273,9 @@ def pair_markdown(p: PairResult) -> str:
     else:
         lines.append("- config differences: none recorded")
     lines += [f"- note: {w}" for w in p.warnings]
-    lines += ["", markdown_paired(p.stats, label_a="A", label_b="B"), ""]
+    lines += ["", markdown_paired(p.stats, label_a="A", label_b="B", metrics=p.metrics), ""]
     if p.by_type is not None and not p.by_type.empty:
-        lines += ["### Per question type (mode / type)", "", markdown_paired(p.by_type, label_a="A", label_b="B"), ""]
+        lines += ["### Per question type (mode / type)", "", markdown_paired(p.by_type, label_a="A", label_b="B", metrics=p.metrics), ""]
     return "\n".join(lines)
 
 

@@ -13,6 +13,8 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
+from harness.records import Record
+
 DEFAULT_PRICING = Path(__file__).resolve().parents[1] / "configs" / "pricing" / "default.yaml"
 COST_PARTS = ("answer", "summary", "judge", "embedding")
 
@@ -103,37 +105,48 @@ def call_cost(call: Mapping[str, Any], table: PriceTable, *, local: bool, fallba
     return ((prompt - cached) * price.input + cached * cached_price + out * price.output) / 1e6, None
 
 
-def judge_calls(rec: Mapping[str, Any]) -> list[dict[str, Any]]:
+RecordLike = Record | Mapping[str, Any]  # a typed record, or its JSON object
+ByKey = Mapping[tuple[str, str], RecordLike]
+
+
+def _typed(rec: RecordLike) -> Record:
+    return rec if isinstance(rec, Record) else Record.from_json(rec)
+
+
+def judge_calls(rec: RecordLike) -> list[dict[str, Any]]:
     """The judge calls of a record: every scorer detail that carries a ChatResult record as `usage`."""
     out = []
-    for det in (rec.get("metric_details") or {}).values():
+    for det in (_typed(rec).metric_details or {}).values():
         u = det.get("usage") if isinstance(det, Mapping) else None
         if isinstance(u, Mapping) and "usage" in u:
             out.append(dict(u))
     return out
 
 
-def summary_calls(rec: Mapping[str, Any], by_key: Mapping[tuple[str, str], Mapping[str, Any]]) -> list[dict[str, Any]]:
+def summary_calls(rec: RecordLike, by_key: ByKey) -> list[dict[str, Any]]:
     """Calls that produced the summary this record used; a shared summary is looked up in the mode it was made for."""
-    summ = rec.get("summary") or {}
+    r = _typed(rec)
+    summ = r.summary or {}
     if not summ:
         return []
-    if summ.get("reused") and summ.get("generated_for") and summ.get("generated_for") != rec.get("mode"):
-        src = by_key.get((rec["question_id"], summ["generated_for"])) or {}
-        return list(((src.get("summary") or {}).get("calls")) or [])
+    made_for = summ.get("generated_for")
+    if summ.get("reused") and made_for and made_for != r.mode:
+        src = by_key.get((r.question_id, made_for))
+        return list(((_typed(src).summary or {}).get("calls") if src is not None else None) or [])
     return list(summ.get("calls") or [])
 
 
-def embedding_calls(rec: Mapping[str, Any]) -> list[dict[str, Any]]:
+def embedding_calls(rec: RecordLike) -> list[dict[str, Any]]:
     """Embedding requests, when the retrieval layer records them (`embedding_calls`: [{model, usage}])."""
-    return [dict(c) for c in (rec.get("embedding_calls") or [])]
+    return [dict(c) for c in (_typed(rec).embedding_calls or [])]
 
 
-def record_costs(rec: Mapping[str, Any], by_key: Mapping[tuple[str, str], Mapping[str, Any]], table: PriceTable,
-                 endpoints: Endpoints) -> tuple[dict[str, float | None], set[str]]:
+def record_costs(rec: RecordLike, by_key: ByKey, table: PriceTable, endpoints: Endpoints
+                 ) -> tuple[dict[str, float | None], set[str]]:
     """Per-part cost of one record (`cost_answer`, ..., `cost_total`) and the unpriced model ids met."""
+    rec = _typed(rec)
     parts: dict[str, Iterable[Mapping[str, Any]]] = {
-        "answer": rec.get("calls") or [],
+        "answer": rec.calls or [],
         "summary": summary_calls(rec, by_key),
         "judge": judge_calls(rec),
         "embedding": embedding_calls(rec),

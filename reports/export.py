@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.records import RECORDS_FILE, RecordError, has_answer, load_records, record_key
+from harness.records import RECORDS_FILE, RecordError, read_records, record_key
 from runners.bounds import RecordBounds, cut_text
 
 
@@ -57,14 +57,14 @@ def export_hypotheses(run_dir: str | Path, out_dir: str | Path | None = None) ->
     by_mode: dict[str, list[dict]] = {}
     result = HypothesisExport()
     bounds = run_bounds(run_dir)
-    for rec in sorted(load_records(path), key=lambda r: (r["mode"], r["question_id"])):
-        if not has_answer(rec):
-            result.missing.append((rec["question_id"], rec["mode"], str(rec.get("error") or rec.get("status"))))
+    for rec in sorted(read_records(path), key=lambda r: (r.mode, r.question_id)):
+        if not rec.answered:
+            result.missing.append((rec.question_id, rec.mode, str(rec.error or rec.status)))
             continue
-        answer, original = bounded_text(rec, "prediction", bounds.max_reply_chars, "run.max_reply_chars")
+        answer, original = bounded_text(rec.to_json(), "prediction", bounds.max_reply_chars, "run.max_reply_chars")
         if original is not None:
-            result.truncated.append((rec["question_id"], rec["mode"], original))
-        by_mode.setdefault(rec["mode"], []).append({"question_id": rec["question_id"], "hypothesis": answer})
+            result.truncated.append((rec.question_id, rec.mode, original))
+        by_mode.setdefault(rec.mode, []).append({"question_id": rec.question_id, "hypothesis": answer})
     for mode, rows in by_mode.items():
         f = out / f"{mode}.jsonl"
         f.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")

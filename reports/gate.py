@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import yaml
 
-from reports.aggregate import higher_is_better, read_run, scoreboard
+from reports.aggregate import load_meta, read_run, scoreboard
+from reports.metrics import BUILTIN, MetricCatalog, catalog_of
 
 EPS = 1e-6  # baselines are written rounded to 6 decimals; smaller differences are equal
 BASELINE_VERSION = 1
@@ -43,6 +44,7 @@ class Check:
     higher_is_better: bool | None = None
     exact: bool = False  # the value must equal the baseline (both directions): deterministic by construction
     question_type: str | None = None  # check the metric on this question type only ("metric@type:T" on the board)
+    metrics: MetricCatalog = field(default=BUILTIN, compare=False, repr=False)  # where directions come from
 
     @property
     def key(self) -> str:
@@ -50,7 +52,7 @@ class Check:
 
     @property
     def direction(self) -> bool:
-        hib = self.higher_is_better if self.higher_is_better is not None else higher_is_better(self.metric)
+        hib = self.higher_is_better if self.higher_is_better is not None else self.metrics.higher_is_better(self.metric)
         if hib is None:
             raise GateError(f"check {self.mode}/{self.metric}: unknown metric direction (not a known metric): fix the name or "
                             "set higher_is_better")
@@ -104,8 +106,9 @@ def _read_yaml(p: Path) -> Any:
         raise GateError(f"{p}: not valid YAML ({e})") from None
 
 
-def load_baseline(path: str | Path) -> tuple[dict[str, Any], list[Check]]:
-    """Read and validate a baseline; any defect is one GateError naming the file (and the check)."""
+def load_baseline(path: str | Path, metrics: MetricCatalog = BUILTIN) -> tuple[dict[str, Any], list[Check]]:
+    """Read and validate a baseline; any defect is one GateError naming the file (and the check). Directions come
+    from `metrics` (the gated run's: `catalog_of(run.json)`), or a check's own `higher_is_better`."""
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"{p}: baseline file not found")
@@ -136,7 +139,7 @@ def load_baseline(path: str | Path) -> tuple[dict[str, Any], list[Check]]:
         chk = Check(c["mode"], c["metric"], *(_num(c.get(k), f"{where}.{k}")
                                              for k in ("baseline", "abs", "rel", "min", "max")),
                     higher_is_better=c.get("higher_is_better"), exact=bool(c.get("exact", False)),
-                    question_type=c.get("question_type"))
+                    question_type=c.get("question_type"), metrics=metrics)
         if chk.question_type is not None and (not isinstance(chk.question_type, str) or not chk.question_type):
             raise GateError(f"{where}.question_type: must be a non-empty string, not {chk.question_type!r}")
         if chk.baseline is None and chk.min is None and chk.max is None:
@@ -246,8 +249,8 @@ def _identity(meta: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def run_gate(baseline_path: str | Path, run_dir: str | Path, *, prices: Any = None) -> GateResult:
-    raw, checks = load_baseline(baseline_path)
     run_dir = Path(run_dir)
+    raw, checks = load_baseline(baseline_path, catalog_of(load_meta(run_dir)))
     run = read_run(run_dir, prices=prices)
     board = scoreboard(run.df)
     warnings = []

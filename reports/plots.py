@@ -16,7 +16,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from reports.aggregate import ALL_COLUMNS  # noqa: E402
+from reports.metrics import BUILTIN  # noqa: E402
 from reports.stats import WinLossTie  # noqa: E402
 
 QUALITY = (("em", "EM"), ("llm_score", "LLMScore"), ("lme_acc", "LongMemEval acc"), ("rouge_l", "ROUGE-L"))
@@ -24,7 +24,7 @@ MARKERS = ("o", "s", "D", "^", "v", "P", "X")
 
 
 def _label(key: str) -> str:
-    return ALL_COLUMNS[key].label if key in ALL_COLUMNS else key
+    return BUILTIN.label(key)
 
 
 def save(fig, out_base: Path) -> list[Path]:

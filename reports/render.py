@@ -10,9 +10,10 @@ import pandas as pd
 
 from reports import html as H
 from reports import plots
-from reports.aggregate import (ALL_COLUMNS, COLUMNS, QUALITY_KEYS, cost_table, judge_table, modes, read_run,
-                               savings, summarize, summarize_ci, tool_stats)
-from reports.compare import COMPARE_KEYS, compare_modes, markdown_paired, mcnemar_cell
+from reports.aggregate import (catalog, cost_table, judge_table, modes, read_run, savings, summarize, summarize_ci,
+                               tool_stats)
+from reports.compare import compare_keys, compare_modes, markdown_paired, mcnemar_cell
+from reports.metrics import BUILTIN, MetricCatalog
 from reports.cost import PriceTable
 from reports.deviations import protocol_deviations
 from reports.failures import failures_markdown, group_failures
@@ -29,18 +30,18 @@ def _fmt(v: Any, fmt: str = "{:.4f}") -> str:
     return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else fmt.format(v)
 
 
-def _colfmt(key: str) -> str:
-    return ALL_COLUMNS[key].fmt if key in ALL_COLUMNS else "{:.4f}"
+def _colfmt(key: str, metrics: MetricCatalog = BUILTIN) -> str:
+    return metrics.fmt(key)
 
 
-def markdown_table(summary: pd.DataFrame) -> str:
+def markdown_table(summary: pd.DataFrame, metrics: MetricCatalog = BUILTIN) -> str:
     """The reference's table layout: one row per mode, means over scored cases."""
-    cols = [c for c in COLUMNS if c.key in summary.columns]
-    head = ["mode", "cases", "failed", *[c.label + (" ↑" if c.higher_is_better else " ↓") for c in cols]]
+    cols = [metrics.columns[k] for k in metrics.headline_keys if k in summary.columns]
+    head = ["mode", "cases", "failed", *[metrics.arrow_label(c.name) for c in cols]]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for mode, row in summary.iterrows():
         cells = [md_cell(mode), str(int(row["cases"])), str(int(row["failed"]))]
-        cells += [_fmt(row[c.key], c.fmt) for c in cols]
+        cells += [_fmt(row[c.name], c.fmt) for c in cols]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -51,7 +52,8 @@ def _md(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(out)
 
 
-def ci_pivot(ci: pd.DataFrame, keys: Sequence[str]) -> tuple[list[str], list[list[str]]]:
+def ci_pivot(ci: pd.DataFrame, keys: Sequence[str], metrics: MetricCatalog = BUILTIN
+             ) -> tuple[list[str], list[list[str]]]:
     """Rows = metrics, columns = modes, cells 'mean [lo, hi]' (with not_run noted)."""
     ms = list(dict.fromkeys(ci["mode"]))
     rows = []
@@ -59,16 +61,14 @@ def ci_pivot(ci: pd.DataFrame, keys: Sequence[str]) -> tuple[list[str], list[lis
         sub = ci[ci["metric"] == k]
         if sub.empty:
             continue
-        col = ALL_COLUMNS.get(k)
-        label = (col.label + (" ↑" if col.higher_is_better else " ↓")) if col else k
-        cells = [label]
+        cells = [metrics.arrow_label(k)]
         for m in ms:
             r = sub[sub["mode"] == m]
             if r.empty:
                 cells.append("n/a")
                 continue
             r0 = r.iloc[0]
-            text = H.fmt_ci(r0["mean"], r0["lo"], r0["hi"], _colfmt(k))
+            text = H.fmt_ci(r0["mean"], r0["lo"], r0["hi"], metrics.fmt(k))
             if r0["not_run"]:
                 text += f" ({int(r0['not_run'])} not_run)"
             cells.append(text)
@@ -86,13 +86,14 @@ def build_report(run_dir: Path, *, prices: PriceTable | str | Path | None = None
     df, meta, records = run.df, run.meta, run.records
     table: PriceTable = df.attrs["price_table"]
     summary = summarize(df)
-    quality = _present(df, QUALITY_KEYS)
-    other = _present(df, [k for k in ALL_COLUMNS if k not in QUALITY_KEYS])
+    metrics = catalog(df)  # the run's scorer specs: every column, direction, label and format
+    quality = _present(df, metrics.quality_keys)
+    other = _present(df, [k for k in metrics.columns if k not in metrics.quality_keys])
     ci = summarize_ci(df, quality + other)
     judges, sav, tools, costs = judge_table(df, ci=ci), savings(df), tool_stats(df), cost_table(df)
     ms = modes(df)
     pair = WLT_PAIR if all(m in ms for m in WLT_PAIR) else (tuple(ms[:2]) if len(ms) >= 2 else None)
-    wlt = compare_modes(df, pair[0], pair[1], [k for k in COMPARE_KEYS if k in df.columns]) if pair else pd.DataFrame()
+    wlt = compare_modes(df, pair[0], pair[1], [k for k in compare_keys(metrics) if k in df.columns]) if pair else pd.DataFrame()
 
     out: dict[str, Path] = {"markdown": run_dir / "report.md", "html": run_dir / "report.html",
                             "csv": run_dir / "summary.csv", "ci_csv": run_dir / "summary_ci.csv",
@@ -107,7 +108,7 @@ def build_report(run_dir: Path, *, prices: PriceTable | str | Path | None = None
     }
     if pair and not wlt.empty:
         counts = {r["metric"]: WinLossTie(r["wins"], r["losses"], r["ties"]) for r in wlt.to_dict("records")
-                  if r["metric"] in QUALITY_KEYS}
+                  if r["metric"] in metrics.quality_keys}
         if counts:
             figs["win_loss_tie"] = plots.win_loss_tie(counts, run_dir / "win_loss_tie", a=pair[0], b=pair[1])
     for name, paths in figs.items():
@@ -115,7 +116,8 @@ def build_report(run_dir: Path, *, prices: PriceTable | str | Path | None = None
         out[f"plot_{name}_svg"] = paths[1]
 
     ctx = dict(run_dir=run_dir, df=df, meta=meta, records=records, summary=summary, ci=ci, quality=quality,
-               other=other, judges=judges, sav=sav, tools=tools, costs=costs, table=table, pair=pair, wlt=wlt, figs=figs)
+               other=other, judges=judges, sav=sav, tools=tools, costs=costs, table=table, pair=pair, wlt=wlt, figs=figs,
+               metrics=metrics)
     md = _markdown(**ctx)
     md += _by_type(df, run_dir, out)  # "" for a single-type run: its files stay exactly as before
     out["markdown"].write_text(md)
@@ -157,12 +159,12 @@ def _provenance_lines(meta: Mapping[str, Any]) -> list[str]:
 
 
 def _markdown(*, run_dir, df, meta, summary, ci, quality, other, judges, sav, tools, costs, table, pair, wlt, figs,
-              **_: Any) -> str:
+              metrics, **_: Any) -> str:
     L = [f"# lme-harness report: {md_cell(run_dir.name)}", "", *_provenance_lines(meta), "",
-         "## Reference table", "", markdown_table(summary), "",
+         "## Reference table", "", markdown_table(summary, metrics), "",
          "Means over scored cases. Prompt tokens are those of the final answer call (the reference's figure); "
          "↑ higher is better, ↓ lower is better.", "",
-         "## Quality with confidence intervals", "", _md(*ci_pivot(ci, quality)), "", CI_NOTE, ""]
+         "## Quality with confidence intervals", "", _md(*ci_pivot(ci, quality, metrics)), "", CI_NOTE, ""]
     if not judges.empty:
         L += ["## Judges", "",
               "`accuracy`: over the cases the judge scored; `not_run`: call failed, reply unusable or no prompt for "
@@ -192,7 +194,7 @@ def _markdown(*, run_dir, df, meta, summary, ci, quality, other, judges, sav, to
                     _fmt(r["answer_calls_mean"], "{:.2f}")] for r in tools.to_dict("records")]), ""]
     L += _cost_md(costs, table, df)
     if pair and not wlt.empty:
-        L += [f"## Per case: {pair[1]} vs {pair[0]}", "", markdown_paired(wlt, label_a=pair[0], label_b=pair[1]), "",
+        L += [f"## Per case: {pair[1]} vs {pair[0]}", "", markdown_paired(wlt, label_a=pair[0], label_b=pair[1], metrics=metrics), "",
               "Δ = second − first, paired over question_id; win = the second mode is better.", ""]
     L += ["## Plots", ""]
     L += [f"![{name}]({paths[0].name}) ([svg]({paths[1].name}))" for name, paths in figs.items()]
@@ -227,14 +229,14 @@ def _cost_md(costs: pd.DataFrame, table: PriceTable, df: pd.DataFrame) -> list[s
 # --- HTML ---------------------------------------------------------------------------------------------------
 
 def _html(*, run_dir, df, meta, records, summary, ci, quality, other, judges, sav, tools, costs, table, pair, wlt,
-          figs, **_: Any) -> str:
+          figs, metrics, **_: Any) -> str:
     B: list[str] = [f"<h1>lme-harness report: {H.esc(run_dir.name)}</h1>", _provenance_html(meta)]
     B += ["<h2>Reference table</h2>", H.frame_table(
         [{"mode": str(m), **row.to_dict()} for m, row in summary.iterrows()],
         [("mode", "mode", None), ("cases", "cases", "{:.0f}"), ("failed", "failed", "{:.0f}")]
-        + [(c.key, c.label + (" ↑" if c.higher_is_better else " ↓"), c.fmt) for c in COLUMNS if c.key in summary],
+        + [(k, metrics.arrow_label(k), metrics.fmt(k)) for k in metrics.headline_keys if k in summary],
         table_id="reference")]
-    heads, rows = ci_pivot(ci, quality + other)
+    heads, rows = ci_pivot(ci, quality + other, metrics)
     B += ["<h2>All metrics with confidence intervals</h2>", f'<p class="muted">{H.esc(CI_NOTE)}</p>',
           H.table(heads, [[f"<td>{H.esc(c)}</td>" for c in r] for r in rows], table_id="metrics-ci")]
     if not judges.empty:
@@ -270,7 +272,7 @@ def _html(*, run_dir, df, meta, records, summary, ci, quality, other, judges, sa
             ("cost_total_sum", "total $", "{:.4f}")], table_id="cost"),
               f'<p class="muted">{H.esc(" ".join(_cost_md(costs, table, df)[3:]).replace("`", ""))}</p>']
     if pair and not wlt.empty:
-        B += [f"<h2>Per case: {H.esc(pair[1])} vs {H.esc(pair[0])}</h2>", paired_html(wlt, table_id="modes-paired")]
+        B += [f"<h2>Per case: {H.esc(pair[1])} vs {H.esc(pair[0])}</h2>", paired_html(wlt, table_id="modes-paired", metrics=metrics)]
     B.append("<h2>Plots</h2>")
     B += [H.image(paths[0], name) for name, paths in figs.items()]
     groups = group_failures(df)
@@ -283,13 +285,12 @@ def _html(*, run_dir, df, meta, records, summary, ci, quality, other, judges, sa
     return H.page(f"lme-harness report: {run_dir.name}", "\n".join(B))
 
 
-def paired_html(stats: pd.DataFrame, *, table_id: str) -> str:
+def paired_html(stats: pd.DataFrame, *, table_id: str, metrics: MetricCatalog = BUILTIN) -> str:
     rows = []
     for r in stats.to_dict("records"):
         k = r["metric"]
-        f = _colfmt(k)
-        col = ALL_COLUMNS.get(k)
-        label = (col.label if col else k) + {True: " ↑", False: " ↓"}.get(r["higher_is_better"], "")
+        f = metrics.fmt(k)
+        label = metrics.label(k) + {True: " ↑", False: " ↓"}.get(r["higher_is_better"], "")
         rows.append([H.cell(r["group"]), H.cell(label), H.cell(r["n"]), H.cell(r["mean_a"], f), H.cell(r["mean_b"], f),
                      H.ci_cell(r["delta"], r["lo"], r["hi"], f.replace("{:", "{:+")), H.cell(r["wins"]),
                      H.cell(r["ties"]), H.cell(r["losses"]), H.cell(mcnemar_cell(r))])
@@ -319,15 +320,16 @@ CASE_COLUMNS = ("em", "llm_score", "llm_score_strict", "lme_acc", "rouge_l", "f1
 
 def _cases_html(df: pd.DataFrame, records: Sequence[dict[str, Any]]) -> list[str]:
     cols = [k for k in CASE_COLUMNS if k in df.columns]
+    metrics = catalog(df)
     rows, attrs = [], []
     for r in df.sort_values(["question_id", "mode"]).to_dict("records"):
         search = f"{r['question_id']} {r['mode']} {r.get('question_type') or ''}".lower()
         attrs.append(f'data-case="1" data-search="{H.esc(search)}"')
         link = f'<td><a href="#case-{H.esc(r["question_id"])}">{H.esc(r["question_id"])}</a></td>'
-        rows.append([link, H.cell(str(r["mode"])), H.cell(r["status"])] + [H.cell(r.get(k), _colfmt(k)) for k in cols])
+        rows.append([link, H.cell(str(r["mode"])), H.cell(r["status"])] + [H.cell(r.get(k), metrics.fmt(k)) for k in cols])
     out = ["<h2>Cases</h2>",
            '<input id="case-filter" type="search" placeholder="filter by question id, mode, type, question text">',
-           H.table(["question_id", "mode", "status", *[ALL_COLUMNS[k].label for k in cols]], rows, table_id="cases",
+           H.table(["question_id", "mode", "status", *[metrics.label(k) for k in cols]], rows, table_id="cases",
                    row_attrs=attrs),
            "<h2>Per-case drill-down</h2>"]
     by_q: dict[str, list[dict[str, Any]]] = {}

@@ -7,7 +7,6 @@ from typing import Sequence
 
 from reports import html as H
 from reports import plots
-from reports.aggregate import ALL_COLUMNS, QUALITY_KEYS
 from reports.compare import (COMPARE_NOTE, PairResult, compare_runs, dumps_json, expand_run_dirs, load_runs,
                              pair_markdown)
 from reports.cost import load_price_table
@@ -16,10 +15,10 @@ from reports.stats import WinLossTie
 
 
 def _plots(p: PairResult, out: Path, stem: str) -> list[Path]:
-    q = p.stats[p.stats["metric"].isin(QUALITY_KEYS)]
+    q = p.stats[p.stats["metric"].isin(p.metrics.quality_keys)]
     if q.empty:
         return []
-    t = q.assign(label=[f"{g} · {ALL_COLUMNS[m].label if m in ALL_COLUMNS else m}" for g, m in zip(q["group"], q["metric"])])
+    t = q.assign(label=[f"{g} · {p.metrics.label(m)}" for g, m in zip(q["group"], q["metric"])])
     title = f"B = {p.b.label}  vs  A = {p.a.label}"
     paths = plots.paired_deltas(t, out / f"{stem}_deltas", title=title)
     counts = {lab: WinLossTie(int(w), int(l), int(ti)) for lab, w, l, ti in
@@ -35,7 +34,7 @@ def _html(pairs: Sequence[PairResult], figs: dict[int, list[Path]]) -> str:
         body.append(H.kv([("A", p.a.path), ("B", p.b.path)]
                          + [(f"config {k}", f"{va!r} → {vb!r}") for k, va, vb in p.diff[:20]]
                          + [("note", w) for w in p.warnings]))
-        body.append(paired_html(p.stats, table_id=f"paired-{i}"))
+        body.append(paired_html(p.stats, table_id=f"paired-{i}", metrics=p.metrics))
         body += [H.image(f, f.stem) for f in figs.get(i, []) if f.suffix == ".png"]
     return H.page("lme-harness compare", "\n".join(body))
 

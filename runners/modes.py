@@ -83,7 +83,7 @@ def query_latency(calls: Sequence[ChatResult], harness_s: float) -> float:
     return sum(c.latency_s for c in calls) + harness_s
 
 
-class _Stopwatch:
+class Stopwatch:
     """Separates the harness's own time from time spent waiting on the model."""
 
     def __init__(self) -> None:
@@ -114,7 +114,7 @@ class LongContextMode:
         from harness.session.assembly import drop_leading_non_user, tailor
         from harness.session.tokens import ScaledCounter
 
-        sw = _Stopwatch()
+        sw = Stopwatch()
         events = ctx.session.events[-self.max_events:] if self.max_events else ctx.session.events
         shown = drop_leading_non_user(events)  # like the reference session filter: history starts at a user turn
         messages = [{"role": "system", "content": self.instruction}, *(e.to_message() for e in shown),
@@ -151,7 +151,7 @@ class SummaryMode:
 
     def run(self, ctx: CaseContext) -> ModeOutput:
         messages, summary_info, _ = self.build(ctx, self.instruction)
-        sw = _Stopwatch()
+        sw = Stopwatch()
         r = sw.model(lambda: ctx.model.chat(messages, **ctx.generation))
         return ModeOutput(prediction=r.content.strip(), calls=[r], query_latency_s=query_latency([r], sw.harness_s()),
                           summary=summary_info, final_messages=len(messages))
@@ -179,7 +179,7 @@ class SummaryOnDemandMode(SummaryMode):
         base_system = messages[0]["content"]
         tools = ctx.tools_factory(ctx.session, summary.boundary)
         specs = tools.specs()
-        sw = _Stopwatch()
+        sw = Stopwatch()
         calls: list[ChatResult] = []
         trace: list[dict[str, Any]] = []
         tool_results: list[tuple[str, str]] = []

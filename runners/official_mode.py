@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 
 from harness.prompts.answer import LME_OFFICIAL_TEMPLATE, SESSION_BLOCK
-from runners.modes import CaseContext, ModeOutput, _Stopwatch, query_latency
+from runners.modes import CaseContext, ModeOutput, Stopwatch, query_latency
 
 
 def session_blocks(ctx: CaseContext) -> list[str]:
@@ -31,7 +31,7 @@ class LongMemEvalOfficialMode:
     def run(self, ctx: CaseContext) -> ModeOutput:
         from harness.session.tokens import ScaledCounter
 
-        sw = _Stopwatch()
+        sw = Stopwatch()
         blocks = session_blocks(ctx)
         counter = ctx.token_counter if ctx.token_ratio == 1 else ScaledCounter(ctx.token_counter, ctx.token_ratio)
         budget = ctx.context_window - int(ctx.generation.get("max_tokens") or 0) - self.reserve_tokens

@@ -33,11 +33,11 @@ from typing import Any, Sequence
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from harness.llm.client import LLMClient, _from_cache
+from harness.llm.client import LLMClient, result_from_cache
 from harness.llm.endpoint import Endpoint, cache_namespace, make_client
 from harness.llm.models import ModelSpec
 from harness.llm.types import ChatResult, Message, Usage
-from harness.records import RECORDS_FILE, has_answer, load_records, record_key
+from harness.records import RECORDS_FILE, read_records
 from harness.scoring.base import ScoreInput
 from harness.session.events import Session
 from harness.settings import GenerationSettings
@@ -105,7 +105,7 @@ class PlanModel:
             hit = self.client.cache.get(self.client.chat_key(msgs, tools=tools, cache_salt=cache_salt, **params))
         tool_tokens = sum(self.counter.count(m.get("content") or "") for m in msgs if m.get("role") == "tool")
         if hit is not None:
-            r = _from_cache(hit, purpose)
+            r = result_from_cache(hit, purpose)
             self.log.add(PlannedCall(self.log.mode, purpose, r.usage.prompt_tokens, r.usage.completion_tokens,
                                      exact, HIT, self.model, tool_tokens, self.local))
             return r
@@ -201,7 +201,7 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
     from harness.retrieval.index import build_docs
     from harness.session.store import SQLiteStore
     from harness.session.tokens import o200k_counter
-    from runners.replay import build_modes, build_scorers, open_cache
+    from runners.components import build_modes, build_scorers, open_cache
     from runners.scoring import score_all
     from runners.wire import WireShape
     from runners.settings import validate_settings
@@ -211,7 +211,7 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
     table = load_price_table(pricing)
     cases, _ = instantiate(cfg.dataset, _convert_="all").load()
     modes = build_modes(cfg)
-    done = {record_key(r) for r in load_records(run_dir / RECORDS_FILE) if has_answer(r)} \
+    done = {r.key for r in read_records(run_dir / RECORDS_FILE) if r.answered} \
         if (run_dir / RECORDS_FILE).exists() else set()
     log = PlanLog()
     counter = o200k_counter()

@@ -10,6 +10,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from harness import secrets
+
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("openai", "hydra-core", "pandas", "rouge-score", "sacrebleu", "bm25s", "tiktoken", "llama-cpp-python", "datasets",
             "numpy", "scipy", "matplotlib")
@@ -24,8 +26,6 @@ def _git(*args: str) -> str | None:
 
 
 def redacted_config(cfg: DictConfig) -> dict[str, Any]:
-    from harness import secrets
-
     c = OmegaConf.to_container(cfg, resolve=True)
     return secrets.mask_config(c, secrets.REGISTRY.values + tuple(secrets.config_secrets(cfg)))
 

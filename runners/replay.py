@@ -8,145 +8,46 @@ its answer and is only scored again. One process at a time writes a run director
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from tqdm import tqdm
 
 from harness import secrets
 from harness.data.longmemeval import Case
-from harness.llm.cache import ResponseCache
 from harness.llm.client import embedding_call_log
 from harness.llm.endpoint import make_client, open_endpoint
 from harness.llm.liveness import ServerDied, ServerWatch
-from harness.records import (RECORDS_FILE, STATUS_SCORING_FAILED, RecordWriter, has_answer, load_records,
-                             record_key)
+from harness.records import (RECORDS_FILE, STATUS_FAILED, STATUS_OK, STATUS_SCORING_FAILED, Record, RecordWriter,
+                             read_records)
 from harness.runlock import run_dir_lock
-from harness.scoring.base import ScoreInput
-from harness.settings import ClientSettings, GenerationSettings, RunSettings
-from harness.storage import StorageError, write_text_atomic
-from runners.bounds import RecordBounds, bound_record
+from harness.scoring.base import ScoreInput, specs_json
+from harness.settings import RunSettings
+from harness.storage import write_text_atomic
+from runners.bounds import bound_record
+from runners.components import (Components, SerializedEmbedder, build_components, build_modes, build_scorers,
+                                open_cache, preflight)
 from runners.console import log_failure
-from runners.modes import CaseContext, Mode, ModeOutput, modes_from_config
+from runners.fingerprint import FINGERPRINT_FILE, check_fingerprint, fingerprint
+from runners.lifecycle import FAILURE_NOTE, RunStopped, RunSummary, clear_failure, write_failure
+from runners.modes import CaseContext, Mode, ModeOutput
 from runners.provenance import provenance
-from runners.reference_latency import (appended_event_texts, embed_appended, latency_fields,
-                                       reference_latency_setting, should_measure)
-from runners.wire import WireShape
+from runners.reference_latency import appended_event_texts, embed_appended, latency_fields, should_measure
 from runners.scoring import apply_scores, rescore_pending
 from runners.settings import RunConfigError, validate_settings
-from runners.stores import open_pg_cache, retrieval_overrides, session_store, store_kind
-from runners.summaries import SummaryProvider
 
 log = logging.getLogger(__name__)
 
-# Keys that do not change results: a run directory may be resumed when only these differ.
-NON_RESULT_KEYS = ("run.concurrency", "run.progress", "run.max_consecutive_failures", "client.concurrency",
-                   "client.timeout_s", "client.max_retries", "client.backoff_base_s", "client.backoff_max_s",
-                   "client.preflight", "run.name", "cache", "store.kind", "store.dsn", "store.password_env")
-ENDPOINT_KEYS = ("model.base_url", "judge.endpoint.base_url")  # where a model is served, not which model
-FAILURE_NOTE = "FAILED.txt"  # the only file a run that could not start leaves (besides Hydra's .hydra/)
-
-
-def _drop_nulls(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _drop_nulls(v) for k, v in obj.items() if v is not None}
-    if isinstance(obj, list):
-        return [_drop_nulls(v) for v in obj]
-    return obj
-
-
-def fingerprint(cfg: DictConfig, *, legacy: bool = False) -> str:
-    """Identity of the result-bearing configuration. Null settings are left out, so a release that adds an
-    optional key (defaulting to null) does not orphan the run directories of the previous one. Endpoint URLs
-    are not result-bearing (a restarted server on a new port is the same model; the model name is kept).
-    `legacy`: the identity before that change (URLs in, every `*api_key*` key masked), still accepted."""
-    c = _drop_nulls(OmegaConf.to_container(cfg, resolve=True))
-    for dotted in NON_RESULT_KEYS + (() if legacy else ENDPOINT_KEYS):
-        node = c
-        *parents, last = dotted.split(".")
-        for p in parents:
-            node = node.get(p, {}) if isinstance(node, dict) else {}
-        if isinstance(node, dict):
-            node.pop(last, None)
-    if legacy:
-        _legacy_redact(c)
-    else:
-        secrets.mask_config(c)
-    return hashlib.sha256(json.dumps(c, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def _legacy_redact(obj: Any) -> None:
-    if isinstance(obj, dict):
-        for k in list(obj):
-            if "api_key" in k.lower() and obj[k]:
-                obj[k] = "***"
-            else:
-                _legacy_redact(obj[k])
-    elif isinstance(obj, list):
-        for v in obj:
-            _legacy_redact(v)
-
-
-@dataclass
-class RunSummary:
-    run_dir: Path
-    n_records: int
-    n_failed: int
-    n_skipped: int
-    stats: dict[str, Any]
-    n_scoring_failed: int = 0  # answered pairs whose scoring failed (also in n_failed); scored again next run
-
-
-def _check_fingerprint(run_dir: Path, fp: str, legacy: str | None = None) -> None:
-    """Refuse a directory holding records of another configuration (read-only: nothing is written here)."""
-    path = run_dir / "fingerprint.json"
-    if path.exists():
-        old = json.loads(path.read_text()).get("fingerprint")
-        if old not in (fp, legacy) and (run_dir / RECORDS_FILE).exists():
-            raise RunConfigError(
-                f"{run_dir}: holds records of a different configuration (fingerprint {old} != {fp}); "
-                f"use another run.name or hydra.run.dir=... so results are never mixed")
-
-
-def _write_failure(run_dir: Path, e: BaseException, started: bool) -> None:
-    what = "the run stopped" if started else "the run could not start; nothing else was written"
-    try:  # best effort (the disk may be full): never an empty or torn note
-        write_text_atomic(run_dir / FAILURE_NOTE, secrets.redact(f"{what}:\n{type(e).__name__}: {e}\n"))
-    except StorageError as note_error:
-        log.warning("%s", note_error)
-
-
-def open_cache(cfg: DictConfig, stack: contextlib.ExitStack) -> ResponseCache | None:
-    """The response cache of `cfg.cache` (closed with `stack`), or None when disabled."""
-    if store_kind(cfg) == "postgres":  # the shared database, checked here: one error before any case
-        return open_pg_cache(cfg, stack)
-    if not cfg.cache.enabled:
-        return None
-    cache = ResponseCache(str(cfg.cache.path))
-    stack.callback(cache.close)
-    return cache
-
-
-def preflight(cfg: DictConfig, *clients) -> None:
-    """One clear error before anything runs, instead of N failed records (`client.preflight=false` skips it)."""
-    if ClientSettings.from_config(cfg.client).preflight:
-        for c in dict.fromkeys(clients):
-            c.preflight()  # bounded by the client's own settings (those of cfg.client)
-
-
-def build_modes(cfg: DictConfig) -> list[Mode]:
-    if not cfg.get("mode"):
-        raise RunConfigError("no mode selected (mode=[long_context,summary,summary_ondemand])")
-    return modes_from_config(cfg.mode)
+__all__ = ["FAILURE_NOTE", "Components", "FailureBreaker", "RunConfigError", "RunStopped", "RunSummary",
+           "SerializedEmbedder", "build_modes", "build_scorers", "check_fingerprint", "fingerprint", "open_cache",
+           "preflight", "run_benchmark"]
 
 
 def run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
@@ -163,24 +64,25 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
     try:
         with contextlib.ExitStack() as stack:
             fp = fingerprint(cfg)
-            _check_fingerprint(run_dir, fp, fingerprint(cfg, legacy=True))
+            check_fingerprint(run_dir, fp, fingerprint(cfg, legacy=True))
             validate_settings(cfg)
             dataset = instantiate(cfg.dataset, _convert_="all")
             cases, data_prov = dataset.load()
             modes = build_modes(cfg)
-            prior = [r for r in load_records(run_dir / RECORDS_FILE) if has_answer(r)]
-            done = {record_key(r) for r in prior}
+            prior = [r for r in read_records(run_dir / RECORDS_FILE) if r.answered]
+            done = {r.key for r in prior}
             todo = [(c, [m for m in modes if (c.question_id, m.name) not in done]) for c in cases]
             todo = [(c, ms) for c, ms in todo if ms]
             wanted = {(c.question_id, m.name) for c in cases for m in modes}
             # answered, but the judge failed: scored again, no answer-model call
-            rescore = [r for r in prior if r["status"] == STATUS_SCORING_FAILED and record_key(r) in wanted]
+            rescore = [r for r in prior if r.status == STATUS_SCORING_FAILED and r.key in wanted]
             n_skipped = len(cases) * len(modes) - sum(len(ms) for _, ms in todo) - len(rescore)
             cache = open_cache(cfg, stack)
             stats: dict[str, Any] = {}
             n_failed = 0
             t0 = time.time()
-            client = judge_client = components = None
+            client = judge_client = None
+            components: Components | None = None
             if todo or rescore:
                 ep = stack.enter_context(open_endpoint(cfg.model, log_dir=run_dir, progress=cfg.run.progress))
                 client = make_client(ep, cfg.client, cache)
@@ -189,103 +91,40 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
                     jep = stack.enter_context(open_endpoint(cfg.judge.endpoint, log_dir=run_dir, progress=cfg.run.progress))
                     judge_client = make_client(jep, cfg.client, cache)
                 preflight(cfg, client, judge_client)
-                components = _components(cfg, client, judge_client, ep, run_dir)
+                components = build_components(cfg, client, judge_client, ep, run_dir)
                 for r in prior:  # summaries recorded by an interrupted run keep their attribution
-                    if (r.get("summary") or {}).get("reused") is False:
-                        components["summaries"].adopt(r["question_id"], r["summary"].get("generated_for") or r["mode"])
+                    if r.summary and r.summary.get("reused") is False:
+                        components.summaries.adopt(r.question_id, r.summary.get("generated_for") or r.mode)
             started = True
-            (run_dir / FAILURE_NOTE).unlink(missing_ok=True)
-            write_text_atomic(run_dir / "fingerprint.json", json.dumps({"fingerprint": fp}))
+            clear_failure(run_dir)
+            write_text_atomic(run_dir / FINGERPRINT_FILE, json.dumps({"fingerprint": fp}))
             writer = RecordWriter(run_dir / RECORDS_FILE)
             cases_s = 0.0
             if todo or rescore:
                 t_cases = time.perf_counter()
                 n_failed = _run_cases(cfg, todo, components, writer) if todo else 0
-                n_failed += rescore_pending(rescore, components["scorers"], writer, int(cfg.run.concurrency))
+                n_failed += rescore_pending(rescore, components.scorers, writer, int(cfg.run.concurrency))
                 cases_s = time.perf_counter() - t_cases
                 stats = client.stats.as_dict()
                 if judge_client is not client:
                     stats["judge"] = judge_client.stats.as_dict()
             prov = provenance(cfg, data_prov)
             if components is not None:  # which embedder weights ranked the searches (model2vec:<sha256 prefix>)
-                prov["retrieval"] = components["retrieval"].describe()
+                prov["retrieval"] = components.retrieval.describe()
+            # the scorers' metric declarations: every report column's direction, label and format
+            specs = specs_json(components.scorers) if components is not None else _prior_metrics(run_dir)
+            if specs:
+                prov["metrics"] = specs
             prov.update({"fingerprint": fp, "records": str(run_dir / RECORDS_FILE),
                          "elapsed_s": round(time.time() - t0, 2), "cases_elapsed_s": round(cases_s, 2),
                          "skipped_already_done": n_skipped, "llm_stats": stats})
             write_text_atomic(run_dir / "run.json", secrets.redact(json.dumps(prov, indent=2, default=str)))
     except Exception as e:
-        _write_failure(run_dir, e, started)
+        write_failure(run_dir, e, started)
         raise
-    final = load_records(run_dir / RECORDS_FILE)
+    final = read_records(run_dir / RECORDS_FILE)
     return RunSummary(run_dir, len(final), n_failed, n_skipped, stats,
-                      sum(r.get("status") == STATUS_SCORING_FAILED for r in final))
-
-
-def _components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -> dict[str, Any]:
-    from harness.session.tokens import o200k_counter
-
-    counter = o200k_counter()
-    window = ep.spec.window
-    # Objects are passed to the partial, not to instantiate(): Hydra would turn dataclasses into configs.
-    make_summarizer = instantiate(cfg.summarizer, _partial_=True)
-    summarizer = make_summarizer(model=client, prompt=instantiate(cfg.prompt), context_window=window,
-                                 token_counter=counter)
-    try:
-        retrieval = instantiate(cfg.retrieval, **retrieval_overrides(cfg))
-    except Exception as e:  # Hydra wraps a damaged index store: unwrapped, it is one error naming the file
-        if isinstance(e.__cause__, StorageError):
-            raise e.__cause__ from None
-        raise
-    if getattr(retrieval, "embedder", None) is not None and int(cfg.run.concurrency) > 1:
-        retrieval.embedder = SerializedEmbedder(retrieval.embedder)
-    scorers = build_scorers(cfg, judge_client)
-    return {
-        "client": client,
-        "counter": counter,
-        "window": window,
-        "token_ratio": float(ep.spec.extra.get("token_ratio", 1.0)),
-        "summaries": SummaryProvider(summarizer, session_store(cfg, run_dir, fingerprint(cfg)),
-                                     share_across_modes=bool(cfg.run.share_summary)),
-        "retrieval": retrieval,
-        "scorers": scorers,
-        "liveness": [c.liveness for c in dict.fromkeys((client, judge_client)) if getattr(c, "liveness", None)],
-        "wire": WireShape.from_config(cfg.get("wire")),
-        "reference_latency": reference_latency_setting(RunSettings.from_config(cfg.run).reference_latency),
-        "generation": GenerationSettings.from_config(cfg.generation).as_params(),
-        "bounds": RecordBounds.from_config(cfg),
-    }
-
-
-def build_scorers(cfg: DictConfig, judge_client) -> list[Any]:
-    """The configured scorers, then the judge (if any) bound to `judge_client`."""
-    scorers = [instantiate(s) for s in cfg.scorers.values()]
-    for s in scorers:  # load lazy dependencies now (rouge-score imports nltk, ~1 s), not under the import lock
-        s.score(ScoreInput("warm-up", "", "", "warm up", "warm up"))  # that all concurrent cases would queue on
-    if cfg.judge.get("_target_"):
-        judge_cfg = {k: v for k, v in cfg.judge.items() if k != "endpoint"}  # the endpoint is opened by the caller
-        scorers.append(instantiate(judge_cfg, model=judge_client))
-    return scorers
-
-
-class SerializedEmbedder:
-    """One embedding call at a time: embedders need not be thread-safe (model2vec's Rust tokenizer raises
-    "Already borrowed" when two cases embed at once), while cases run concurrently."""
-
-    def __init__(self, inner: Any):
-        self.inner = inner
-        self.identity = inner.identity
-        self._lock = threading.Lock()
-
-    def embed(self, texts):
-        with self._lock:
-            return self.inner.embed(texts)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-
-class RunStopped(RuntimeError):
-    """The circuit breaker stopped a run: too many (case, mode) runs failed in a row."""
+                      sum(r.status == STATUS_SCORING_FAILED for r in final))
 
 
 class FailureBreaker:
@@ -303,26 +142,36 @@ class FailureBreaker:
         self.tripped = threading.Event()
         self._lock = threading.Lock()
 
-    def observe(self, rec: dict[str, Any]) -> None:
+    def observe(self, rec: Record | Mapping[str, Any]) -> None:
+        status, error = (rec.status, rec.error) if isinstance(rec, Record) else (rec["status"], rec.get("error"))
         with self._lock:
             self.seen += 1
-            if rec["status"] == "ok":
+            if status == STATUS_OK:
                 self.streak = 0
                 return
             self.streak += 1
-            self.last_error = rec.get("error")
+            self.last_error = error
             if self.limit and self.streak >= self.limit:
                 self.tripped.set()
 
 
-def _run_cases(cfg: DictConfig, todo: Sequence[tuple[Case, list[Mode]]], comp: dict[str, Any],
+def _prior_metrics(run_dir: Path) -> list[dict[str, Any]] | None:
+    """run.json's metric specs of an earlier run of this directory (a resumed run with nothing left to do builds no
+    scorer, and must not lose them)."""
+    try:
+        return json.loads((run_dir / "run.json").read_text()).get("metrics")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _run_cases(cfg: DictConfig, todo: Sequence[tuple[Case, list[Mode]]], comp: Components,
                writer: RecordWriter) -> int:
     failed = 0
     total = sum(len(ms) for _, ms in todo)
     breaker = FailureBreaker(RunSettings.from_config(cfg.run).max_consecutive_failures)
     bar = tqdm(total=total, desc="cases x modes", unit="run", disable=not cfg.run.progress)
     # A dead model server stops the run (no new pair starts) instead of failing every remaining pair.
-    watch = ServerWatch(comp.get("liveness") or (), on_death=lambda _died: breaker.tripped.set())
+    watch = ServerWatch(comp.liveness, on_death=lambda _died: breaker.tripped.set())
     with watch, ThreadPoolExecutor(max_workers=int(cfg.run.concurrency)) as pool:
         futs = [pool.submit(_run_case, case, ms, comp, writer, bar, breaker, watch) for case, ms in todo]
         for f in as_completed(futs):
@@ -343,15 +192,15 @@ def _run_cases(cfg: DictConfig, todo: Sequence[tuple[Case, list[Mode]]], comp: d
     return failed
 
 
-def _run_case(case: Case, modes: Sequence[Mode], comp: dict[str, Any], writer: RecordWriter, bar,
+def _run_case(case: Case, modes: Sequence[Mode], comp: Components, writer: RecordWriter, bar,
               breaker: FailureBreaker, watch: ServerWatch | None = None) -> int:
-    wire = comp.get("wire") or WireShape()
+    wire = comp.wire
     session = wire.case_session(case)
     failed = 0
-    retriever = comp["retrieval"]
-    ctx = CaseContext(case=case, session=session, model=comp["client"], generation=comp["generation"],
-                      context_window=comp["window"], token_counter=comp["counter"],
-                      token_ratio=comp["token_ratio"], summaries=comp["summaries"],
+    retriever = comp.retrieval
+    ctx = CaseContext(case=case, session=session, model=comp.client, generation=comp.generation,
+                      context_window=comp.window, token_counter=comp.counter,
+                      token_ratio=comp.token_ratio, summaries=comp.summaries,
                       tools_factory=lambda sess, boundary: retriever.tools(sess, boundary=boundary),
                       question_text=wire.question(case.question, case.question_date))
     for mode in modes:
@@ -364,10 +213,10 @@ def _run_case(case: Case, modes: Sequence[Mode], comp: dict[str, Any], writer: R
                 out = mode.run(ctx)
                 wall_s = time.perf_counter() - t0  # the reference-latency embeddings below are not this mode's
                 ref_latency, ref_calls = _reference_latency(case, mode.name, out, retriever, comp)
-                rec = _record(case, mode.name, out, comp["scorers"], wall_s)
-                rec["latency"].update(ref_latency)
+                rec = _record(case, mode.name, out, comp.scorers, wall_s)
+                rec.latency.update(ref_latency)
                 if ref_calls:  # real requests, kept apart from the mode's own embedding_calls (and its cost)
-                    rec["reference_latency_calls"] = ref_calls
+                    rec.reference_latency_calls = ref_calls
             except ServerDied as e:
                 rec = None
                 if watch is not None:
@@ -380,24 +229,24 @@ def _run_case(case: Case, modes: Sequence[Mode], comp: dict[str, Any], writer: R
             # Not recorded; the next run redoes it (its answered calls come from the response cache).
             break
         if embedding_calls:
-            rec["embedding_calls"] = list(embedding_calls)
-            rec["usage"]["embedding_tokens"] = sum(c["usage"]["prompt_tokens"] for c in embedding_calls)
-        failed += rec["status"] != "ok"
-        writer.append(bound_record(rec, comp.get("bounds") or RecordBounds()))
+            rec.embedding_calls = list(embedding_calls)
+            rec.usage["embedding_tokens"] = sum(c["usage"]["prompt_tokens"] for c in embedding_calls)
+        failed += rec.status != STATUS_OK
+        writer.append(bound_record(rec.to_json(), comp.bounds))
         breaker.observe(rec)
         bar.update(1)
-    comp["summaries"].forget(case.question_id)
+    comp.summaries.forget(case.question_id)
     return failed
 
 
 def _reference_latency(case: Case, mode: str, out: ModeOutput, retriever,
-                       comp: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+                       comp: Components) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """latency.query_ms_reference and its parts (runners/reference_latency.py), per run.reference_latency."""
     query_ms = round(out.query_latency_s * 1000, 1)
     texts = appended_event_texts(mode, case.question, out.tool_results, out.prediction)
     embed_ms, calls = None, []
     embedder = getattr(retriever, "embedder", None)
-    if should_measure(comp.get("reference_latency", "auto"), embedder):
+    if should_measure(comp.reference_latency, embedder):
         try:
             embed_ms, calls = embed_appended(embedder, texts)
         except Exception as e:  # a measurement only: the answer stands, the column says "not measured" and why
@@ -412,7 +261,7 @@ def _base_record(case: Case, mode: str) -> dict[str, Any]:
             "mode": mode, "question": case.question, "reference": case.answer}
 
 
-def _record(case: Case, mode: str, out: ModeOutput, scorers, wall_s: float) -> dict[str, Any]:
+def _record(case: Case, mode: str, out: ModeOutput, scorers, wall_s: float) -> Record:
     item = ScoreInput(case.question_id, case.question_type, case.question, case.answer, out.prediction)
     answer_calls = [c.to_record() for c in out.calls]
     summary_calls = (out.summary or {}).get("calls", [])
@@ -420,16 +269,16 @@ def _record(case: Case, mode: str, out: ModeOutput, scorers, wall_s: float) -> d
     error = out.error
     if error is None and not out.prediction:  # scored (as the reference would), but never silently
         error = f"empty answer from the model (finish_reason={final.finish_reason if final else None})"
-    return apply_scores({
+    return apply_scores(Record(
         **_base_record(case, mode),
         # "ok" = scored. `error` may still note a model-level problem the reference also scores
         # (e.g. the tool-iteration limit, which leaves an empty answer); "failed" = not scored, retried next run.
-        "status": "ok",
-        "error": error,
-        "prediction": out.prediction,
-        "metrics": {},  # filled by apply_scores, which may also set status "scoring_failed"
-        "metric_details": {},
-        "usage": {
+        status=STATUS_OK,
+        error=error,
+        prediction=out.prediction,
+        metrics={},  # filled by apply_scores, which may also set status "scoring_failed"
+        metric_details={},
+        usage={
             # The reference reports the prompt tokens of the final call only (§3.5); the sums are ours.
             "final_prompt_tokens": final.usage.prompt_tokens if final else 0,
             "prompt_tokens_total": sum(c.usage.prompt_tokens for c in out.calls),
@@ -440,19 +289,19 @@ def _record(case: Case, mode: str, out: ModeOutput, scorers, wall_s: float) -> d
             "answer_calls": len(out.calls),
             "cache_hits": sum(c.cached for c in out.calls),
         },
-        "calls": answer_calls,
-        "tool_calls": out.tool_trace,
-        "n_search": sum(t["name"] == "session_search" for t in out.tool_trace),
-        "n_load": sum(t["name"] == "session_load" for t in out.tool_trace),
+        calls=answer_calls,
+        tool_calls=out.tool_trace,
+        n_search=sum(t["name"] == "session_search" for t in out.tool_trace),
+        n_load=sum(t["name"] == "session_load" for t in out.tool_trace),
         # query_ms: the reference's query latency (model time as measured, replayed from cache too, plus harness time);
         # wall_ms: this process's wall time for the mode, which a cached re-run shrinks.
-        "latency": {"query_ms": round(out.query_latency_s * 1000, 1), "wall_ms": round(wall_s * 1000, 1)},
-        "truncation": out.truncation,
-        "summary": out.summary,
-        "final_messages": out.final_messages,
-    }, scorers, item)
+        latency={"query_ms": round(out.query_latency_s * 1000, 1), "wall_ms": round(wall_s * 1000, 1)},
+        truncation=out.truncation,
+        summary=out.summary,
+        final_messages=out.final_messages,
+    ), scorers, item)
 
 
-def _failed_record(case: Case, mode: str, e: BaseException, wall_s: float) -> dict[str, Any]:
-    return {**_base_record(case, mode), "status": "failed", "error": f"{type(e).__name__}: {e}", "prediction": None,
-            "metrics": {}, "usage": {}, "latency": {"wall_ms": round(wall_s * 1000, 1)}}
+def _failed_record(case: Case, mode: str, e: BaseException, wall_s: float) -> Record:
+    return Record(**_base_record(case, mode), status=STATUS_FAILED, error=f"{type(e).__name__}: {e}", prediction=None,
+                  metrics={}, usage={}, latency={"wall_ms": round(wall_s * 1000, 1)})

@@ -19,32 +19,33 @@ writes it (run.lock).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
 from harness.llm.endpoint import make_client, open_endpoint
 from harness.llm.liveness import ServerWatch
-from harness.records import (RECORDS_FILE, STATUS_OK, STATUS_SCORING_FAILED, RecordError, RecordWriter, done_keys,
-                             has_answer, load_records, record_key)
+from harness.records import (RECORDS_FILE, SCHEMA_VERSION, STATUS_OK, STATUS_SCORING_FAILED, Record, RecordError,
+                             RecordWriter, done_keys, read_records)
 from harness.runlock import run_dir_lock
+from harness.scoring.base import specs_json
 from runners.provenance import MODEL_KEYS, redacted_config
-from runners.replay import (FAILURE_NOTE, RunStopped, RunSummary, _write_failure, build_scorers, open_cache,
-                            preflight)
+from runners.components import build_scorers, open_cache, preflight
+from runners.lifecycle import RunStopped, RunSummary, clear_failure, write_failure
 from runners.scoring import apply_scores
 
 log = logging.getLogger(__name__)
 
 
-def rescore_record(rec: dict[str, Any], scorers, source: str) -> dict[str, Any]:
-    out = {k: v for k, v in rec.items() if k != "schema"}
-    out["rescored_from"] = source
-    if not has_answer(rec):
+def rescore_record(rec: Record, scorers, source: str) -> Record:
+    out = dataclasses.replace(rec, rescored_from=source, schema_version=SCHEMA_VERSION)
+    if not rec.answered:
         return out  # no answer to score: stays failed, with the source's reason
     return apply_scores(out, scorers)
 
@@ -53,18 +54,18 @@ def rescore_run(cfg: DictConfig, src_dir: Path, out_dir: Path) -> RunSummary:
     src_dir, out_dir = Path(src_dir), Path(out_dir)
     if src_dir.resolve() == out_dir.resolve():
         raise RecordError(f"{out_dir}: rescore must write to another directory than its source")
-    source = load_records(src_dir / RECORDS_FILE)
+    source = read_records(src_dir / RECORDS_FILE)
     if not source:
         raise RecordError(f"{src_dir / RECORDS_FILE}: no records to rescore")
     with run_dir_lock(out_dir):
         return _rescore_locked(cfg, src_dir, out_dir, source)
 
 
-def _rescore_locked(cfg: DictConfig, src_dir: Path, out_dir: Path, source: list[dict[str, Any]]) -> RunSummary:
+def _rescore_locked(cfg: DictConfig, src_dir: Path, out_dir: Path, source: list[Record]) -> RunSummary:
     started = False
     try:
         done = done_keys(out_dir / RECORDS_FILE)
-        todo = [r for r in source if record_key(r) not in done]
+        todo = [r for r in source if r.key not in done]
         stats: dict[str, Any] = {}
         judge_spec = cfg.judge.get("endpoint") or cfg.model if cfg.judge.get("_target_") else None
         with contextlib.ExitStack() as stack:
@@ -76,13 +77,13 @@ def _rescore_locked(cfg: DictConfig, src_dir: Path, out_dir: Path, source: list[
                 preflight(cfg, judge_client)
             scorers = build_scorers(cfg, judge_client) if todo else []
             started = True
-            (out_dir / FAILURE_NOTE).unlink(missing_ok=True)
+            clear_failure(out_dir)
             writer = RecordWriter(out_dir / RECORDS_FILE)
             t0 = time.perf_counter()
             liveness = getattr(judge_client, "liveness", None)
             watch = ServerWatch([liveness] if liveness else [])
 
-            def one(r: dict[str, Any]) -> dict[str, Any] | None:
+            def one(r: Record) -> Record | None:
                 return None if watch.died is not None else rescore_record(r, scorers, str(src_dir))
 
             written = 0
@@ -100,20 +101,26 @@ def _rescore_locked(cfg: DictConfig, src_dir: Path, out_dir: Path, source: list[
                     f"same command again to resume.") from watch.died
             if judge_client is not None:
                 stats = judge_client.stats.as_dict()
-            _write_meta(cfg, src_dir, out_dir, judge_spec, stats, time.perf_counter() - t0)
+            _write_meta(cfg, src_dir, out_dir, judge_spec, stats, time.perf_counter() - t0, scorers)
     except Exception as e:
-        _write_failure(out_dir, e, started)
+        write_failure(out_dir, e, started)
         raise
-    final = load_records(out_dir / RECORDS_FILE)
-    failed = sum(r.get("status") != STATUS_OK for r in final)
+    final = read_records(out_dir / RECORDS_FILE)
+    failed = sum(r.status != STATUS_OK for r in final)
     return RunSummary(out_dir, len(final), failed, len(source) - len(todo), stats,
-                      sum(r.get("status") == STATUS_SCORING_FAILED for r in final))
+                      sum(r.status == STATUS_SCORING_FAILED for r in final))
 
 
-def _write_meta(cfg: DictConfig, src_dir: Path, out_dir: Path, judge_spec, stats: dict[str, Any], elapsed: float) -> None:
+def _write_meta(cfg: DictConfig, src_dir: Path, out_dir: Path, judge_spec, stats: dict[str, Any], elapsed: float,
+                scorers: Sequence[Any] = ()) -> None:
     """run.json: the source run's provenance (dataset, answer model, config), with the new scoring on top."""
     src_meta_path = src_dir / "run.json"
     meta = json.loads(src_meta_path.read_text()) if src_meta_path.exists() else {}
+    if scorers:  # the new scorers' metric declarations (a resumed rescore with nothing to do keeps the last ones)
+        meta["metrics"] = specs_json(scorers)
+    else:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            meta["metrics"] = json.loads((out_dir / "run.json").read_text()).get("metrics") or meta.get("metrics")
     new_cfg = redacted_config(cfg)
     judge = {k: v for k, v in (OmegaConf.to_container(judge_spec, resolve=True) if judge_spec is not None else {}).items()
              if k in MODEL_KEYS} or None

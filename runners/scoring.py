@@ -7,12 +7,13 @@ The next `run` (or `rescore`) scores it again with no answer-model call.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
-from harness.records import STATUS_OK, STATUS_SCORING_FAILED, RecordWriter
-from harness.scoring.base import ScoreInput
+from harness.records import SCHEMA_VERSION, STATUS_OK, STATUS_SCORING_FAILED, Record, RecordWriter
+from harness.scoring.base import ScoreInput, details_key
 
 log = logging.getLogger(__name__)
 
@@ -26,41 +27,40 @@ def score_all(scorers: Sequence[Any], item: ScoreInput) -> tuple[dict[str, Any],
         res = s.score(item)
         metrics.update(res.values)
         if res.details:
-            details[type(s).__name__] = res.details
+            details[details_key(s)] = res.details
         if getattr(res, "error", None):
-            errors.append(f"{type(s).__name__}: {res.error}")
+            errors.append(f"{details_key(s)}: {res.error}")
     return metrics, details, errors
 
 
-def item_of(rec: dict[str, Any]) -> ScoreInput:
+def item_of(rec: Record) -> ScoreInput:
     """The scorer input of an answered record."""
-    return ScoreInput(rec["question_id"], rec.get("question_type") or "", rec.get("question") or "",
-                      str(rec.get("reference") or ""), rec.get("prediction") or "")
+    return ScoreInput(rec.question_id, rec.question_type or "", rec.question or "", str(rec.reference or ""),
+                      rec.prediction or "")
 
 
-def apply_scores(rec: dict[str, Any], scorers: Sequence[Any], item: ScoreInput | None = None) -> dict[str, Any]:
+def apply_scores(rec: Record, scorers: Sequence[Any], item: ScoreInput | None = None) -> Record:
     """Score `rec`'s answer into it (metrics, metric_details, status, scoring_error) and return it."""
     metrics, details, errors = score_all(scorers, item or item_of(rec))
-    rec["metrics"], rec["metric_details"] = metrics, details
-    rec.pop("scoring_error", None)
-    rec["status"] = STATUS_OK
+    rec.metrics, rec.metric_details = metrics, details
+    rec.scoring_error = None
+    rec.status = STATUS_OK
     if errors:
-        rec["status"] = STATUS_SCORING_FAILED
-        rec["scoring_error"] = "; ".join(errors)
+        rec.status = STATUS_SCORING_FAILED
+        rec.scoring_error = "; ".join(errors)
         log.warning("%s / %s: scoring failed, the answer is kept and only scoring is redone by the next run: %s",
-                    rec["question_id"], rec["mode"], rec["scoring_error"])
+                    rec.question_id, rec.mode, rec.scoring_error)
     return rec
 
 
-def rescore_pending(records: Sequence[dict[str, Any]], scorers: Sequence[Any], writer: RecordWriter,
-                    concurrency: int) -> int:
+def rescore_pending(records: Sequence[Record], scorers: Sequence[Any], writer: RecordWriter, concurrency: int) -> int:
     """Score again the answered records whose scoring failed; append the new records. Returns how many failed again."""
-    def one(rec: dict[str, Any]) -> dict[str, Any]:
-        return apply_scores({k: v for k, v in rec.items() if k != "schema"}, scorers)
+    def one(rec: Record) -> Record:
+        return apply_scores(dataclasses.replace(rec, schema_version=SCHEMA_VERSION), scorers)
 
     failed = 0
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         for new in pool.map(one, records):
             writer.append(new)
-            failed += new["status"] != STATUS_OK
+            failed += new.status != STATUS_OK
     return failed

@@ -123,7 +123,7 @@ def test_a_run_directory_of_the_previous_release_still_resumes(tmp_path, monkeyp
     from hydra import compose, initialize_config_dir
 
     from runners.cli import CONFIG_DIR
-    from runners.replay import RunConfigError, _check_fingerprint, fingerprint
+    from runners.replay import RunConfigError, check_fingerprint, fingerprint
     from runners.rundir import register_resolvers
 
     register_resolvers()
@@ -132,10 +132,10 @@ def test_a_run_directory_of_the_previous_release_still_resumes(tmp_path, monkeyp
                                                        "model.model=m"])
     (tmp_path / "records.jsonl").write_text("")
     (tmp_path / "fingerprint.json").write_text(json.dumps({"fingerprint": fingerprint(cfg, legacy=True)}))
-    _check_fingerprint(tmp_path, fingerprint(cfg), fingerprint(cfg, legacy=True))
+    check_fingerprint(tmp_path, fingerprint(cfg), fingerprint(cfg, legacy=True))
     (tmp_path / "fingerprint.json").write_text(json.dumps({"fingerprint": "0" * 16}))
     try:
-        _check_fingerprint(tmp_path, fingerprint(cfg), fingerprint(cfg, legacy=True))
+        check_fingerprint(tmp_path, fingerprint(cfg), fingerprint(cfg, legacy=True))
     except RunConfigError:
         pass
     else:

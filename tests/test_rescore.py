@@ -46,6 +46,7 @@ def test_rescore_judges_every_answer_once_keeps_the_rest_and_resumes(tmp_path):
         meta = json.loads((out / "run.json").read_text())
         assert meta["judge_model"]["model"] == "fake-judge" and meta["rescore"]["source"] == str(src)
         assert meta["config"]["judge"]["_target_"].endswith("LongMemEvalJudge")
+        assert {m["name"] for m in meta["metrics"]} >= {"em", "lme_acc", "lme_acc_strict"}  # the new scorers' specs
         assert (out / "report.md").exists()
         # the same command again: only the pair without an answer is retried (and stays failed), no judge call
         assert rescore(src, out, srv.base_url) == 3

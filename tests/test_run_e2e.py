@@ -56,11 +56,16 @@ def test_run_writes_records_report_and_plot_then_resumes_without_model_calls(tmp
         assert all(r["usage"]["final_prompt_tokens"] == 500 for r in lc)
         assert all(r["metrics"]["llm_score"] == 0.0 and "em" in r["metrics"] for r in recs)
         before = (run_dir / "records.jsonl").read_bytes()
+        # run.json keeps the scorers' metric declarations (reports derive their columns from them)
+        specs = {m["name"]: m for m in json.loads((run_dir / "run.json").read_text())["metrics"]}
+        assert specs["em"]["scorer"] == "LexicalScorer" and specs["llm_acc"]["verdict"] == "verdict"
+        assert specs["llm_score"]["higher_is_better"] is True and specs["llm_score"]["label"] == "LLMScore"
 
         # same command again: resumes, no model call, identical records
         assert run(tmp_path, base_url=srv.base_url) == 0
         assert len(srv.requests) == n_calls
         assert (run_dir / "records.jsonl").read_bytes() == before
+        assert {m["name"]: m for m in json.loads((run_dir / "run.json").read_text())["metrics"]} == specs
 
     # report rebuilds with no endpoint at all
     (run_dir / "report.md").unlink()

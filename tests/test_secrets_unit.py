@@ -88,3 +88,19 @@ def test_closing_a_redacting_stream_leaves_the_real_stream_open():
     assert not inner.closed and not stream.closed
     stream.write("still writable\n")
     assert inner.getvalue() == "still writable\n"
+
+
+def test_run_json_and_fingerprint_keep_an_env_var_name(monkeypatch):
+    """Issue 13: an env var NAME (api_key_env: OPENAI_API_KEY) is not a secret: run.json's config keeps it and the
+    fingerprint tells two such configs apart; the key itself is masked. One test (secrets.is_secret_name) decides."""
+    from omegaconf import OmegaConf
+
+    from runners.fingerprint import fingerprint
+    from runners.provenance import redacted_config
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-live-abcdef123456")
+    cfg = OmegaConf.create({"retrieval": {"embedder": {"api_key_env": "OPENAI_API_KEY", "api_key": "sk-lit-987654"}}})
+    assert redacted_config(cfg)["retrieval"]["embedder"] == {"api_key_env": "OPENAI_API_KEY", "api_key": "***"}
+    other = OmegaConf.create({"retrieval": {"embedder": {"api_key_env": "OTHER_KEY", "api_key": "sk-lit-987654"}}})
+    assert fingerprint(cfg) != fingerprint(other)
+    assert fingerprint(cfg, legacy=True) == fingerprint(other, legacy=True)  # the old identity masked the name

@@ -195,7 +195,7 @@ class LLMClient:
         merged = self._merged(params)
         msgs = [dict(m) for m in messages]
         key = self.chat_key(msgs, tools=tools, cache_salt=cache_salt, **params)
-        return self._cached(key, lambda hit: _from_cache(hit, purpose), _to_cache,
+        return self._cached(key, lambda hit: result_from_cache(hit, purpose), _to_cache,
                             self._call_once, msgs, tools, merged, purpose)
 
     def _merged(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -404,7 +404,7 @@ def _to_cache(r: ChatResult) -> dict[str, Any]:
     return d
 
 
-def _from_cache(d: dict[str, Any], purpose: str) -> ChatResult:
+def result_from_cache(d: dict[str, Any], purpose: str) -> ChatResult:
     u = d.get("usage") or {}
     return ChatResult(
         content=d.get("content") or "",

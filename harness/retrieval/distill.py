@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from harness.llm.models import file_sha256
-from harness.retrieval.embedders import _resolve_model_dir
+from harness.retrieval.model_dir import resolve_model_dir
 
 
 def distill_static(teacher: str, out: str | Path, pca_dims: int = 256, sif: float = 1e-4) -> str:
@@ -26,7 +26,7 @@ def distill_static(teacher: str, out: str | Path, pca_dims: int = 256, sif: floa
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from model2vec.distill import distill
 
-    src = _resolve_model_dir(teacher)
+    src = resolve_model_dir(teacher)
     model = distill(model_name=str(src), pca_dims=pca_dims, sif_coefficient=sif)
     out = Path(out).expanduser()
     out.mkdir(parents=True, exist_ok=True)

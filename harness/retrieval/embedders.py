@@ -20,6 +20,7 @@ import numpy as np
 
 from harness.llm.models import file_sha256
 from harness.retrieval.keyword import analyze
+from harness.retrieval.model_dir import resolve_model_dir
 
 
 @runtime_checkable
@@ -104,7 +105,7 @@ class SentenceTransformerEmbedder:
     """A sentence-transformers model from a local directory or an installed package name (needs torch)."""
 
     def __init__(self, model: str, max_seq_length: int = 256, batch_size: int = 32, threads: int | None = None) -> None:
-        path = _resolve_model_dir(model)
+        path = resolve_model_dir(model)
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         if threads:
             import torch
@@ -122,21 +123,6 @@ class SentenceTransformerEmbedder:
             return np.zeros((0, self.model.get_sentence_embedding_dimension()), dtype=np.float32)
         v = self.model.encode(list(texts), batch_size=self.batch_size, show_progress_bar=False)
         return _normalise(v)
-
-
-def _resolve_model_dir(model: str) -> Path:
-    """A directory path, or an installed package that ships its model under `<package>/model`."""
-    p = Path(model)
-    if p.is_dir():
-        return p
-    import importlib.util
-
-    spec = importlib.util.find_spec(model.replace("-", "_"))
-    if spec and spec.submodule_search_locations:
-        cand = Path(list(spec.submodule_search_locations)[0]) / "model"
-        if cand.is_dir():
-            return cand
-    raise FileNotFoundError(f"embedding model {model!r}: neither a directory nor an installed model package")
 
 
 class OpenAIEmbedder:

@@ -30,7 +30,7 @@ _COLUMNS = {"tokens": ("key", "n", "tokens", "created"),
             "vectors": ("key", "embedder", "n", "dim", "data", "seconds", "created")}
 
 
-def _embed_docs(docs: Sequence[Doc], embedder: Any) -> np.ndarray | None:
+def embed_docs(docs: Sequence[Doc], embedder: Any) -> np.ndarray | None:
     """One row per document; only indexed documents are embedded (the others are never ranked, and under
     `max_embed_tokens` they are exactly the texts too long to embed). None when nothing is indexed."""
     rows = [i for i, d in enumerate(docs) if d.indexed]
@@ -46,11 +46,11 @@ def _embed_docs(docs: Sequence[Doc], embedder: Any) -> np.ndarray | None:
 
 def build_index(docs: Sequence[Doc], embedder: Any | None, stopwords: str = "lucene") -> CaseIndex:
     """Build an index in memory (no store)."""
-    vectors = _embed_docs(docs, embedder) if embedder is not None else None
+    vectors = embed_docs(docs, embedder) if embedder is not None else None
     return CaseIndex(docs, vectors=vectors, embedder=embedder, stopwords=stopwords)
 
 
-def _identity(embedder: Any) -> str:
+def embedder_identity(embedder: Any) -> str:
     return str(getattr(embedder, "identity", None) or getattr(embedder, "name", type(embedder).__name__))
 
 
@@ -91,11 +91,11 @@ class IndexStore:
         """Whether `load_or_build` would load these vectors rather than embed (read-only)."""
         with self._lock:
             row = self._db.execute("SELECT n FROM vectors WHERE key=? AND embedder=?",
-                                   (key, _identity(embedder))).fetchone()
+                                   (key, embedder_identity(embedder))).fetchone()
         return bool(row) and row[0] == n_docs
 
     def _vectors(self, key: str, docs: Sequence[Doc], embedder: Any) -> np.ndarray | None:
-        ident = _identity(embedder)
+        ident = embedder_identity(embedder)
         with self._lock:
             row = self._db.execute(
                 "SELECT n, dim, data FROM vectors WHERE key=? AND embedder=?", (key, ident)
@@ -104,7 +104,7 @@ class IndexStore:
             self.stats["vector_hits"] += 1
             return np.frombuffer(row[2], dtype=np.float32).reshape(row[0], row[1]).copy()
         t0 = time.perf_counter()
-        vecs = _embed_docs(docs, embedder)
+        vecs = embed_docs(docs, embedder)
         seconds = time.perf_counter() - t0
         if vecs is None:  # nothing to embed: a keyword-only index, nothing worth storing
             return None

@@ -1,12 +1,15 @@
 """Value types shared by every scorer.
 
-A scorer declares its metrics up front (name + direction) so that aggregation, reports and
-the regression gate know which way is worse without knowing the scorer.
+A scorer declares its metrics up front (`MetricSpec`: name, direction, label, format, kind) so that
+aggregation, reports, compare and the regression gate know which way is worse, what to call a column and how
+to print it, without knowing the scorer. This declaration is the only one: a run keeps it in run.json
+(`metrics`), and reports/metrics.py builds every table's columns from it.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Iterable, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -14,6 +17,19 @@ class MetricSpec:
     name: str
     higher_is_better: bool
     description: str
+    label: str = ""  # column header in reports ("" → the name)
+    fmt: str = "{:.4f}"  # how a value is printed
+    judged: bool = False  # a judge's verdict: None means "not run", reported with the judged count and over all cases
+    binary: bool = False  # 0/1 per case: paired comparisons add McNemar's test
+    quality: bool = True  # an answer-quality figure (listed first), not a cost, token or latency figure
+    task_averaged: bool = False  # also reported as the mean of per-type means and on abstention questions
+    # Derived at report time from the scorer's details: 1 when details[verdict] == "correct" (or the judge was
+    # skipped on an exact match), 0 when "incorrect", else None. Only in a scorer's `derived_metrics`.
+    verdict: str | None = None
+
+    @property
+    def title(self) -> str:
+        return self.label or self.name
 
 
 @dataclass
@@ -44,9 +60,25 @@ class ScoreResult:
 
 @runtime_checkable
 class Scorer(Protocol):
-    metrics: tuple[MetricSpec, ...]
+    metrics: tuple[MetricSpec, ...]  # exactly the keys of ScoreResult.values
+    # (optional) derived_metrics: tuple[MetricSpec, ...], each with `verdict` set: computed from the details
 
     def score(self, item: ScoreInput) -> ScoreResult: ...
+
+
+def declared_specs(scorer: Any) -> tuple[MetricSpec, ...]:
+    """A scorer's (or scorer class's) metrics, then its report-time derived metrics."""
+    return tuple(scorer.metrics) + tuple(getattr(scorer, "derived_metrics", ()))
+
+
+def details_key(scorer: Any) -> str:
+    """The key of a scorer's details (and of its errors) in a record: its class name, as records always had it."""
+    return scorer.__name__ if isinstance(scorer, type) else type(scorer).__name__
+
+
+def specs_json(scorers: Iterable[Any]) -> list[dict[str, Any]]:
+    """run.json's `metrics`: every spec of a run's scorers, each with its scorer's details key (`scorer`)."""
+    return [{"scorer": details_key(s), **dataclasses.asdict(spec)} for s in scorers for spec in declared_specs(s)]
 
 
 def require_text(item: ScoreInput, scorer: str) -> None:

@@ -156,9 +156,18 @@ class TrpcJudge:
 
     metrics: tuple[MetricSpec, ...] = (
         MetricSpec("llm_score", True,
-                   "tRPC LLMScore: 1 on containment match, else judge confidence if correct (lenient parse)"),
+                   "tRPC LLMScore: 1 on containment match, else judge confidence if correct (lenient parse)",
+                   "LLMScore"),
         MetricSpec("llm_score_strict", True,
-                   "LLMScore from an explicit JSON verdict only; None when the reply is unusable"),
+                   "LLMScore from an explicit JSON verdict only; None when the reply is unusable",
+                   "LLMScore strict", judged=True),
+    )
+    # The binary verdicts behind the scores, read from the details by reports (not stored as metrics).
+    derived_metrics: tuple[MetricSpec, ...] = (
+        MetricSpec("llm_acc", True, "tRPC judge verdict (lenient parse): 1 correct or exact match, 0 incorrect",
+                   "judge acc (trpc, lenient)", judged=True, binary=True, quality=False, verdict="verdict"),
+        MetricSpec("llm_acc_strict", True, "tRPC judge verdict from an explicit JSON verdict only",
+                   "judge acc (trpc, strict)", judged=True, binary=True, verdict="verdict_strict"),
     )
 
     def __init__(self, model: ChatModel, params: Mapping[str, Any] | None = None) -> None:
@@ -253,8 +262,10 @@ class LongMemEvalJudge:
     """
 
     metrics: tuple[MetricSpec, ...] = (
-        MetricSpec("lme_acc", True, "Official LongMemEval judge: 1 if 'yes' in the reply (upstream parse)"),
-        MetricSpec("lme_acc_strict", True, "Official LongMemEval judge prompt; the reply must start with yes/no"),
+        MetricSpec("lme_acc", True, "Official LongMemEval judge: 1 if 'yes' in the reply (upstream parse)",
+                   "LongMemEval acc", judged=True, binary=True, task_averaged=True),
+        MetricSpec("lme_acc_strict", True, "Official LongMemEval judge prompt; the reply must start with yes/no",
+                   "LongMemEval acc (strict parse)", judged=True, binary=True, task_averaged=True),
     )
 
     def __init__(self, model: ChatModel, params: Mapping[str, Any] | None = None) -> None:

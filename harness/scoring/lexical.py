@@ -169,14 +169,17 @@ class LexicalScorer:
     """Reference lexical metrics plus the library ROUGE-L/BLEU, for one answer at a time."""
 
     metrics: tuple[MetricSpec, ...] = (
-        MetricSpec("f1", True, "Reference token F1 (multiset overlap, tRPC tokenizer)"),
-        MetricSpec("rouge1", True, "Reference ROUGE-1 F1 (clipped unigrams, tRPC tokenizer)"),
-        MetricSpec("rouge2", True, "Reference ROUGE-2 F1 (clipped bigrams, tRPC tokenizer)"),
-        MetricSpec("rouge_l", True, "Reference ROUGE-L F1 (token LCS, beta=1, tRPC tokenizer)"),
-        MetricSpec("bleu1", True, "Reference BLEU-1 (clipped unigram precision x brevity penalty)"),
-        MetricSpec("em", True, "Reference containment match: lowercased reference is a substring of the answer"),
-        MetricSpec("rouge_l_lib", True, "rouge-score rougeL F-measure (default tokenizer, no stemmer)"),
-        MetricSpec("sacrebleu_sentence", True, "sacrebleu sentence BLEU (4-gram, exp smoothing) / 100"),
+        MetricSpec("f1", True, "Reference token F1 (multiset overlap, tRPC tokenizer)", "F1"),
+        MetricSpec("rouge1", True, "Reference ROUGE-1 F1 (clipped unigrams, tRPC tokenizer)", "ROUGE-1"),
+        MetricSpec("rouge2", True, "Reference ROUGE-2 F1 (clipped bigrams, tRPC tokenizer)", "ROUGE-2"),
+        MetricSpec("rouge_l", True, "Reference ROUGE-L F1 (token LCS, beta=1, tRPC tokenizer)", "ROUGE-L"),
+        MetricSpec("bleu1", True, "Reference BLEU-1 (clipped unigram precision x brevity penalty)", "BLEU"),
+        MetricSpec("em", True, "Reference containment match: lowercased reference is a substring of the answer", "EM",
+                   binary=True),
+        MetricSpec("rouge_l_lib", True, "rouge-score rougeL F-measure (default tokenizer, no stemmer)",
+                   "ROUGE-L (rouge-score)"),
+        MetricSpec("sacrebleu_sentence", True, "sacrebleu sentence BLEU (4-gram, exp smoothing) / 100",
+                   "BLEU-4 (sacrebleu)"),
     )
 
     def score(self, item: ScoreInput) -> ScoreResult:

@@ -15,7 +15,7 @@ import numpy as np
 
 from harness.retrieval.index import CaseIndex, Doc
 from harness.retrieval.keyword import analyze
-from harness.retrieval.store import _embed_docs, _identity
+from harness.retrieval.store import embed_docs, embedder_identity
 from harness.secrets import REGISTRY
 from harness.stores.postgres import PgDatabase
 
@@ -98,11 +98,11 @@ class PgIndexStore:
 
     def has_vectors(self, key: str, n_docs: int, embedder: Any) -> bool:
         row = self.db.run(lambda c: c.execute("SELECT n FROM lme_index_vectors WHERE key=%s AND embedder=%s",
-                                              (key, _identity(embedder))).fetchone(), "reading the index store")
+                                              (key, embedder_identity(embedder))).fetchone(), "reading the index store")
         return bool(row) and row[0] == n_docs
 
     def _vectors(self, key: str, docs: Sequence[Doc], embedder: Any) -> np.ndarray | None:
-        ident = _identity(embedder)
+        ident = embedder_identity(embedder)
 
         def read(c: Any) -> np.ndarray | None:
             meta = c.execute("SELECT n, dim FROM lme_index_vectors WHERE key=%s AND embedder=%s", (key, ident)).fetchone()
@@ -118,7 +118,7 @@ class PgIndexStore:
             self.stats["vector_hits"] += 1
             return found
         t0 = time.perf_counter()
-        vecs = _embed_docs(docs, embedder)
+        vecs = embed_docs(docs, embedder)
         seconds = time.perf_counter() - t0
         if vecs is None:
             return None

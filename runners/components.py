@@ -1,0 +1,129 @@
+"""Wiring a run's components from its config: the answer and judge clients, the summarizer, retrieval, the
+scorers, the wire shape and bounds. `Components` names every part a case needs (no string-keyed dict)."""
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from harness.llm.cache import ResponseCache
+from harness.scoring.base import ScoreInput
+from harness.storage import StorageError
+from harness.settings import ClientSettings, GenerationSettings, RunSettings
+from runners.bounds import RecordBounds
+from runners.fingerprint import fingerprint
+from runners.modes import Mode, modes_from_config
+from runners.reference_latency import reference_latency_setting
+from runners.settings import RunConfigError
+from runners.stores import open_pg_cache, retrieval_overrides, session_store, store_kind
+from runners.summaries import SummaryProvider
+from runners.wire import WireShape
+
+
+@dataclass
+class Components:
+    """Everything a (case, mode) run uses, built once per run (`build_components`)."""
+
+    client: Any  # the answer model (LLMClient)
+    counter: Any  # token counter (o200k)
+    window: int  # the answer model's context window, tokens
+    token_ratio: float  # the endpoint's tokens per o200k token
+    summaries: SummaryProvider
+    retrieval: Any  # harness.retrieval Retrieval: tools(session, boundary=...), embedder, describe()
+    scorers: Sequence[Any]
+    liveness: list[Any] = field(default_factory=list)  # liveness probes of embedded model servers
+    wire: WireShape = field(default_factory=WireShape)
+    reference_latency: Any = "auto"
+    generation: dict[str, Any] = field(default_factory=dict)
+    bounds: RecordBounds = field(default_factory=RecordBounds)
+
+
+def open_cache(cfg: DictConfig, stack: contextlib.ExitStack) -> ResponseCache | None:
+    """The response cache of `cfg.cache` (closed with `stack`), or None when disabled."""
+    if store_kind(cfg) == "postgres":  # the shared database, checked here: one error before any case
+        return open_pg_cache(cfg, stack)
+    if not cfg.cache.enabled:
+        return None
+    cache = ResponseCache(str(cfg.cache.path))
+    stack.callback(cache.close)
+    return cache
+
+
+def preflight(cfg: DictConfig, *clients) -> None:
+    """One clear error before anything runs, instead of N failed records (`client.preflight=false` skips it)."""
+    if ClientSettings.from_config(cfg.client).preflight:
+        for c in dict.fromkeys(clients):
+            c.preflight()  # bounded by the client's own settings (those of cfg.client)
+
+
+def build_modes(cfg: DictConfig) -> list[Mode]:
+    if not cfg.get("mode"):
+        raise RunConfigError("no mode selected (mode=[long_context,summary,summary_ondemand])")
+    return modes_from_config(cfg.mode)
+
+
+def build_components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -> Components:
+    from harness.session.tokens import o200k_counter
+
+    counter = o200k_counter()
+    window = ep.spec.window
+    # Objects are passed to the partial, not to instantiate(): Hydra would turn dataclasses into configs.
+    make_summarizer = instantiate(cfg.summarizer, _partial_=True)
+    summarizer = make_summarizer(model=client, prompt=instantiate(cfg.prompt), context_window=window,
+                                 token_counter=counter)
+    try:
+        retrieval = instantiate(cfg.retrieval, **retrieval_overrides(cfg))
+    except Exception as e:  # Hydra wraps a damaged index store: unwrapped, it is one error naming the file
+        if isinstance(e.__cause__, StorageError):
+            raise e.__cause__ from None
+        raise
+    if getattr(retrieval, "embedder", None) is not None and int(cfg.run.concurrency) > 1:
+        retrieval.embedder = SerializedEmbedder(retrieval.embedder)
+    return Components(
+        client=client,
+        counter=counter,
+        window=window,
+        token_ratio=float(ep.spec.extra.get("token_ratio", 1.0)),
+        summaries=SummaryProvider(summarizer, session_store(cfg, run_dir, fingerprint(cfg)),
+                                  share_across_modes=bool(cfg.run.share_summary)),
+        retrieval=retrieval,
+        scorers=build_scorers(cfg, judge_client),
+        liveness=[c.liveness for c in dict.fromkeys((client, judge_client)) if getattr(c, "liveness", None)],
+        wire=WireShape.from_config(cfg.get("wire")),
+        reference_latency=reference_latency_setting(RunSettings.from_config(cfg.run).reference_latency),
+        generation=GenerationSettings.from_config(cfg.generation).as_params(),
+        bounds=RecordBounds.from_config(cfg),
+    )
+
+
+def build_scorers(cfg: DictConfig, judge_client) -> list[Any]:
+    """The configured scorers, then the judge (if any) bound to `judge_client`."""
+    scorers = [instantiate(s) for s in cfg.scorers.values()]
+    for s in scorers:  # load lazy dependencies now (rouge-score imports nltk, ~1 s), not under the import lock
+        s.score(ScoreInput("warm-up", "", "", "warm up", "warm up"))  # that all concurrent cases would queue on
+    if cfg.judge.get("_target_"):
+        judge_cfg = {k: v for k, v in cfg.judge.items() if k != "endpoint"}  # the endpoint is opened by the caller
+        scorers.append(instantiate(judge_cfg, model=judge_client))
+    return scorers
+
+
+class SerializedEmbedder:
+    """One embedding call at a time: embedders need not be thread-safe (model2vec's Rust tokenizer raises
+    "Already borrowed" when two cases embed at once), while cases run concurrently."""
+
+    def __init__(self, inner: Any):
+        self.inner = inner
+        self.identity = inner.identity
+        self._lock = threading.Lock()
+
+    def embed(self, texts):
+        with self._lock:
+            return self.inner.embed(texts)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)

@@ -1,0 +1,78 @@
+"""A run's configuration identity: which settings bear on results, and the directory check built on it.
+
+A run directory may be resumed only by the configuration that wrote it (`fingerprint.json`). Settings that do
+not change results (concurrency, timeouts, the cache, where a model is served) are left out of the identity.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from harness import secrets
+from harness.records import RECORDS_FILE
+from runners.settings import RunConfigError
+
+# Keys that do not change results: a run directory may be resumed when only these differ.
+NON_RESULT_KEYS = ("run.concurrency", "run.progress", "run.max_consecutive_failures", "client.concurrency",
+                   "client.timeout_s", "client.max_retries", "client.backoff_base_s", "client.backoff_max_s",
+                   "client.preflight", "run.name", "cache", "store.kind", "store.dsn", "store.password_env")
+ENDPOINT_KEYS = ("model.base_url", "judge.endpoint.base_url")  # where a model is served, not which model
+FINGERPRINT_FILE = "fingerprint.json"
+
+
+def _drop_nulls(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _drop_nulls(v) for k, v in obj.items() if v is not None}
+    if isinstance(obj, list):
+        return [_drop_nulls(v) for v in obj]
+    return obj
+
+
+def fingerprint(cfg: DictConfig, *, legacy: bool = False) -> str:
+    """Identity of the result-bearing configuration. Null settings are left out, so a release that adds an
+    optional key (defaulting to null) does not orphan the run directories of the previous one. Endpoint URLs
+    are not result-bearing (a restarted server on a new port is the same model; the model name is kept).
+    Secrets are masked through `harness.secrets` (the one secret-key test).
+    `legacy`: the identity before that change (URLs in, every `*api_key*` key masked, api_key_env included),
+    still accepted so that older run directories resume; it is an identity, not a secret test."""
+    c = _drop_nulls(OmegaConf.to_container(cfg, resolve=True))
+    for dotted in NON_RESULT_KEYS + (() if legacy else ENDPOINT_KEYS):
+        node = c
+        *parents, last = dotted.split(".")
+        for p in parents:
+            node = node.get(p, {}) if isinstance(node, dict) else {}
+        if isinstance(node, dict):
+            node.pop(last, None)
+    if legacy:
+        _legacy_identity_mask(c)
+    else:
+        secrets.mask_config(c)
+    return hashlib.sha256(json.dumps(c, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _legacy_identity_mask(obj: Any) -> None:
+    """The masking older releases hashed (kept only to recompute their fingerprints)."""
+    if isinstance(obj, dict):
+        for k in list(obj):
+            if "api_key" in k.lower() and obj[k]:
+                obj[k] = "***"
+            else:
+                _legacy_identity_mask(obj[k])
+    elif isinstance(obj, list):
+        for v in obj:
+            _legacy_identity_mask(v)
+
+
+def check_fingerprint(run_dir: Path, fp: str, legacy: str | None = None) -> None:
+    """Refuse a directory holding records of another configuration (read-only: nothing is written here)."""
+    path = Path(run_dir) / FINGERPRINT_FILE
+    if path.exists():
+        old = json.loads(path.read_text()).get("fingerprint")
+        if old not in (fp, legacy) and (Path(run_dir) / RECORDS_FILE).exists():
+            raise RunConfigError(
+                f"{run_dir}: holds records of a different configuration (fingerprint {old} != {fp}); "
+                f"use another run.name or hydra.run.dir=... so results are never mixed")
