@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from harness.data.jsonarray import array_of_objects
 from harness.session.events import Event
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -284,21 +285,17 @@ def _problems_message(source: str, problems: list[str]) -> str:
     return f"{source}: {len(problems)} schema problems: {shown}{more}"
 
 
-def decode_json_text(data: bytes, source: str) -> str:
-    """`data` as text, in the encoding json.loads would detect (UTF-8/16/32)."""
-    try:
-        return data.decode(json.detect_encoding(data), "surrogatepass")
-    except UnicodeDecodeError as e:
-        raise DataError(f"{source}: invalid JSON ({e})") from e
-
-
-def parse_cases(data: bytes | str, source: str) -> list[Case]:
+def parse_cases(data: bytes, source: str) -> list[Case]:
     """Every question of a file, validated once up front: DataError naming the file, each bad record
     (index and question_id) and field, all problems collected (the first MAX_REPORTED_PROBLEMS shown)."""
-    try:
-        rows = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise DataError(f"{source}: invalid JSON ({e})") from e
+    # Element by element where it can (harness/data/jsonarray.py: the whole file as one str costs up to 4×
+    # its size); otherwise whole, for the exact error.
+    rows = array_of_objects(data) if isinstance(data, (bytes, bytearray)) else None
+    if rows is None:
+        try:
+            rows = json.loads(data)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise DataError(f"{source}: invalid JSON ({e})") from e
     if not isinstance(rows, list):
         raise DataError(f"{source}: expected a JSON array of questions, got {type(rows).__name__}")
     problems: list[str] = []
@@ -424,12 +421,8 @@ class LongMemEvalSource:
         digest = sha256_bytes(data)
         if expected and digest != expected:
             raise DataError(f"{source}: sha256 mismatch: expected {expected}, got {digest}")
-        # Decoded here so the bytes are freed before parsing: json.loads(bytes) would hold the bytes, their
-        # decoded copy and the parsed strings at once (3× the file; ~750 MB for the 500 `_s` questions).
-        text = decode_json_text(data, source)
-        del data
-        all_cases = parse_cases(text, source)
-        del text
+        all_cases = parse_cases(data, source)
+        del data  # the file's bytes are not needed past here
         present = {c.question_type.lower() for c in all_cases}
         missing = [t for t in (self.question_types or []) if t.strip().lower() not in present]
         if missing:  # a typo would otherwise silently shrink the run to the other types
