@@ -131,3 +131,34 @@ def plot(table: pd.DataFrame, out_base: Path) -> list[Path]:
     ax.legend(fontsize=8)
     fig.tight_layout()
     return save(fig, out_base)
+
+
+def html(table: pd.DataFrame, plot_png: Path | None) -> list[str]:
+    """The report.html counterpart of `markdown`: a sortable table per metric and the plot; [] for one type."""
+    from reports import html as H
+
+    if table.empty:
+        return []
+    out = ["<h2>Per question type</h2>",
+           '<p class="muted">Mean [95% bootstrap CI] (n) over scored cases. abstention: the _abs questions (also '
+           "counted in their own type); task_avg: mean of the type means, LongMemEval's headline figure.</p>"]
+    for metric, part in table.groupby("metric", sort=False):
+        modes = list(dict.fromkeys(part["mode"]))
+        rows = []
+        for qt in dict.fromkeys(part["question_type"]):
+            cells = [H.cell(qt)]
+            for m in modes:
+                r = part[(part["mode"] == m) & (part["question_type"] == qt)]
+                if r.empty or math.isnan(r["mean"].iloc[0]):
+                    cells.append(H.cell(None))
+                    continue
+                r = r.iloc[0]
+                ci = "" if math.isnan(r["lo"]) else f" [{r['lo']:.3f}, {r['hi']:.3f}]"
+                text = f"{r['mean']:.3f}{ci} ({int(r['n'])})"
+                cells.append(f'<td class="num" data-v="{H.esc(r["mean"])}">{H.esc(text)}</td>')
+            rows.append(cells)
+        out += [f"<h3>{H.esc(metric)}</h3>",
+                H.table(["question type", *modes], rows, table_id=f"by-type-{metric}")]
+    if plot_png is not None:
+        out.append(H.image(plot_png, "per question type"))
+    return out

@@ -119,24 +119,25 @@ def build_report(run_dir: Path, *, prices: PriceTable | str | Path | None = None
                other=other, judges=judges, sav=sav, tools=tools, costs=costs, table=table, pair=pair, wlt=wlt, figs=figs,
                metrics=metrics)
     md = _markdown(**ctx)
-    md += _by_type(df, run_dir, out)  # "" for a single-type run: its files stay exactly as before
-    out["markdown"].write_text(md)
-    out["html"].write_text(_html(**ctx))
+    type_md, type_html = _by_type(df, run_dir, out)  # empty for a single-type run: its files stay exactly as before
+    out["markdown"].write_text(md + type_md)
+    out["html"].write_text(_html(**ctx, by_type_html=type_html))
     return out
 
 
-def _by_type(df: pd.DataFrame, run_dir: Path, out: dict[str, Path]) -> str:
-    """Per question type: by_type.csv, a plot and a Markdown section, only when the run holds several types."""
+def _by_type(df: pd.DataFrame, run_dir: Path, out: dict[str, Path]) -> tuple[str, list[str]]:
+    """Per question type: by_type.csv, a plot, a Markdown and an HTML section, only when the run holds several types."""
     from reports import by_type
 
     table = by_type.type_table(df)
     if table.empty:
-        return ""
+        return "", []
     out["by_type_csv"] = run_dir / "by_type.csv"
     write_csv(table, out["by_type_csv"], index=False)
     paths = by_type.plot(table, run_dir / "by_type")
     out["plot_by_type"], out["plot_by_type_svg"] = paths[0], paths[1]
-    return "\n" + "\n".join(by_type.markdown(table) + ["![per question type](by_type.png)", ""])
+    return ("\n" + "\n".join(by_type.markdown(table) + ["![per question type](by_type.png)", ""]),
+            by_type.html(table, paths[0]))
 
 
 # --- Markdown -----------------------------------------------------------------------------------------------
@@ -229,7 +230,7 @@ def _cost_md(costs: pd.DataFrame, table: PriceTable, df: pd.DataFrame) -> list[s
 # --- HTML ---------------------------------------------------------------------------------------------------
 
 def _html(*, run_dir, df, meta, records, summary, ci, quality, other, judges, sav, tools, costs, table, pair, wlt,
-          figs, metrics, **_: Any) -> str:
+          figs, metrics, by_type_html: Sequence[str] = (), **_: Any) -> str:
     B: list[str] = [f"<h1>lme-harness report: {H.esc(run_dir.name)}</h1>", _provenance_html(meta)]
     B += ["<h2>Reference table</h2>", H.frame_table(
         [{"mode": str(m), **row.to_dict()} for m, row in summary.iterrows()],
@@ -273,6 +274,7 @@ def _html(*, run_dir, df, meta, records, summary, ci, quality, other, judges, sa
               f'<p class="muted">{H.esc(" ".join(_cost_md(costs, table, df)[3:]).replace("`", ""))}</p>']
     if pair and not wlt.empty:
         B += [f"<h2>Per case: {H.esc(pair[1])} vs {H.esc(pair[0])}</h2>", paired_html(wlt, table_id="modes-paired", metrics=metrics)]
+    B += by_type_html
     B.append("<h2>Plots</h2>")
     B += [H.image(paths[0], name) for name, paths in figs.items()]
     groups = group_failures(df)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from harness.data.jsonarray import array_of_objects
 from harness.session.events import Event
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -163,13 +164,15 @@ def read_json_bytes(path: Path) -> bytes:
     """The uncompressed JSON bytes of `path` (gzip detected by magic number, not by name)."""
     if not path.exists():
         raise DataError(f"{path}: dataset file not found")
-    raw = path.read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            return gzip.decompress(raw)
+    with path.open("rb") as fh:
+        magic = fh.read(2)
+    if magic == b"\x1f\x8b":
+        try:  # streamed: gzip.decompress(whole file) peaks well above the output's size
+            with gzip.open(path, "rb") as gz:
+                return gz.read()
         except (OSError, EOFError, zlib.error) as e:
             raise DataError(f"{path}: corrupt gzip data ({e})") from e
-    return raw
+    return path.read_bytes()
 
 
 def _answer_text(value: Any) -> str:
@@ -286,10 +289,14 @@ def _problems_message(source: str, problems: list[str]) -> str:
 def parse_cases(data: bytes, source: str) -> list[Case]:
     """Every question of a file, validated once up front: DataError naming the file, each bad record
     (index and question_id) and field, all problems collected (the first MAX_REPORTED_PROBLEMS shown)."""
-    try:
-        rows = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise DataError(f"{source}: invalid JSON ({e})") from e
+    # Element by element where it can (harness/data/jsonarray.py: the whole file as one str costs up to 4×
+    # its size); otherwise whole, for the exact error.
+    rows = array_of_objects(data) if isinstance(data, (bytes, bytearray)) else None
+    if rows is None:
+        try:
+            rows = json.loads(data)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise DataError(f"{source}: invalid JSON ({e})") from e
     if not isinstance(rows, list):
         raise DataError(f"{source}: expected a JSON array of questions, got {type(rows).__name__}")
     problems: list[str] = []
@@ -417,6 +424,7 @@ class LongMemEvalSource:
         if expected and digest != expected:
             raise DataError(f"{source}: sha256 mismatch: expected {expected}, got {digest}")
         all_cases = parse_cases(data, source)
+        del data  # the file's bytes are not needed past here
         present = {c.question_type.lower() for c in all_cases}
         missing = [t for t in (self.question_types or []) if t.strip().lower() not in present]
         if missing:  # a typo would otherwise silently shrink the run to the other types
