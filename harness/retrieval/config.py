@@ -131,7 +131,7 @@ def preset(name: str, /, **overrides: Any) -> SearchConfig:
         "default": SearchConfig(
             name="default", fusion="score", alpha=1.0, assistant_weight=0.5, propagate=0.5, speaker_prior="user",
             response_style="compact", expand_top=0, wire_exact_schema=False,
-            recall_cues=True, top_hit_chars=3000, top_hits=1, recall_chars=2000,
+            recall_cues=True, top_hit_chars=3000, top_hits=2, recall_chars=4000,
         ),
     }
     if name not in base:
