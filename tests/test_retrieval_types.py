@@ -27,16 +27,17 @@ def session_of(events):
     return s, SummaryBoundary(1, "", events[-1].timestamp, events[-1].id)
 
 
-@pytest.mark.parametrize("query", [
-    "Can you remind me of the name of the romantic Italian restaurant in Rome you recommended for dinner?",
-    "I remember you told me about the refining processes at CITGO. What kind of processes are used?",
-    "I wanted to follow up on our previous conversation about binaural beats. How many subjects were there?",
-    "You mentioned some great resources for guided imagery, can you remind me of the first one?",
+@pytest.mark.parametrize("query, without_cues", [
+    ("Can you remind me of the name of the romantic Italian restaurant in Rome you recommended for dinner?", (1.0, 1.0)),
+    ("I remember you told me about the refining processes at CITGO. What kind of processes are used?", (1.0, 1.0)),
+    ("I wanted to follow up on our previous conversation about binaural beats. How many subjects were there?",
+     (1.0, 0.5)),
+    ("You mentioned some great resources for guided imagery, can you remind me of the first one?", (1.0, 1.0)),
 ])
-def test_a_recall_cue_flips_the_speaker_prior_to_the_assistant(query):
+def test_a_recall_cue_flips_the_speaker_prior_to_the_assistant(query, without_cues):
     assert recall_cue(query)
     assert speaker_weights(query, 0.5, "user", recall_cues=True) == (0.5, 1.0)
-    assert speaker_weights(query, 0.5, "user") == (1.0, 1.0) or not query.startswith("Can")  # off: pronouns only
+    assert speaker_weights(query, 0.5, "user") == without_cues  # off (the reference presets): pronouns only
     assert speaker_weights(query, 1.0, "user", recall_cues=True) == (1.0, 1.0)  # no prior at all stays off
 
 
