@@ -23,7 +23,7 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from harness.retrieval.evaluation import KS, evaluate_case, summarize
+from harness.retrieval.evaluation import BY_TYPE_KEYS, KS, evaluate_case, summarize, summarize_by_type
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs" / "retrieval"
 DEFAULT_PRESETS = ("bm25", "trpc_parity", "hybrid", "default")
@@ -72,6 +72,8 @@ def evaluate_preset(
         for c in cases
     ]
     summary = summarize(results)
+    qtype = {c.question_id: c.question_type for c in cases}
+    summary["by_type"] = summarize_by_type(results, qtype)
     # Store round trip: build into SQLite once, then time loading it with a new retriever (another run).
     store = str(store_dir / f"{name}.sqlite")
     warm_cfg = OmegaConf.merge(rcfg, {"store": store})
@@ -88,7 +90,8 @@ def evaluate_preset(
     summary["warm_load_s_mean"] = sum(loads) / len(loads) if loads else float("nan")
     summary["embedder"] = getattr(retriever.embedder, "identity", None)
     rows = [
-        {"preset": name, "question_id": r.question_id, "n_events": r.n_events, "index_s": r.index_s,
+        {"preset": name, "question_id": r.question_id, "question_type": qtype[r.question_id], "n_events": r.n_events,
+         "index_s": r.index_s,
          "query_ms": r.query_ms, "path": r.path, "ranked": r.ranked, "response_tokens": r.response_tokens,
          "response_has_evidence": r.response_has_evidence, "response_hits_evidence": r.response_hits_evidence,
          **r.metrics}
@@ -106,6 +109,21 @@ def markdown_table(summaries: dict[str, dict[str, Any]]) -> str:
             v = s.get(c)
             cells.append("" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v)))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def by_type_table(summaries: dict[str, dict[str, Any]]) -> str:
+    """Per question type and preset: cases, recall_any@1/@5, evidence text in the response, response tokens."""
+    lines = ["| question type | preset | cases | " + " | ".join(BY_TYPE_KEYS) + " |", "|---" * (len(BY_TYPE_KEYS) + 3) + "|"]
+    types = sorted({t for s in summaries.values() for t in s.get("by_type", {})})
+    for t in types:
+        for name, s in summaries.items():
+            row = s.get("by_type", {}).get(t)
+            if row is None:
+                continue
+            cells = [f"{row[k]:.3f}" if k in row and not k.startswith("response_tokens") else
+                     (f"{row[k]:.0f}" if k in row else "") for k in BY_TYPE_KEYS]
+            lines.append(f"| {t} | {name} | {row['cases']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -169,6 +187,7 @@ def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Pa
         f"query: the {'question' if query_form == 'question' else 'keywords of the question'}; "
         f"whole haystack behind the summary boundary).\n\n"
         + markdown_table(summaries)
+        + "\n\n## Per question type\n\n" + by_type_table(summaries)
         + "\n\n![recall and token cost](retrieval_eval.png)\n"
     )
     return md

@@ -78,6 +78,9 @@ RULES: tuple[Rule, ...] = (
     _int("retrieval.config.snippet_chars", 1),
     _int("retrieval.config.budget_chars", 1),
     _int("retrieval.config.hit_chars", 1),
+    _int("retrieval.config.top_hit_chars", 80),
+    _int("retrieval.config.top_hits", 0),
+    _int("retrieval.config.recall_chars", 80),
     _int("retrieval.max_embed_tokens", 1),
     _int("retrieval.embedder.dimensions", 1),
 )

@@ -29,6 +29,10 @@ class SearchConfig:
     # When the prior applies: "pronouns" = only for first-person queries; "user" = also for queries with no
     # person cue (keyword queries such as "yoga classes"), the second person still flipping it.
     speaker_prior: str = "pronouns"
+    # Recall cues ("you mentioned", "our previous chat"): the query asks what the assistant said, even when it
+    # also says "I"/"me" ("can you remind me what you recommended"); such queries flip the prior to the
+    # assistant and get no reply→question propagation. Off in the reference presets.
+    recall_cues: bool = False
     candidate_ratio: int = 3
     rrf_k: int = 60
     keyword_require_all: bool = False  # True: plainto_tsquery AND semantics (reference FTS)
@@ -46,6 +50,11 @@ class SearchConfig:
     response_style: str = "reference"
     budget_chars: int = 1800
     hit_chars: int = 700
+    top_hit_chars: int | None = None  # compact: the first `top_hits` hits whole up to this length (None: off)
+    top_hits: int = 1
+    # compact, for a query with a recall cue (what the assistant said: long replies, and the evidence is the
+    # reply itself): budget and per-hit cap become this (None: unchanged).
+    recall_chars: int | None = None
 
     def __post_init__(self) -> None:
         if self.default_mode not in MODES:
@@ -63,20 +72,45 @@ class SearchConfig:
             raise ValueError(f"SearchConfig.fusion must be 'rrf' or 'score', got {self.fusion!r}")
         if self.response_style not in ("reference", "compact"):
             raise ValueError(f"SearchConfig.response_style must be 'reference' or 'compact', got {self.response_style!r}")
+        for name in ("budget_chars", "hit_chars", "top_hit_chars", "recall_chars"):
+            v = getattr(self, name)
+            if v is not None and v < 80:
+                raise ValueError(f"SearchConfig.{name} must be ≥ 80 characters, got {v}")
+        if self.top_hits < 0:
+            raise ValueError(f"SearchConfig.top_hits must be ≥ 0, got {self.top_hits}")
         if self.expand_top < 0 or self.window < 0:
             raise ValueError("SearchConfig.expand_top and .window must be ≥ 0")
 
 
 _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|me|my|mine|myself)\b", re.I)
 _SECOND_PERSON = re.compile(r"\b(you|you're|you've|your|yours|yourself)\b", re.I)
+# The user recalling the assistant's own words: a past-tense verb after "you", or "our previous/last chat".
+# Present-tense requests ("can you suggest") are not recall: they ask for new advice about the user.
+_RECALL_CUE = re.compile(
+    r"\byou(?:'d| had| have|'ve)? (?:\w+ )?(?:mentioned|said|told|recommended|suggested|provided|gave|listed|shared"
+    r"|explained|described|noted|wrote|proposed|advised|remembered|made|came up with|pointed out)\b"
+    r"|\bour (?:previous|last|earlier|past|prior) (?:conversation|chat|discussion|session|game)s?\b"
+    r"|\bwe (?:talked|discussed|chatted)\b",
+    re.I,
+)
 
 
-def speaker_weights(query: str, assistant_weight: float, mode: str = "pronouns") -> tuple[float, float]:
+def recall_cue(query: str) -> bool:
+    """Whether the query recalls something the assistant said ("you recommended", "our previous chat")."""
+    return bool(_RECALL_CUE.search(query))
+
+
+def speaker_weights(
+    query: str, assistant_weight: float, mode: str = "pronouns", recall_cues: bool = False
+) -> tuple[float, float]:
     """(user weight, assistant weight) for a query: a first-person question asks what the user said;
     a second-person one ("what did you recommend") what the assistant said; a query with both or (in
-    "pronouns" mode) neither gets no preference, while "user" mode leans to the user when neither."""
+    "pronouns" mode) neither gets no preference, while "user" mode leans to the user when neither.
+    With `recall_cues`, a recall cue (`recall_cue`) means the assistant whatever the pronouns."""
     if assistant_weight == 1.0:
         return 1.0, 1.0
+    if recall_cues and recall_cue(query):
+        return assistant_weight, 1.0
     first, second = bool(_FIRST_PERSON.search(query)), bool(_SECOND_PERSON.search(query))
     if second and not first:
         return assistant_weight, 1.0
@@ -97,6 +131,7 @@ def preset(name: str, /, **overrides: Any) -> SearchConfig:
         "default": SearchConfig(
             name="default", fusion="score", alpha=1.0, assistant_weight=0.5, propagate=0.5, speaker_prior="user",
             response_style="compact", expand_top=0, wire_exact_schema=False,
+            recall_cues=True, top_hit_chars=3000, top_hits=2, recall_chars=4000,
         ),
     }
     if name not in base:

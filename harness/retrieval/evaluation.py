@@ -146,3 +146,21 @@ def summarize(results: Sequence[CaseResult]) -> dict[str, float]:
     out["response_has_evidence"] = float(np.mean([bool(r.response_has_evidence) for r in results]))
     out["response_hits_evidence"] = float(np.mean([bool(r.response_hits_evidence) for r in results]))
     return out
+
+
+BY_TYPE_KEYS = ("turn_recall_any@1", "turn_recall_any@5", "response_has_evidence", "response_tokens_mean")
+
+
+def summarize_by_type(results: Sequence[CaseResult], type_of: dict[str, str]) -> dict[str, dict[str, float]]:
+    """Per question type (sorted): cases and the BY_TYPE_KEYS figures of `summarize` over that type's cases.
+    `type_of` maps question_id → question type; a result whose id it lacks is one KeyError naming the id."""
+    groups: dict[str, list[CaseResult]] = {}
+    for r in results:
+        if r.question_id not in type_of:
+            raise KeyError(f"summarize_by_type: no question type for question_id {r.question_id!r}")
+        groups.setdefault(type_of[r.question_id], []).append(r)
+    out: dict[str, dict[str, float]] = {}
+    for qtype in sorted(groups):
+        s = summarize(groups[qtype])
+        out[qtype] = {"cases": s["cases"], **{k: s[k] for k in BY_TYPE_KEYS if k in s}}
+    return out

@@ -66,20 +66,28 @@ def reference_hit(
 
 
 def compact_hits(
-    hits: list[tuple[CaseIndex, int, float, str | None]], terms: set[str], *, budget_chars: int, hit_chars: int
+    hits: list[tuple[CaseIndex, int, float, str | None]], terms: set[str], *, budget_chars: int, hit_chars: int,
+    top_hit_chars: int | None = None, top_hits: int = 1,
 ) -> list[dict[str, Any]]:
     """Hit texts in rank order within `budget_chars`; long texts become query-focused excerpts.
 
-    `hits` holds (index, doc, score, session id when not the current session).
+    `hits` holds (index, doc, score, session id when not the current session). `top_hit_chars`: each of
+    the first `top_hits` hits may be that long (whole when it fits, else excerpted to it); only its first
+    `hit_chars` count against the budget, so the hits after it keep their share.
     """
     left = budget_chars
     out: list[dict[str, Any]] = []
-    for index, doc, score, other_session in hits:
+    for rank, (index, doc, score, other_session) in enumerate(hits):
         if out and left < 80:
             break
         d = index.docs[doc]
-        text = tx.excerpt(d.text, terms, min(hit_chars, max(left, 80)))
-        left -= len(text)
+        limit = min(hit_chars, max(left, 80))
+        if rank < top_hits and top_hit_chars is not None:
+            limit = max(limit, top_hit_chars)
+        # A message that fits goes out verbatim (line breaks kept: lists and code stay readable and the text
+        # matches the event's); a longer one becomes an excerpt with whitespace collapsed.
+        text = d.text if len(d.text) <= limit else tx.excerpt(d.text, terms, limit)
+        left -= min(len(text), hit_chars)
         entry: dict[str, Any] = {"event_id": d.event_id, "role": d.role, "score": round(float(score), 4), "snippet": text}
         if other_session:
             entry["session_id"] = other_session

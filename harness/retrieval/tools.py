@@ -20,7 +20,7 @@ from harness.retrieval import reference as ref
 from harness.retrieval import render
 from harness.retrieval import text as tx
 from harness.retrieval.args import ArgumentError, Coercer, parse_arguments
-from harness.retrieval.config import MODES, SearchConfig, preset, speaker_weights
+from harness.retrieval.config import MODES, SearchConfig, preset, recall_cue, speaker_weights
 from harness.retrieval.index import CaseIndex, event_text
 from harness.retrieval.keyword import analyze
 from harness.retrieval.render import rfc3339
@@ -268,7 +268,7 @@ class SessionTools:
             mode = "keyword"  # no embedder: every mode is keyword search
         if self._score_level(mode):
             scores, cos = index.score_vector(query, mode, alpha=cfg.alpha)
-            uw, aw = speaker_weights(query, cfg.assistant_weight, cfg.speaker_prior)
+            uw, aw = speaker_weights(query, cfg.assistant_weight, cfg.speaker_prior, cfg.recall_cues)
             if uw != 1.0 or aw != 1.0 or cfg.propagate:
                 scores = index.apply_priors(scores, user_weight=uw, assistant_weight=aw,
                                             propagate=cfg.propagate if uw >= aw else 0.0)
@@ -379,7 +379,12 @@ class SessionTools:
     def _render_compact(self, hits: list[_Hit], query: str) -> list[dict[str, Any]]:
         terms = set(analyze(query, self.index.keyword.stopwords))
         rows = [(h.index, h.doc, h.score, None if h.session.id == self.session.id else h.session.id) for h in hits]
-        return render.compact_hits(rows, terms, budget_chars=self.config.budget_chars, hit_chars=self.config.hit_chars)
+        cfg = self.config
+        budget, hit, top = cfg.budget_chars, cfg.hit_chars, cfg.top_hit_chars
+        if cfg.recall_chars is not None and recall_cue(query):
+            budget, hit = max(budget, cfg.recall_chars), max(hit, cfg.recall_chars)
+        return render.compact_hits(rows, terms, budget_chars=budget, hit_chars=hit, top_hit_chars=top,
+                                   top_hits=cfg.top_hits)
 
     # --- session_load ---------------------------------------------------------------------------------
     def _load(self, arguments: Any, trace: dict[str, Any]) -> ToolOutcome:
