@@ -11,7 +11,7 @@ SMOKE_MODEL := smollm2_135m
 # Fetched during setup, beside the compile (network while the CPU compiles).
 PREFETCH_MODELS ?= $(BENCH_MODEL)
 
-.PHONY: setup bench test gate gate-baseline models clean-runs
+.PHONY: setup bench test lint gate gate-baseline models clean-runs
 
 # Setup overlaps its slow parts: the llama.cpp compile (CPU) runs in the background while pip installs the rest and
 # the model files are fetched (network); docs/quickstart.md has the measured times.
@@ -38,6 +38,12 @@ models: $(STAMP)
 # The main job: a few oracle cases x all three modes on the embedded model; writes runs/quickstart/report.md.
 bench: $(STAMP)
 	$(BIN)/lme-harness run $(ARGS)
+
+# Lint: ruff (rules and format, [tool.ruff] in pyproject.toml) over the tree, mypy over harness/ ([tool.mypy]).
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # Two pytest runs: everything but the Ray test in .venv, then the Ray test (tests/test_ray_cluster.py) in .venv-ray
 # (hydra-ray-launcher needs cloudpickle<3, the joblib launcher in .venv cloudpickle>=3; docs/cluster.md).

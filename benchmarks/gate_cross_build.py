@@ -6,6 +6,7 @@ Prints a Markdown table of every scoreboard figure that differs (both values, th
 default gate policy gives it), then which answers, summaries and tool calls differ per case.
 Measured numbers and the commands are in docs/ci-gate.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,11 +31,15 @@ def case_diffs(a: Path, b: Path) -> list[str]:
     out = []
     for key in sorted(set(ra) & set(rb)):
         x, y = ra[key], rb[key]
-        diff = [what for what, get in (("prediction", lambda r: r.get("prediction")),
-                                       ("summary", lambda r: (r.get("summary") or {}).get("text")),
-                                       ("tool calls", lambda r: [(t.get("name"), t.get("arguments"))
-                                                                 for t in r.get("tool_calls") or []]))
-                if get(x) != get(y)]
+        diff = [
+            what
+            for what, get in (
+                ("prediction", lambda r: r.get("prediction")),
+                ("summary", lambda r: (r.get("summary") or {}).get("text")),
+                ("tool calls", lambda r: [(t.get("name"), t.get("arguments")) for t in r.get("tool_calls") or []]),
+            )
+            if get(x) != get(y)
+        ]
         out.append(f"- {key[0]} / {key[1]}: {', '.join(diff) if diff else 'identical'}")
     return out
 
@@ -52,8 +57,10 @@ def main() -> None:
             continue  # only what moved: the rest is equal
         d = "" if va is None or vb is None else f"{vb - va:+.6g}"
         pol = _policy_for(DEFAULT_POLICY, mode, metric)
-        print(f"| {mode} | {metric} | {va if va is None else f'{va:.6g}'} | {vb if vb is None else f'{vb:.6g}'} | "
-              f"{d} | {pol or ''} |")
+        print(
+            f"| {mode} | {metric} | {va if va is None else f'{va:.6g}'} | {vb if vb is None else f'{vb:.6g}'} | "
+            f"{d} | {pol or ''} |"
+        )
     same = sum(1 for _, _, va, vb in rows if va is not None and vb is not None and abs(vb - va) <= 1e-9)
     print(f"\n{same} of {len(rows)} gated figures are equal (latency left out).\n")
     print("\n".join(case_diffs(args.run_a, args.run_b)))

@@ -5,6 +5,7 @@ counted with 3 tokens of chat overhead per message (as OpenAI bills chat prompts
 
     python benchmarks/long_context_prompt_size.py [--dataset PATH] [--limit N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -12,15 +13,17 @@ import statistics
 import time
 
 from harness.data.longmemeval import find_local, parse_cases, read_json_bytes, select
-from harness.session.tokens import o200k_counter
 from harness.prompts.answer import LME_INSTRUCTION
+from harness.session.tokens import o200k_counter
 
 REPLY_PRIMING = 3  # OpenAI adds 3 tokens priming the assistant reply to every chat prompt
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--dataset", default=None, help="default: longmemeval_s_single_session_user.json.gz in the data dirs")
+    ap.add_argument(
+        "--dataset", default=None, help="default: longmemeval_s_single_session_user.json.gz in the data dirs"
+    )
     ap.add_argument("--limit", type=int, default=None)
     args = ap.parse_args()
     path = args.dataset or find_local("longmemeval_s_single_session_user.json.gz")
@@ -31,8 +34,11 @@ def main() -> None:
     t0 = time.time()
     sizes = []
     for c in cases:
-        msgs = [{"role": "system", "content": LME_INSTRUCTION}, *(e.to_message() for e in c.events()),
-                {"role": "user", "content": c.question}]
+        msgs = [
+            {"role": "system", "content": LME_INSTRUCTION},
+            *(e.to_message() for e in c.events()),
+            {"role": "user", "content": c.question},
+        ]
         sizes.append(counter.count_messages(msgs) + REPLY_PRIMING)
     print(f"dataset: {path}")
     print(f"cases: {len(sizes)}")

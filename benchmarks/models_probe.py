@@ -9,6 +9,7 @@ llama.cpp timings parsed from the server log (prompt tokens/s, generation tokens
 and containment-EM of the answer against the reference. The prompt is the long_context shape:
 system instruction, every haystack turn as a chat message, then the question.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,9 +29,11 @@ from harness.llm.models import available_models, load_spec, pull
 from harness.scoring.lexical import contains_match
 
 ORACLE = Path("/work/shared/data/longmemeval/longmemeval_oracle_single_session_user.json.gz")
-SYSTEM = ("You are a helpful assistant with access to prior conversation history. "
-          "Answer the user's question based on what was discussed in past conversations, "
-          "directly and concisely. Do not fabricate information not present in the history.")
+SYSTEM = (
+    "You are a helpful assistant with access to prior conversation history. "
+    "Answer the user's question based on what was discussed in past conversations, "
+    "directly and concisely. Do not fabricate information not present in the history."
+)
 _PERF = re.compile(r"llama_perf_context_print:\s+(prompt eval|eval) time =\s+([\d.]+) ms /\s+(\d+) (?:tokens|runs)")
 
 
@@ -76,31 +79,47 @@ def probe(name: str, cases: list[dict[str, Any]], *, threads: int, max_tokens: i
         offset = len(log.read_text(errors="replace"))
         for case in cases:
             t0 = time.monotonic()
-            r = client.chat.completions.create(model=srv.model, messages=messages_for(case), temperature=0,
-                                               max_tokens=max_tokens)
+            r = client.chat.completions.create(
+                model=srv.model, messages=messages_for(case), temperature=0, max_tokens=max_tokens
+            )
             wall = time.monotonic() - t0
             time.sleep(0.2)  # let the server flush its timing lines
             perf, offset = perf_since(log, offset)
             answer = r.choices[0].message.content or ""
-            rows.append({
-                "question_id": case["question_id"], "wall_s": round(wall, 2),
-                "prompt_tokens": r.usage.prompt_tokens, "completion_tokens": r.usage.completion_tokens,
-                **perf,  # tokens actually evaluated: a prompt sharing a prefix with the last one evaluates less
-                "em": contains_match(answer, str(case["answer"])),
-                "answer": answer.strip()[:200], "reference": str(case["answer"]),
-            })
-            print(f"  {name} {case['question_id']}: {wall:.1f}s em={rows[-1]['em']} {answer.strip()[:80]!r}",
-                  file=sys.stderr, flush=True)
+            rows.append(
+                {
+                    "question_id": case["question_id"],
+                    "wall_s": round(wall, 2),
+                    "prompt_tokens": r.usage.prompt_tokens,
+                    "completion_tokens": r.usage.completion_tokens,
+                    **perf,  # tokens actually evaluated: a prompt sharing a prefix with the last one evaluates less
+                    "em": contains_match(answer, str(case["answer"])),
+                    "answer": answer.strip()[:200],
+                    "reference": str(case["answer"]),
+                }
+            )
+            print(
+                f"  {name} {case['question_id']}: {wall:.1f}s em={rows[-1]['em']} {answer.strip()[:80]!r}",
+                file=sys.stderr,
+                flush=True,
+            )
         load_s = srv.load_s
 
     def rate(key: str) -> float | None:  # tokens per second over all questions
         ms = sum(r[f"{key}_ms"] for r in rows)
         return round(sum(r[f"{key}_tokens"] for r in rows) / ms * 1000, 1) if ms else None
 
-    return {"model": name, "load_s": round(load_s or 0, 2), "prompt_tps": rate("prompt"), "gen_tps": rate("gen"),
-            "s_per_question": round(statistics.median(r["wall_s"] for r in rows), 1),
-            "prompt_tokens": round(statistics.median(r["prompt_tokens"] for r in rows)),
-            "em": sum(r["em"] for r in rows) / len(rows), "n": len(rows), "rows": rows}
+    return {
+        "model": name,
+        "load_s": round(load_s or 0, 2),
+        "prompt_tps": rate("prompt"),
+        "gen_tps": rate("gen"),
+        "s_per_question": round(statistics.median(r["wall_s"] for r in rows), 1),
+        "prompt_tokens": round(statistics.median(r["prompt_tokens"] for r in rows)),
+        "em": sum(r["em"] for r in rows) / len(rows),
+        "n": len(rows),
+        "rows": rows,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -126,8 +145,10 @@ def main(argv: list[str] | None = None) -> None:
     print("| model | load s | prompt tok/s | gen tok/s | median s/question | median prompt tokens | EM |")
     print("|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['model']} | {r['load_s']} | {r['prompt_tps']} | {r['gen_tps']} | {r['s_per_question']} "
-              f"| {r['prompt_tokens']} | {r['em']:.2f} ({r['n']}) |")
+        print(
+            f"| {r['model']} | {r['load_s']} | {r['prompt_tps']} | {r['gen_tps']} | {r['s_per_question']} "
+            f"| {r['prompt_tokens']} | {r['em']:.2f} ({r['n']}) |"
+        )
     if args.out:
         args.out.write_text(json.dumps({"argv": sys.argv, "results": results}, indent=1))
 

@@ -12,6 +12,7 @@ judge on the fake model. Per dataset: cold (fresh run dir, empty response cache 
 
     python benchmarks/perf_all_types.py [--only s s_dev synth500] [--limit N] [--data FILE] [--out FILE]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -81,16 +82,27 @@ def build_synthetic(n_total: int, path: Path) -> dict[str, Any]:
 
 
 def _args(base_url: str, run_dir: Path, cache: Path, dataset: list[str]) -> list[str]:
-    return ["run", f"hydra.run.dir={run_dir}", "+experiment=lme_dated", *dataset, "model=endpoint",
-            f"model.base_url={base_url}", "model.model=fake-model", "model.context_window=128000",
-            "run.progress=false", f"cache.path={cache / 'responses.sqlite'}",
-            f"retrieval.store={cache / 'retrieval_index.sqlite'}"]
+    return [
+        "run",
+        f"hydra.run.dir={run_dir}",
+        "+experiment=lme_dated",
+        *dataset,
+        "model=endpoint",
+        f"model.base_url={base_url}",
+        "model.model=fake-model",
+        "model.context_window=128000",
+        "run.progress=false",
+        f"cache.path={cache / 'responses.sqlite'}",
+        f"retrieval.store={cache / 'retrieval_index.sqlite'}",
+    ]
 
 
 PHASES = ("cold", "cached", "resume", "report")
 
 
-def measure(base_url: str, tmp: Path, name: str, dataset: list[str], phases: tuple[str, ...] = PHASES) -> dict[str, Any]:
+def measure(
+    base_url: str, tmp: Path, name: str, dataset: list[str], phases: tuple[str, ...] = PHASES
+) -> dict[str, Any]:
     """cold, cached, resume and report (of the last run dir) of one dataset; raises with the log tail on a failure."""
     cache = tmp / f"{name}-cache"
     cache.mkdir()
@@ -98,36 +110,48 @@ def measure(base_url: str, tmp: Path, name: str, dataset: list[str], phases: tup
     last = "cold"
     for phase, run_dir in (("cold", "cold"), ("cached", "cached"), ("resume", "cached")):
         if phase in phases or phase == "cold":
-            rep[phase] = run_harness(_args(base_url, tmp / f"{name}-{run_dir}", cache, dataset),
-                                     log=tmp / f"{name}-{phase}.log")
+            rep[phase] = run_harness(
+                _args(base_url, tmp / f"{name}-{run_dir}", cache, dataset), log=tmp / f"{name}-{phase}.log"
+            )
             last = run_dir
     rep["report"] = run_harness(["report", str(tmp / f"{name}-{last}")], log=tmp / f"{name}-report.log")
     phases = tuple(p for p in PHASES if p in rep)
     for phase in phases:
         if rep[phase]["code"] != 0:
-            raise SystemExit(f"{name} {phase} failed ({rep[phase]['code']}):\n"
-                             + (tmp / f"{name}-{phase}.log").read_text()[-3000:])
+            raise SystemExit(
+                f"{name} {phase} failed ({rep[phase]['code']}):\n" + (tmp / f"{name}-{phase}.log").read_text()[-3000:]
+            )
     recs = [json.loads(line) for line in open(tmp / f"{name}-cold" / "records.jsonl")]
     rep["records"] = len(recs)
     rep["status"] = dict(Counter(r.get("status") for r in recs))
     rep["question_types"] = dict(Counter(r.get("question_type") for r in recs))
     rep["judged"] = sum(1 for r in recs if (r.get("metrics") or {}).get("lme_acc") is not None)
-    print(f"{name}: " + ", ".join(f"{p} {rep[p]['wall_s']} s / {rep[p]['max_rss_mib']} MiB"
-                                  for p in phases) + f", load {rep['loadavg']}",
-          flush=True)
+    print(
+        f"{name}: "
+        + ", ".join(f"{p} {rep[p]['wall_s']} s / {rep[p]['max_rss_mib']} MiB" for p in phases)
+        + f", load {rep['loadavg']}",
+        flush=True,
+    )
     return rep
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", nargs="+", choices=("s", "s_dev", "synth500"), default=["s", "s_dev", "synth500"],
-                    help="which runs, in this order (real285 = s + s_dev)")
+    ap.add_argument(
+        "--only",
+        nargs="+",
+        choices=("s", "s_dev", "synth500"),
+        default=["s", "s_dev", "synth500"],
+        help="which runs, in this order (real285 = s + s_dev)",
+    )
     ap.add_argument("--n", type=int, default=500, help="questions in the synthetic file")
     ap.add_argument("--phases", nargs="+", choices=PHASES, default=list(PHASES), help="cold and report always run")
     ap.add_argument("--limit", type=int, help="dataset.limit for every run (a quick check)")
     ap.add_argument("--data", help="write the synthetic file here (default: a temporary directory)")
     ap.add_argument("--out", help="also write the JSON result here")
-    ap.add_argument("--build-only", action="store_true", help="write the synthetic file (--data) and its counts, run nothing")
+    ap.add_argument(
+        "--build-only", action="store_true", help="write the synthetic file (--data) and its counts, run nothing"
+    )
     args = ap.parse_args()
     if args.build_only:
         print(json.dumps(build_synthetic(args.n, Path(args.data))))
@@ -139,19 +163,29 @@ def main() -> None:
         tmp = Path(tmp)
         for name in args.only:
             if name != "synth500":
-                result["runs"][name] = measure(srv["base_url"], tmp, name, [f"dataset={name}", *lim],
-                                               tuple(args.phases))
+                result["runs"][name] = measure(
+                    srv["base_url"], tmp, name, [f"dataset={name}", *lim], tuple(args.phases)
+                )
                 if args.out:  # each finished dataset is kept even if a later one is interrupted
                     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
                 continue
             data = Path(args.data) if args.data else tmp / f"longmemeval_s_synth{args.n}.json.gz"
             # Built in a child process: a child's ru_maxrss starts at its parent's peak (Linux keeps the
             # high-water mark across fork/exec), so a parent that held the 500 questions would inflate every figure.
-            built = subprocess.run([sys.executable, __file__, "--build-only", "--n", str(args.n), "--data", str(data)],
-                                   check=True, capture_output=True, text=True)
+            built = subprocess.run(
+                [sys.executable, __file__, "--build-only", "--n", str(args.n), "--data", str(data)],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
             result["synthetic"] = json.loads(built.stdout)
-            ds = ["dataset=s_dev", f"dataset.path={data}", "dataset.sha256=null",
-                  f"dataset.name=longmemeval_s_synth{args.n}", *lim]
+            ds = [
+                "dataset=s_dev",
+                f"dataset.path={data}",
+                "dataset.sha256=null",
+                f"dataset.name=longmemeval_s_synth{args.n}",
+                *lim,
+            ]
             result["runs"]["synth500"] = measure(srv["base_url"], tmp, "synth500", ds, tuple(args.phases))
             if args.out:
                 Path(args.out).write_text(json.dumps(result, indent=1) + "\n")

@@ -4,6 +4,7 @@ The fake model server runs in its own process (harness/testing/faults.py), so ti
 are the harness's alone; every harness run is a real `lme-harness run` subprocess whose peak RSS is
 read from the kernel (wait4).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -16,8 +17,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -27,8 +29,19 @@ def fake_server(*, latency_s: float = 0.0, usage: str = "chars4", mix: str | Non
     """Start the fake model server; yields {"base_url", "stats"} (stats filled in after it stops)."""
     with tempfile.TemporaryDirectory(prefix="lme-fake-") as tmp:
         port_file, stats_file = Path(tmp) / "port", Path(tmp) / "stats.json"
-        cmd = [sys.executable, "-m", "harness.testing.faults", "--port-file", str(port_file), "--stats-file",
-               str(stats_file), "--latency-s", str(latency_s), "--usage", usage]
+        cmd = [
+            sys.executable,
+            "-m",
+            "harness.testing.faults",
+            "--port-file",
+            str(port_file),
+            "--stats-file",
+            str(stats_file),
+            "--latency-s",
+            str(latency_s),
+            "--usage",
+            usage,
+        ]
         if mix:
             cmd += ["--mix", mix]
         proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
@@ -56,22 +69,36 @@ def run_harness(args: Sequence[str], *, env: dict[str, str] | None = None, log: 
     cmd = [sys.executable, "-m", "runners.cli", *args]
     out = open(log, "wb") if log else subprocess.DEVNULL
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
-                            stdout=out, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, stdout=out, stderr=subprocess.STDOUT
+    )
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     if log:
         out.close()
-    return {"code": proc.returncode, "wall_s": round(wall, 2), "max_rss_mib": round(usage.ru_maxrss / 1024, 1),
-            "cpu_s": round(usage.ru_utime + usage.ru_stime, 2)}
+    return {
+        "code": proc.returncode,
+        "wall_s": round(wall, 2),
+        "max_rss_mib": round(usage.ru_maxrss / 1024, 1),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+    }
 
 
 def s_data_args(base_url: str, run_dir: Path, cache_dir: Path, *extra: str) -> list[str]:
     """The `_s` benchmark against the fake endpoint, with gpt-4o-mini's context window (as in the published run)."""
-    return ["run", f"hydra.run.dir={run_dir}", "dataset=s", "model=endpoint", f"model.base_url={base_url}",
-            "model.model=fake-model", "model.context_window=128000", "run.progress=false",
-            f"cache.path={cache_dir / 'responses.sqlite'}", *extra]
+    return [
+        "run",
+        f"hydra.run.dir={run_dir}",
+        "dataset=s",
+        "model=endpoint",
+        f"model.base_url={base_url}",
+        "model.model=fake-model",
+        "model.context_window=128000",
+        "run.progress=false",
+        f"cache.path={cache_dir / 'responses.sqlite'}",
+        *extra,
+    ]
 
 
 def loadavg() -> list[float]:
@@ -79,8 +106,12 @@ def loadavg() -> list[float]:
 
 
 def machine() -> dict[str, Any]:
-    return {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
-            "loadavg_at_start": loadavg()}
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "loadavg_at_start": loadavg(),
+    }
 
 
 def median(xs: Sequence[float]) -> float:

@@ -10,6 +10,7 @@ is kept too). Target: throughput(c) ≥ 0.8 × c × throughput(1). Medians of --
 
     python benchmarks/perf_concurrency.py [--levels 1 4 16 32] [--repeat 3] [--latency-s 0.2] [--out FILE]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,25 +59,53 @@ def main() -> None:
             reps = []
             for i in range(args.repeat):
                 run_dir = tmp / f"c{c}-{i}"
-                res = run_harness(["run", f"hydra.run.dir={run_dir}", "model=endpoint", f"model.base_url={srv['base_url']}",
-                                   "model.model=fake-model", f"dataset.path={data}", "dataset.sha256=null",
-                                   "dataset.limit=null", "cache.enabled=false", "run.progress=false",
-                                   f"retrieval.store={tmp / f'idx-{c}-{i}.sqlite'}",
-                                   f"run.concurrency={c}", f"client.concurrency={c}"], log=tmp / "log.txt")
+                res = run_harness(
+                    [
+                        "run",
+                        f"hydra.run.dir={run_dir}",
+                        "model=endpoint",
+                        f"model.base_url={srv['base_url']}",
+                        "model.model=fake-model",
+                        f"dataset.path={data}",
+                        "dataset.sha256=null",
+                        "dataset.limit=null",
+                        "cache.enabled=false",
+                        "run.progress=false",
+                        f"retrieval.store={tmp / f'idx-{c}-{i}.sqlite'}",
+                        f"run.concurrency={c}",
+                        f"client.concurrency={c}",
+                    ],
+                    log=tmp / "log.txt",
+                )
                 if res["code"] != 0:
                     raise SystemExit(f"run failed ({res['code']}):\n" + (tmp / "log.txt").read_text()[-3000:])
                 meta = json.loads((run_dir / "run.json").read_text())
                 records = sum(1 for _ in open(run_dir / "records.jsonl"))
                 calls = meta["llm_stats"]["network_calls"]
                 secs = meta["cases_elapsed_s"]
-                reps.append({"cases_elapsed_s": secs, "elapsed_s": meta["elapsed_s"], "records": records, "calls": calls,
-                             "records_per_s": round(records / secs, 3), "calls_per_s": round(calls / secs, 2),
-                             "cpu_s": res["cpu_s"], "loadavg": loadavg()})
-                print(f"concurrency {c} #{i + 1}: {records} records, {calls} calls in {secs} s "
-                      f"({reps[-1]['records_per_s']} records/s), load {reps[-1]['loadavg']}", flush=True)
-            result["levels"][c] = {"cases": n, "runs": reps,
-                                   "records_per_s": median([r["records_per_s"] for r in reps]),
-                                   "calls_per_s": median([r["calls_per_s"] for r in reps])}
+                reps.append(
+                    {
+                        "cases_elapsed_s": secs,
+                        "elapsed_s": meta["elapsed_s"],
+                        "records": records,
+                        "calls": calls,
+                        "records_per_s": round(records / secs, 3),
+                        "calls_per_s": round(calls / secs, 2),
+                        "cpu_s": res["cpu_s"],
+                        "loadavg": loadavg(),
+                    }
+                )
+                print(
+                    f"concurrency {c} #{i + 1}: {records} records, {calls} calls in {secs} s "
+                    f"({reps[-1]['records_per_s']} records/s), load {reps[-1]['loadavg']}",
+                    flush=True,
+                )
+            result["levels"][c] = {
+                "cases": n,
+                "runs": reps,
+                "records_per_s": median([r["records_per_s"] for r in reps]),
+                "calls_per_s": median([r["calls_per_s"] for r in reps]),
+            }
     base = result["levels"][args.levels[0]]["records_per_s"] / args.levels[0]
     for c, lv in result["levels"].items():
         lv["speedup"] = round(lv["records_per_s"] / base, 2)

@@ -9,6 +9,7 @@ Figures are medians over --repeat repetitions.
 
     python benchmarks/perf_overhead.py [--repeat 3] [--limit N] [--out FILE]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,17 +40,29 @@ def main() -> None:
                 cache.mkdir()
                 common = [*extra, f"retrieval.store={cache / 'retrieval_index.sqlite'}"]
                 rep = {"loadavg": loadavg()}
-                rep["cold"] = run_harness(s_data_args(srv["base_url"], tmp / "cold", cache, *common), log=tmp / "cold.log")
-                rep["cached"] = run_harness(s_data_args(srv["base_url"], tmp / "cached", cache, *common), log=tmp / "cached.log")
-                rep["resume"] = run_harness(s_data_args(srv["base_url"], tmp / "cached", cache, *common), log=tmp / "resume.log")
+                rep["cold"] = run_harness(
+                    s_data_args(srv["base_url"], tmp / "cold", cache, *common), log=tmp / "cold.log"
+                )
+                rep["cached"] = run_harness(
+                    s_data_args(srv["base_url"], tmp / "cached", cache, *common), log=tmp / "cached.log"
+                )
+                rep["resume"] = run_harness(
+                    s_data_args(srv["base_url"], tmp / "cached", cache, *common), log=tmp / "resume.log"
+                )
                 rep["report"] = run_harness(["report", str(tmp / "cached")], log=tmp / "report.log")
                 for name in ("cold", "cached", "resume", "report"):
                     if rep[name]["code"] != 0:
-                        raise SystemExit(f"{name} run failed ({rep[name]['code']}):\n" + (tmp / f"{name}.log").read_text()[-3000:])
+                        raise SystemExit(
+                            f"{name} run failed ({rep[name]['code']}):\n" + (tmp / f"{name}.log").read_text()[-3000:]
+                        )
                 rep["records"] = sum(1 for _ in open(tmp / "cold" / "records.jsonl"))
                 result["runs"].append(rep)
-                print(f"repetition {i + 1}: " + ", ".join(f"{k} {rep[k]['wall_s']} s" for k in ("cold", "cached", "resume", "report"))
-                      + f", cold peak RSS {rep['cold']['max_rss_mib']} MiB, load {rep['loadavg']}", flush=True)
+                print(
+                    f"repetition {i + 1}: "
+                    + ", ".join(f"{k} {rep[k]['wall_s']} s" for k in ("cold", "cached", "resume", "report"))
+                    + f", cold peak RSS {rep['cold']['max_rss_mib']} MiB, load {rep['loadavg']}",
+                    flush=True,
+                )
                 if args.keep and i == args.repeat - 1:
                     shutil.rmtree(args.keep, ignore_errors=True)
                     shutil.copytree(tmp / "cold", args.keep)
@@ -65,8 +78,12 @@ def main() -> None:
         "records": runs[0]["records"],
     }
     m = result["median"]
-    result["targets"] = {"cold < 60 s": m["cold_wall_s"] < 60, "cached < 30 s": m["cached_wall_s"] < 30,
-                         "report < 10 s": m["report_wall_s"] < 10, "peak RSS < 2 GiB": m["max_peak_rss_mib"] < 2048}
+    result["targets"] = {
+        "cold < 60 s": m["cold_wall_s"] < 60,
+        "cached < 30 s": m["cached_wall_s"] < 30,
+        "report < 10 s": m["report_wall_s"] < 10,
+        "peak RSS < 2 GiB": m["max_peak_rss_mib"] < 2048,
+    }
     result["loadavg_at_end"] = loadavg()
     emit(result, args.out)
 

@@ -17,6 +17,7 @@ the measured `reference` total (one pass) is the conservative denominator. Targe
 
     python benchmarks/perf_tokens.py [--limit N] [--out FILE]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,12 @@ from perf_common import emit, fake_server, loadavg, machine, run_harness, s_data
 
 PROTOCOLS = {
     "ours": [],
-    "reference": ["run.share_summary=false", "retrieval=trpc_parity_openai", "summarizer.max_tokens=null",
-                  "summarizer.temperature=null"],
+    "reference": [
+        "run.share_summary=false",
+        "retrieval=trpc_parity_openai",
+        "summarizer.max_tokens=null",
+        "summarizer.temperature=null",
+    ],
 }
 
 
@@ -56,21 +61,31 @@ def main() -> None:
                 more = [*extra, *overrides, "cache.enabled=false", f"retrieval.store={cache / 'index.sqlite'}"]
                 if name == "reference":
                     more.append(f"retrieval.embedder.base_url={srv['base_url']}")
-                res = run_harness(s_data_args(srv["base_url"], tmp / name, cache, *more), log=tmp / f"{name}.log",
-                                  env={"OPENAI_API_KEY": "sk-fake-for-the-fake-endpoint"})
+                res = run_harness(
+                    s_data_args(srv["base_url"], tmp / name, cache, *more),
+                    log=tmp / f"{name}.log",
+                    env={"OPENAI_API_KEY": "sk-fake-for-the-fake-endpoint"},
+                )
             if res["code"] not in (0, 3):
                 raise SystemExit(f"{name} failed ({res['code']}):\n" + (tmp / f"{name}.log").read_text()[-3000:])
             tally = srv["stats"]["tokens"]
             meta = json.loads((tmp / name / "run.json").read_text())
             records = [json.loads(line) for line in open(tmp / name / "records.jsonl")]
             result["protocols"][name] = {
-                "overrides": overrides, "wall_s": res["wall_s"], "exit": res["code"],
-                "records": len(records), "failed": sum(r["status"] != "ok" for r in records),
-                "by_kind": tally, "total_tokens": total(tally),
+                "overrides": overrides,
+                "wall_s": res["wall_s"],
+                "exit": res["code"],
+                "records": len(records),
+                "failed": sum(r["status"] != "ok" for r in records),
+                "by_kind": tally,
+                "total_tokens": total(tally),
                 "harness_llm_stats_tokens": meta["llm_stats"].get("tokens"),
             }
-            print(f"{name}: {total(tally):,} tokens ({json.dumps({k: v.get('calls') for k, v in tally.items()})} calls), "
-                  f"{res['wall_s']} s, load {loadavg()}", flush=True)
+            print(
+                f"{name}: {total(tally):,} tokens ({json.dumps({k: v.get('calls') for k, v in tally.items()})} calls), "
+                f"{res['wall_s']} s, load {loadavg()}",
+                flush=True,
+            )
     ours, ref = (result["protocols"][k] for k in ("ours", "reference"))
     emb = ref["by_kind"].get("embedding", {}).get("prompt_tokens", 0)
     result["reference_as_run_total_tokens"] = ref["total_tokens"] + emb  # the second pgvector seeding

@@ -10,6 +10,7 @@ vs the reference's query in PostgreSQL (`tsv @@ plainto_tsquery('english', q)` r
 Part 2, latency: index build (cold: analyse + embed + write; warm: load) and keyword search, SQLite vs
 PostgreSQL, single process, wall time on this machine. Prints JSON (and writes it with --out).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,7 +29,7 @@ def _queries(question: str) -> list[str]:
     from harness.retrieval import text as tx
 
     kws = tx.keyword_tokens(question)
-    qs = [question, " ".join(kws)] + [" ".join(kws[i: i + 2]) for i in range(0, len(kws), 2)]
+    qs = [question, " ".join(kws)] + [" ".join(kws[i : i + 2]) for i in range(0, len(kws), 2)]
     return list(dict.fromkeys(q for q in qs if q.strip()))[:4]
 
 
@@ -48,8 +49,12 @@ def run(dsn: str, limit: int | None, k: int) -> dict:
     from harness.stores.pg_index import PgIndexStore
     from harness.stores.postgres import PgDatabase
 
-    cases, _ = LongMemEvalSource(name="s", filename="longmemeval_s_single_session_user.json.gz",
-                                 question_types=["single-session-user"], limit=limit).load()
+    cases, _ = LongMemEvalSource(
+        name="s",
+        filename="longmemeval_s_single_session_user.json.gz",
+        question_types=["single-session-user"],
+        limit=limit,
+    ).load()
     emb_cfg = OmegaConf.load(REPO / "configs/retrieval/trpc_parity.yaml").embedder
     embedder = instantiate(emb_cfg)
     db = PgDatabase(dsn)
@@ -94,16 +99,22 @@ def run(dsn: str, limit: int | None, k: int) -> dict:
             if set(a) != set(b) and len(differing) < 8:
                 differing.append({"question_id": case.question_id, "query": q, "emulation": a, "postgres": b})
     return {
-        "cases": len(cases), "queries": n_q, "k": k,
-        "agreement": {"mean_overlap_at_k": round(statistics.mean(overlaps), 4),
-                      "identical_sets": round(identical_sets / n_q, 4),
-                      "identical_order": round(identical_lists / n_q, 4),
-                      "one_side_empty": round(one_side_empty / n_q, 4),
-                      "examples_differing": differing},
-        "index_build_s": {n: {"mean": round(statistics.mean(v), 4), "p90": round(_pct(v, 90), 4)}
-                          for n, v in build.items()},
-        "keyword_search_ms": {n: {"p50": round(_pct(v, 50), 3), "p90": round(_pct(v, 90), 3)}
-                              for n, v in search.items()},
+        "cases": len(cases),
+        "queries": n_q,
+        "k": k,
+        "agreement": {
+            "mean_overlap_at_k": round(statistics.mean(overlaps), 4),
+            "identical_sets": round(identical_sets / n_q, 4),
+            "identical_order": round(identical_lists / n_q, 4),
+            "one_side_empty": round(one_side_empty / n_q, 4),
+            "examples_differing": differing,
+        },
+        "index_build_s": {
+            n: {"mean": round(statistics.mean(v), 4), "p90": round(_pct(v, 90), 4)} for n, v in build.items()
+        },
+        "keyword_search_ms": {
+            n: {"p50": round(_pct(v, 50), 3), "p90": round(_pct(v, 90), 3)} for n, v in search.items()
+        },
     }
 
 

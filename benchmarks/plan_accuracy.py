@@ -7,6 +7,7 @@ stores are fresh, so the run spends everything the plan priced. Target: tokens a
 
     python benchmarks/plan_accuracy.py [--limit N] [--out FILE]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,9 +42,19 @@ def recorded(run_dir: Path, prices: Path) -> dict:
         for c in [*r.get("calls", []), *summary_calls(r, by_key), *judge_calls(r), *embedding_calls(r)]:
             tokens += c["usage"]["prompt_tokens"] + c["usage"].get("completion_tokens", 0)
             calls += 1
-        usd += record_costs(r, by_key, table, Endpoints(answer_model="fake-model", judge_model="fake-model"))[0]["cost_total"] or 0.0
-    return {"records": len(recs), "failed": sum(r["status"] != "ok" for r in recs), "calls": calls,
-            "tokens": tokens, "cost_usd": round(usd, 6)}
+        usd += (
+            record_costs(r, by_key, table, Endpoints(answer_model="fake-model", judge_model="fake-model"))[0][
+                "cost_total"
+            ]
+            or 0.0
+        )
+    return {
+        "records": len(recs),
+        "failed": sum(r["status"] != "ok" for r in recs),
+        "calls": calls,
+        "tokens": tokens,
+        "cost_usd": round(usd, 6),
+    }
 
 
 def main() -> None:
@@ -57,12 +68,23 @@ def main() -> None:
         prices.write_text(PRICES)
         env = {"OPENAI_API_KEY": "sk-fake-for-the-fake-endpoint", "LME_HARNESS_CACHE_DIR": str(tmp / "cache")}
         with fake_server(usage="o200k") as srv:
-            common = [f"hydra.run.dir={tmp / 'run'}", *PROTOCOL, "model=endpoint", f"model.base_url={srv['base_url']}",
-                      "model.model=fake-model", "model.context_window=128000", "run.progress=false",
-                      f"cache.path={tmp / 'responses.sqlite'}", f"retrieval.embedder.base_url={srv['base_url']}",
-                      *([f"dataset.limit={args.limit}"] if args.limit else [])]
-            plan_res = run_harness(["plan", *common, "--out", str(tmp / "plan.json"), "--pricing", str(prices)],
-                                   env=env, log=tmp / "plan.log")
+            common = [
+                f"hydra.run.dir={tmp / 'run'}",
+                *PROTOCOL,
+                "model=endpoint",
+                f"model.base_url={srv['base_url']}",
+                "model.model=fake-model",
+                "model.context_window=128000",
+                "run.progress=false",
+                f"cache.path={tmp / 'responses.sqlite'}",
+                f"retrieval.embedder.base_url={srv['base_url']}",
+                *([f"dataset.limit={args.limit}"] if args.limit else []),
+            ]
+            plan_res = run_harness(
+                ["plan", *common, "--out", str(tmp / "plan.json"), "--pricing", str(prices)],
+                env=env,
+                log=tmp / "plan.log",
+            )
             if plan_res["code"] != 0:
                 raise SystemExit("plan failed:\n" + (tmp / "plan.log").read_text()[-3000:])
             run_res = run_harness(["run", *common], env=env, log=tmp / "run.log")
@@ -73,10 +95,17 @@ def main() -> None:
         got = recorded(tmp / "run", prices)
         total = plan["total"]
         result = {
-            "machine": machine(), "cases": plan["cases"], "command": "lme-harness plan " + " ".join(PROTOCOL),
-            "plan_wall_s": plan_res["wall_s"], "run_wall_s": run_res["wall_s"],
-            "plan": {"calls": sum(total["calls"].values()), "tokens": total["tokens_total"], "cost_usd": total["cost_usd"],
-                     "by_part": total["calls"]},
+            "machine": machine(),
+            "cases": plan["cases"],
+            "command": "lme-harness plan " + " ".join(PROTOCOL),
+            "plan_wall_s": plan_res["wall_s"],
+            "run_wall_s": run_res["wall_s"],
+            "plan": {
+                "calls": sum(total["calls"].values()),
+                "tokens": total["tokens_total"],
+                "cost_usd": total["cost_usd"],
+                "by_part": total["calls"],
+            },
             "run": {**got, "requests_served": sent},
             "tokens_error": round(total["tokens_total"] / got["tokens"] - 1, 4),
             "cost_error": round(total["cost_usd"] / got["cost_usd"] - 1, 4),

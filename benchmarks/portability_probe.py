@@ -9,6 +9,7 @@ the `llama_cpp` it imports, so the CPU kernels of the build really run. Used to 
     python -m benchmarks.portability_probe write /tmp/tiny.gguf
     python -m benchmarks.portability_probe run /tmp/tiny.gguf      # JSON: cpu flags, system info, tok/s
 """
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,11 @@ def write(path: str, seed: int = 0) -> None:
 
     rng = np.random.default_rng(seed)
     tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + [f"▁w{i}" for i in range(VOCAB_WORDS)]
-    types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL] + \
-        [gguf.TokenType.BYTE] * 256 + [gguf.TokenType.NORMAL] * VOCAB_WORDS
+    types = (
+        [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
+        + [gguf.TokenType.BYTE] * 256
+        + [gguf.TokenType.NORMAL] * VOCAB_WORDS
+    )
     vocab = len(tokens)
     w = gguf.GGUFWriter(path, "llama")
     w.add_context_length(2048)
@@ -90,8 +94,9 @@ def run(path: str, n_prompt: int = 256, n_gen: int = 64, threads: int | None = N
     from llama_cpp import Llama
 
     threads = threads or min(8, len(os.sched_getaffinity(0)))
-    llm = Llama(model_path=path, n_ctx=n_prompt + n_gen + 8, n_threads=threads, n_threads_batch=threads,
-                verbose=False, seed=0)
+    llm = Llama(
+        model_path=path, n_ctx=n_prompt + n_gen + 8, n_threads=threads, n_threads_batch=threads, verbose=False, seed=0
+    )
     prompt = [1] + [259 + (i * 7) % VOCAB_WORDS for i in range(n_prompt - 1)]
     t0 = time.perf_counter()
     llm.eval(prompt)
@@ -102,10 +107,15 @@ def run(path: str, n_prompt: int = 256, n_gen: int = 64, threads: int | None = N
         out.append(int(tok))
         llm.eval([tok])
     t2 = time.perf_counter()
-    return {"cpu": cpu_flags(), "lib": llama_cpp.__file__, "threads": threads,
-            "system_info": llama_cpp.llama_print_system_info().decode(errors="replace").strip(),
-            "pp_tok_s": round(n_prompt / (t1 - t0), 1), "tg_tok_s": round(n_gen / (t2 - t1), 1),
-            "generated": out[:16]}
+    return {
+        "cpu": cpu_flags(),
+        "lib": llama_cpp.__file__,
+        "threads": threads,
+        "system_info": llama_cpp.llama_print_system_info().decode(errors="replace").strip(),
+        "pp_tok_s": round(n_prompt / (t1 - t0), 1),
+        "tg_tok_s": round(n_gen / (t2 - t1), 1),
+        "generated": out[:16],
+    }
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ other oracle questions, whose `_s` haystacks are held out (a check only: nothing
 
     python benchmarks/recall_cue_coverage.py [DATA_DIR]
 """
+
 from __future__ import annotations
 
 import gzip

@@ -8,6 +8,7 @@ a cold index build of every case (median of `--repeats` for the largest case) an
 case (the question plus its keyword form and two-word slices) after indexing; numbers are wall time on
 this machine, single process.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -20,6 +20,7 @@ haystack (as `lme-harness retrieval-eval` does), it scores every turn once with 
 Every row is tuned on the evaluation cases themselves (no held-out split exists for this question type), so
 each is an upper bound for its family. Writes retrieval_ceiling.{md,json} to --out.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,9 @@ import json
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -49,9 +51,13 @@ def case_signals(retriever, case) -> dict[str, Any]:
     q = case.question
     docs = index.docs
     sig: dict[str, Any] = {
-        "qid": case.question_id, "q": q, "index": index,
-        "texts": [d.text for d in docs], "roles": index._roles,
-        "ts": index.timestamps, "nxt": index._next_reply,
+        "qid": case.question_id,
+        "q": q,
+        "index": index,
+        "texts": [d.text for d in docs],
+        "roles": index._roles,
+        "ts": index.timestamps,
+        "nxt": index._next_reply,
         "evidence": np.array([events[d.position].has_answer for d in docs]),
         "sessions": [events[d.position].source_session for d in docs],
         "cos": np.clip(index.dense_scores(q).astype(np.float64), 0.0, None),
@@ -87,11 +93,41 @@ def recall(sigs, score_fn: Callable[[dict], np.ndarray]) -> dict[str, float]:
 _NUM = r"(?:\d+(?:[.,]\d+)?|one|two|three|four|five|six|seven|eight|nine|ten|twelve|fifteen|twenty|thirty|a few|a couple|several|half)"
 _UNIT = r"(?:minutes?|hours?|days?|weeks?|months?|years?|times?|miles?|pounds?|dollars?|percent|pages?|people|sessions?|classes?)"
 QUANTITY = re.compile(rf"\b{_NUM}[\s-]+{_UNIT}\b|\$\s?\d", re.I)
-DATE = re.compile(r"\b(?:january|february|march|april|may|june|july|august|september|october|november|december|"
-                  r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|christmas|thanksgiving|easter|"
-                  r"halloween|valentine's day)\b|\b\d{1,2}(?:st|nd|rd|th)\b|\b(?:19|20)\d\d\b", re.I)
-_COMMON_CAPS = {"i", "i'm", "i've", "i'd", "i'll", "by", "the", "a", "an", "it", "my", "and", "but", "so", "also",
-                "thanks", "yes", "oh", "well", "actually", "what", "how", "can", "do", "that", "this", "speaking"}
+DATE = re.compile(
+    r"\b(?:january|february|march|april|may|june|july|august|september|october|november|december|"
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|christmas|thanksgiving|easter|"
+    r"halloween|valentine's day)\b|\b\d{1,2}(?:st|nd|rd|th)\b|\b(?:19|20)\d\d\b",
+    re.I,
+)
+_COMMON_CAPS = {
+    "i",
+    "i'm",
+    "i've",
+    "i'd",
+    "i'll",
+    "by",
+    "the",
+    "a",
+    "an",
+    "it",
+    "my",
+    "and",
+    "but",
+    "so",
+    "also",
+    "thanks",
+    "yes",
+    "oh",
+    "well",
+    "actually",
+    "what",
+    "how",
+    "can",
+    "do",
+    "that",
+    "this",
+    "speaking",
+}
 
 
 def answer_type(question: str) -> str:
@@ -124,6 +160,7 @@ def answer_type_bonus(beta: float, top: int = 10) -> Callable[[dict], np.ndarray
             if has_answer_type(sig["texts"][i], sig["q"], kind):
                 s[i] *= 1 + beta
         return s
+
     return score
 
 
@@ -149,9 +186,12 @@ def add_maxsim(sigs, model) -> None:
         n, q = len(doc_ids), ids(sig["q"])
         idf = np.array([np.log(1 + (n - df.get(int(i), 0) + 0.5) / (df.get(int(i), 0) + 0.5)) for i in q])
         qv = table[q]
-        sig["maxsim"] = np.array([
-            float((idf * (qv @ table[d].T).max(axis=1)).sum() / max(idf.sum(), 1e-9)) if len(d) and len(q) else 0.0
-            for d in doc_ids])
+        sig["maxsim"] = np.array(
+            [
+                float((idf * (qv @ table[d].T).max(axis=1)).sum() / max(idf.sum(), 1e-9)) if len(d) and len(q) else 0.0
+                for d in doc_ids
+            ]
+        )
 
 
 def session_local_bm25(weight: float) -> Callable[[dict], np.ndarray]:
@@ -161,13 +201,17 @@ def session_local_bm25(weight: float) -> Callable[[dict], np.ndarray]:
     def score(sig):
         s = fused(sig)
         top_session = sig["sessions"][order_of(sig, s)[0]]
-        idx = [i for i, (sess, role) in enumerate(zip(sig["sessions"], sig["roles"]))
-               if sess == top_session and role == "user"]
+        idx = [
+            i
+            for i, (sess, role) in enumerate(zip(sig["sessions"], sig["roles"]))
+            if sess == top_session and role == "user"
+        ]
         out = s.copy()
         if len(idx) > 1:
             local = KeywordIndex([sig["index"].doc_tokens[i] for i in idx]).scores(sig["q"])[0].astype(np.float64)
             out[idx] += weight * (local / local.max() if local.max() > 0 else local)
         return out
+
     return score
 
 
@@ -180,9 +224,22 @@ def features(sig, top: int = 20) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rows = []
     for rank, i in enumerate(order):
         text, j = sig["texts"][i], nxt[i]
-        rows.append([s[i], s[i] - s[order[0]], kw[i], cos[i], kw[j] if j >= 0 else 0.0, cos[j] if j >= 0 else 0.0,
-                     float(sig["roles"][i] == "user"), np.log1p(len(text)), float("?" in text),
-                     float(has_answer_type(text, sig["q"], kind)), sig.get("maxsim", np.zeros(len(s)))[i], 1 / (rank + 1)])
+        rows.append(
+            [
+                s[i],
+                s[i] - s[order[0]],
+                kw[i],
+                cos[i],
+                kw[j] if j >= 0 else 0.0,
+                cos[j] if j >= 0 else 0.0,
+                float(sig["roles"][i] == "user"),
+                np.log1p(len(text)),
+                float("?" in text),
+                float(has_answer_type(text, sig["q"], kind)),
+                sig.get("maxsim", np.zeros(len(s)))[i],
+                1 / (rank + 1),
+            ]
+        )
     return order, np.array(rows), sig["evidence"][order]
 
 
@@ -231,15 +288,24 @@ def llm_rerank(sigs, model_name: str, top: int, log_dir: Path) -> dict[str, Any]
             order = order_of(sig, fused(sig))[:top]
             listing = "\n".join(f"{n + 1}. {sig['texts'][i][:600]}" for n, i in enumerate(order))
             t0 = time.perf_counter()
-            reply = client.chat([{"role": "user", "content": RERANK_PROMPT.format(question=sig["q"], messages=listing)}],
-                                purpose="rerank", temperature=0, max_tokens=4)
+            reply = client.chat(
+                [{"role": "user", "content": RERANK_PROMPT.format(question=sig["q"], messages=listing)}],
+                purpose="rerank",
+                temperature=0,
+                max_tokens=4,
+            )
             seconds.append(time.perf_counter() - t0)
             m = re.search(r"\d+", reply.content or "")
             pick = int(m.group(0)) - 1 if m and 0 < int(m.group(0)) <= len(order) else 0
             unparsed += not (m and 0 < int(m.group(0)) <= len(order))
             hits += bool(sig["evidence"][order[pick]])
-    return {"model": model_name, "top": top, "@1": round(hits / len(sigs), 3),
-            "seconds_per_query_p50": round(float(np.median(seconds)), 2), "unparsed_replies": unparsed}
+    return {
+        "model": model_name,
+        "top": top,
+        "@1": round(hits / len(sigs), 3),
+        "seconds_per_query_p50": round(float(np.median(seconds)), 2),
+        "unparsed_replies": unparsed,
+    }
 
 
 # --- main ----------------------------------------------------------------------------------------------------------
@@ -268,33 +334,51 @@ def main(argv: list[str] | None = None) -> None:
     rows: list[tuple[str, dict[str, Any]]] = []
 
     shipped = recall(sigs, fused)
-    via_tools = np.mean([evaluate_case(retriever, c.question_id, c.events(), c.question).metrics["turn_recall_any@1"]
-                         for c in cases])
+    via_tools = np.mean(
+        [evaluate_case(retriever, c.question_id, c.events(), c.question).metrics["turn_recall_any@1"] for c in cases]
+    )
     rows.append(("1. shipped default (recomputed)", {**shipped, "retrieval-eval @1": round(float(via_tools), 3)}))
 
     grid = []
-    for alpha, prop, aw, bm25 in itertools.product((0.0, 0.5, 1.0, 1.5, 2.0), (0.0, 0.25, 0.5, 0.75, 1.0),
-                                                   (0.3, 0.5, 0.7, 1.0), BM25_PARAMS):
-        r = recall(sigs, lambda s: fused(s, alpha=alpha, propagate=prop, assistant_weight=aw, bm25=bm25))
+    for alpha, prop, aw, bm25 in itertools.product(
+        (0.0, 0.5, 1.0, 1.5, 2.0), (0.0, 0.25, 0.5, 0.75, 1.0), (0.3, 0.5, 0.7, 1.0), BM25_PARAMS
+    ):
+        r = recall(sigs, lambda s: fused(s, alpha=alpha, propagate=prop, assistant_weight=aw, bm25=bm25))  # noqa: B023 (called now)
         grid.append(((alpha, prop, aw, bm25), r))
     best = max(grid, key=lambda g: (g[1]["@1"], g[1]["@5"]))
-    rows.append((f"2. best of {len(grid)} default-knob settings {best[0]}",
-                 {**best[1], "share of grid with @1 >= 0.85": round(sum(g[1]["@1"] >= 0.85 for g in grid) / len(grid), 3)}))
+    rows.append(
+        (
+            f"2. best of {len(grid)} default-knob settings {best[0]}",
+            {**best[1], "share of grid with @1 >= 0.85": round(sum(g[1]["@1"] >= 0.85 for g in grid) / len(grid), 3)},
+        )
+    )
 
     for beta in (0.1, 0.2, 0.3, 0.5):
         rows.append((f"3. answer-type bonus x{1 + beta:.1f} in the top 10", recall(sigs, answer_type_bonus(beta))))
 
     add_maxsim(sigs, retriever.embedder.model)
-    rows.append(("4. static token MaxSim alone (user turns)", recall(sigs, lambda s: s["maxsim"] * np.where(s["roles"] == "user", 1, 0.5))))
+    rows.append(
+        (
+            "4. static token MaxSim alone (user turns)",
+            recall(sigs, lambda s: s["maxsim"] * np.where(s["roles"] == "user", 1, 0.5)),
+        )
+    )
     for beta in (0.25, 0.5, 1.0):
-        rows.append((f"4. default + {beta} x MaxSim", recall(sigs, lambda s: fused(s) + beta * s["maxsim"])))
+        rows.append((f"4. default + {beta} x MaxSim", recall(sigs, lambda s: fused(s) + beta * s["maxsim"])))  # noqa: B023
 
     tops = [order_of(sig, fused(sig))[0] for sig in sigs]
-    in_session = sum(sig["sessions"][top] == sig["sessions"][int(np.flatnonzero(sig["evidence"])[0])]
-                     for sig, top in zip(sigs, tops) if not sig["evidence"][top])
+    in_session = sum(
+        sig["sessions"][top] == sig["sessions"][int(np.flatnonzero(sig["evidence"])[0])]
+        for sig, top in zip(sigs, tops)
+        if not sig["evidence"][top]
+    )
     for weight in (0.25, 0.5, 1.0, 2.0):
-        rows.append((f"4. default + {weight} x session-local BM25 (misses in the evidence session: {in_session})",
-                     recall(sigs, session_local_bm25(weight))))
+        rows.append(
+            (
+                f"4. default + {weight} x session-local BM25 (misses in the evidence session: {in_session})",
+                recall(sigs, session_local_bm25(weight)),
+            )
+        )
 
     try:
         for c_reg in (0.01, 0.1, 1.0):
@@ -303,17 +387,26 @@ def main(argv: list[str] | None = None) -> None:
         rows.append(("5. logistic reranker", {"skipped": "scikit-learn not installed (pip install scikit-learn)"}))
 
     if args.llm_rerank:
-        rows.append((f"6. LLM listwise rerank of the top {args.llm_top}",
-                     llm_rerank(sigs, args.llm_rerank, args.llm_top, out)))
+        rows.append(
+            (f"6. LLM listwise rerank of the top {args.llm_top}", llm_rerank(sigs, args.llm_rerank, args.llm_top, out))
+        )
 
     elapsed = time.perf_counter() - t0
-    lines = [f"# Ranking-signal ceiling for turn recall_any@1 ({len(sigs)} answerable LongMemEval_s cases)", "",
-             f"Command: `python benchmarks/retrieval_ceiling.py {' '.join(argv if argv is not None else sys.argv[1:])}`"
-             f" ({elapsed:.0f} s)", "", "| variant | result |", "|---|---|"]
+    lines = [
+        f"# Ranking-signal ceiling for turn recall_any@1 ({len(sigs)} answerable LongMemEval_s cases)",
+        "",
+        f"Command: `python benchmarks/retrieval_ceiling.py {' '.join(argv if argv is not None else sys.argv[1:])}`"
+        f" ({elapsed:.0f} s)",
+        "",
+        "| variant | result |",
+        "|---|---|",
+    ]
     lines += [f"| {name} | {', '.join(f'{k} {v}' for k, v in res.items())} |" for name, res in rows]
     md = "\n".join(lines) + "\n"
     (out / "retrieval_ceiling.md").write_text(md)
-    (out / "retrieval_ceiling.json").write_text(json.dumps([{"variant": n, **r} for n, r in rows], indent=2, default=str))
+    (out / "retrieval_ceiling.json").write_text(
+        json.dumps([{"variant": n, **r} for n, r in rows], indent=2, default=str)
+    )
     print(md)
 
 

@@ -9,6 +9,7 @@
 max 256 tokens. Each row: dense-only ranking (search_mode dense, no priors) and the default preset with
 that embedder; index_s is a cold build (embedding every message) per case.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -12,6 +12,7 @@ ranking, the model-like default call for the response). Selection rule, fixed be
 of @5 + evidence, (4) fewest response tokens mean over the fold. The question type only groups the figures;
 the retriever never sees it. Indexes are built once into --store (default retriever: BM25 + static embedder).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -66,9 +67,18 @@ def run(cfg, subset=None, tokens=True):
         m = case_metrics(ranked, ev, (1, 5))
         d = t.call("session_search", json.dumps({"query": q, "scope": "current_hidden"}))
         full, _ = evidence_in_response(d.content, ev)
-        out.append(dict(ds=ds, qt=qt if ds == "s_dev" else "ssu70", qid=qid, r1=m["turn_recall_any@1"],
-                        r5=m["turn_recall_any@5"], ev=float(full), tok=counter.count(d.content) if tokens else 0,
-                        ranked=ranked))
+        out.append(
+            dict(
+                ds=ds,
+                qt=qt if ds == "s_dev" else "ssu70",
+                qid=qid,
+                r1=m["turn_recall_any@1"],
+                r5=m["turn_recall_any@5"],
+                ev=float(full),
+                tok=counter.count(d.content) if tokens else 0,
+                ranked=ranked,
+            )
+        )
     return out
 
 
@@ -76,8 +86,13 @@ def table(rows):
     res = {}
     for t in sorted({r["qt"] for r in rows}):
         rr = [r for r in rows if r["qt"] == t]
-        res[t] = (len(rr), np.mean([r["r1"] for r in rr]), np.mean([r["r5"] for r in rr]),
-                  np.mean([r["ev"] for r in rr]), np.mean([r["tok"] for r in rr]))
+        res[t] = (
+            len(rr),
+            np.mean([r["r1"] for r in rr]),
+            np.mean([r["r5"] for r in rr]),
+            np.mean([r["ev"] for r in rr]),
+            np.mean([r["tok"] for r in rr]),
+        )
     return res
 
 
@@ -106,8 +121,15 @@ def main(subset: int) -> None:
         key = (t["ssu70"][4] <= 450, -short, qual, -tok_all)
         name = f"cue={cue} recall_chars={rc} top_hit_chars={thc} top_hits={th}"
         results.append((key, name, t))
-        print(name, "shortfalls", short, "qual %.4f" % qual, "tok_all %.0f" % tok_all, "ssu tok %.0f" % t["ssu70"][4],
-              flush=True)
+        print(
+            name,
+            "shortfalls",
+            short,
+            f"qual {qual:.4f}",
+            f"tok_all {tok_all:.0f}",
+            f"ssu tok {t['ssu70'][4]:.0f}",
+            flush=True,
+        )
     results.sort(key=lambda x: x[0], reverse=True)
     print("BEST", results[0][1])
     show(results[0][1], results[0][2], bm)

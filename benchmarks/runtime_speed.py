@@ -6,6 +6,7 @@ so that background load hits every build alike; the medians are reported.
 
     python -m benchmarks.runtime_speed --model smollm2_135m --build installed --build /tmp/llama_native --rounds 3
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,13 @@ def measure(build: str, model_path: str, n_prompt: int, n_gen: int, threads: int
     env = dict(os.environ)
     if build != "installed":
         env["PYTHONPATH"] = os.pathsep.join([build, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    out = subprocess.run([sys.executable, "-c", _CHILD, model_path, str(n_prompt), str(n_gen), str(threads)],
-                         env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, model_path, str(n_prompt), str(n_gen), str(threads)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -61,11 +67,27 @@ def main(argv: list[str] | None = None) -> None:
     for _ in range(a.rounds):
         for b in a.build:
             runs[b].append(measure(b, path, a.prompt_tokens, a.gen_tokens, a.threads))
-    rows = {b: {"lib": Path(r[0]["lib"]).parent.as_posix(),
-                "pp_tok_s": round(statistics.median(x["pp_tok_s"] for x in r), 1),
-                "tg_tok_s": round(statistics.median(x["tg_tok_s"] for x in r), 1)} for b, r in runs.items()}
-    print(json.dumps({"model": a.model, "threads": a.threads, "rounds": a.rounds, "prompt_tokens": a.prompt_tokens,
-                      "gen_tokens": a.gen_tokens, "builds": rows}, indent=2))
+    rows = {
+        b: {
+            "lib": Path(r[0]["lib"]).parent.as_posix(),
+            "pp_tok_s": round(statistics.median(x["pp_tok_s"] for x in r), 1),
+            "tg_tok_s": round(statistics.median(x["tg_tok_s"] for x in r), 1),
+        }
+        for b, r in runs.items()
+    }
+    print(
+        json.dumps(
+            {
+                "model": a.model,
+                "threads": a.threads,
+                "rounds": a.rounds,
+                "prompt_tokens": a.prompt_tokens,
+                "gen_tokens": a.gen_tokens,
+                "builds": rows,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ then an answer), so what is shown is exactly what the modes assemble and send.
 
     python benchmarks/show_messages.py [--case N] > docs/summary-engine-messages.md
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,7 +17,7 @@ from harness.llm.types import ChatResult, Usage
 from harness.retrieval.retriever import Retriever
 from harness.session.events import Session
 from harness.session.store import InMemoryStore
-from harness.session.summary import SummaryPrompt, Summarizer
+from harness.session.summary import Summarizer, SummaryPrompt
 from harness.session.tokens import o200k_counter
 from runners.modes import CaseContext, LongContextMode, SummaryMode, SummaryOnDemandMode
 from runners.summaries import SummaryProvider
@@ -30,14 +31,26 @@ class Recorder:
     calls: list = field(default_factory=list)
 
     def chat(self, messages, *, tools=None, purpose="answer", **params):
-        self.calls.append({"purpose": purpose, "messages": [dict(m) for m in messages],
-                           "tools": [t["function"]["name"] for t in tools or []], "params": params})
+        self.calls.append(
+            {
+                "purpose": purpose,
+                "messages": [dict(m) for m in messages],
+                "tools": [t["function"]["name"] for t in tools or []],
+                "params": params,
+            }
+        )
         if purpose == "summary":
             return ChatResult(SUMMARY, (), Usage(1, 1), 0.0, self.model, purpose=purpose)
         if tools and not any(m["role"] == "tool" for m in messages):
             q = messages[-1]["content"]
-            call = {"id": "call_1", "type": "function",
-                    "function": {"name": "session_search", "arguments": json.dumps({"query": q, "scope": "current_hidden"})}}
+            call = {
+                "id": "call_1",
+                "type": "function",
+                "function": {
+                    "name": "session_search",
+                    "arguments": json.dumps({"query": q, "scope": "current_hidden"}),
+                },
+            }
             return ChatResult("", (call,), Usage(1, 1), 0.0, self.model, purpose=purpose)
         return ChatResult("<answer>", (), Usage(1, 1), 0.0, self.model, purpose=purpose)
 
@@ -61,7 +74,9 @@ def show(title: str, rec: Recorder) -> None:
                 print(f"Call {i} (summary): the same summary request as shown above.\n")
                 continue
             SHOWN_SUMMARY_CALL.append(True)
-        print(f"Call {i} ({c['purpose']}; tools: {', '.join(c['tools']) or 'none'}; params: {json.dumps(c['params'])}):\n")
+        print(
+            f"Call {i} ({c['purpose']}; tools: {', '.join(c['tools']) or 'none'}; params: {json.dumps(c['params'])}):\n"
+        )
         print("```json")
         print(json.dumps([_shorten(m) for m in c["messages"]], indent=1, ensure_ascii=False))
         print("```\n")
@@ -86,10 +101,16 @@ def main() -> None:
             session = Session(id=f"lme-{case.question_id}", user_id=case.question_id)
             session.extend(case.events())
             summarizer = Summarizer(rec, SummaryPrompt.trpc_default(), max_tokens=1024, temperature=0)
-            ctx = CaseContext(case=case, session=session, model=rec, generation={"temperature": 0, "max_tokens": 384},
-                              context_window=32768, token_counter=o200k_counter(),
-                              summaries=SummaryProvider(summarizer, InMemoryStore()),
-                              tools_factory=lambda s, b: Retriever().tools(s, boundary=b))
+            ctx = CaseContext(
+                case=case,
+                session=session,
+                model=rec,
+                generation={"temperature": 0, "max_tokens": 384},
+                context_window=32768,
+                token_counter=o200k_counter(),
+                summaries=SummaryProvider(summarizer, InMemoryStore()),
+                tools_factory=lambda s, b: Retriever().tools(s, boundary=b),
+            )
             mode.run(ctx)
             label = mode.name if mode.name == "long_context" else f"{mode.name}, injection={injection}"
             show(label, rec)

@@ -10,6 +10,7 @@ the harness default, each reference switch alone, and all three (= +experiment=t
 requests are counted for the two reference prompts (trpc_default, trpc_detailed); the wire does not enter
 them (the conversation text has no ids or times). Offline: static embedder, no model call.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,7 +27,11 @@ SHAPES = {
     "+ UUID event ids": {"event_ids": "uuid"},
     "+ session id <mode>-<qid>": {"session_id": "{mode}-{question_id}"},
     "+ microsecond timestamps": {"timestamps": "us"},
-    "reference (all three: trpc_repro)": {"event_ids": "uuid", "session_id": "{mode}-{question_id}", "timestamps": "us"},
+    "reference (all three: trpc_repro)": {
+        "event_ids": "uuid",
+        "session_id": "{mode}-{question_id}",
+        "timestamps": "us",
+    },
 }
 
 
@@ -47,8 +52,9 @@ def search_tokens(preset: str, cases, counter) -> dict[str, list[int]]:
             from harness.session.events import Session
 
             events = c.events(ids=wire.event_ids, timestamps=wire.timestamps)
-            session = Session(id=wire.session_id(c.question_id, "summary_ondemand"), user_id=c.question_id,
-                              events=list(events))
+            session = Session(
+                id=wire.session_id(c.question_id, "summary_ondemand"), user_id=c.question_id, events=list(events)
+            )
             last = events[-1]
             boundary = SummaryBoundary(version=1, filter_key="", cutoff_at=last.timestamp, last_event_id=last.id)
             tools = retriever.tools(session, boundary=boundary)

@@ -32,6 +32,7 @@ Earlier versions: every file since the first release carries "schema": 1; record
 "failed" with their error kept, which is how today's code already treated them (counted failed, run again).
 A line without "schema" is read as version 1. `migrate` is the one place such rules live.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -40,9 +41,10 @@ import json
 import os
 import threading
 import warnings
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from harness import secrets
 
@@ -71,11 +73,29 @@ def migrate(raw: Mapping[str, Any]) -> dict[str, Any]:
     return d
 
 
-_ALWAYS = ("question_id", "question_type", "is_abstention", "mode", "question", "reference", "status", "error",
-           "prediction", "metrics", "usage", "latency")
+_ALWAYS = (
+    "question_id",
+    "question_type",
+    "is_abstention",
+    "mode",
+    "question",
+    "reference",
+    "status",
+    "error",
+    "prediction",
+    "metrics",
+    "usage",
+    "latency",
+)
 _ANSWERED = ("metric_details", "calls", "tool_calls", "n_search", "n_load", "truncation", "summary", "final_messages")
-_WHEN_SET = ("scoring_error", "rescored_from", "embedding_calls", "reference_latency_calls", "truncated",
-             "truncated_fields")
+_WHEN_SET = (
+    "scoring_error",
+    "rescored_from",
+    "embedding_calls",
+    "reference_latency_calls",
+    "truncated",
+    "truncated_fields",
+)
 
 
 @dataclass
@@ -121,16 +141,18 @@ class Record:
         return self.status in (STATUS_OK, STATUS_SCORING_FAILED)
 
     @classmethod
-    def from_json(cls, raw: Mapping[str, Any]) -> "Record":
+    def from_json(cls, raw: Mapping[str, Any]) -> Record:
         """A record line of any version (migrated); one RecordError naming the key when it has no pair key."""
         d = migrate(raw)
         missing = [k for k in ("question_id", "mode") if not isinstance(d.get(k), str)]
         if missing:
             raise RecordError(f"record without {' and '.join(missing)}: {str(dict(raw))[:200]}")
         known = {f.name for f in fields(cls)} - {"extra", "schema_version"}
-        return cls(**{k: v for k, v in d.items() if k in known},
-                   extra={k: v for k, v in d.items() if k not in known and k != "schema"},
-                   schema_version=int(d["schema"]))
+        return cls(
+            **{k: v for k, v in d.items() if k in known},
+            extra={k: v for k, v in d.items() if k not in known and k != "schema"},
+            schema_version=int(d["schema"]),
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object written (the same keys as records always had: answer fields only when answered)."""
@@ -209,13 +231,15 @@ class RecordWriter:
                 self._catch_up(fd)
                 if key in self._done:
                     os.close(fd)
-                    warnings.warn(f"{self.path}: {key[0]} / {key[1]} already has a scored record; "
-                                  f"this {doc.get('status')!r} record was not written (the first result stands)")
+                    warnings.warn(
+                        f"{self.path}: {key[0]} / {key[1]} already has a scored record; "
+                        f"this {doc.get('status')!r} record was not written (the first result stands)"
+                    )
                     return False
                 end = os.lseek(fd, 0, os.SEEK_END)
                 view = memoryview(data)  # unbuffered: nothing is left in a buffer to be flushed (and torn) later
                 while view:
-                    view = view[_write(fd, view):]
+                    view = view[_write(fd, view) :]
             except OSError as e:
                 if end is not None:
                     with contextlib.suppress(OSError):
@@ -304,6 +328,8 @@ def load_records(path: str | Path) -> list[dict[str, Any]]:
             continue
         by_key[key] = rec
     if ignored:
-        warnings.warn(f"{path}: {ignored} duplicate record(s) of already scored (case, mode) pairs ignored "
-                      f"(the first scored record of each pair is kept)")
+        warnings.warn(
+            f"{path}: {ignored} duplicate record(s) of already scored (case, mode) pairs ignored "
+            f"(the first scored record of each pair is kept)"
+        )
     return list(by_key.values())

@@ -4,13 +4,14 @@ Two `lme-harness run` (or `rescore`) processes on the same directory would each 
 append a record for every pair. The second one now refuses at once, naming the directory and the holder's
 pid. The kernel releases a flock when its holder dies (even by SIGKILL), so a stale lock file never blocks.
 """
+
 from __future__ import annotations
 
 import contextlib
 import fcntl
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from harness.records import RecordError
 
@@ -39,8 +40,10 @@ def run_dir_lock(run_dir: str | Path) -> Iterator[Path]:
         except BlockingIOError:
             holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
             os.close(fd)
-            raise RunDirLocked(f"{run_dir}: another lme-harness process (pid {holder}) is writing this run "
-                               f"directory; wait for it to finish or use another run directory") from None
+            raise RunDirLocked(
+                f"{run_dir}: another lme-harness process (pid {holder}) is writing this run "
+                f"directory; wait for it to finish or use another run directory"
+            ) from None
         try:
             same = os.path.samestat(os.fstat(fd), os.stat(path))
         except FileNotFoundError:

@@ -5,20 +5,24 @@ One process-wide registry (`register`, `redact`) holds the secret values seen so
 run's secrets as soon as its config is composed, and every writer (records, FAILED.txt, logs, stdout/stderr)
 masks through it. The API-key env vars the harness reads are always registered.
 """
+
 from __future__ import annotations
 
 import logging
 import os
 import re
 import threading
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 MASK = "***"
 # Config keys whose value is a secret. `*_env` keys (api_key_env) name an env var and are not secrets themselves.
 _SECRET_NAME = re.compile(
     r"(?:^|[_.-])(?:api[_-]?key|apikey|token|secret|password|passwd|pwd|authorization|auth|credentials?|bearer"
-    r"|(?:secret|private|access|session|client)[_-]?key|x[_-]api[_-]key)$", re.I)
+    r"|(?:secret|private|access|session|client)[_-]?key|x[_-]api[_-]key)$",
+    re.I,
+)
 # Query parameters that carry keys in URLs (?key=, ?sig=) beyond the secret names above.
 _SECRET_QUERY = {"key", "sig", "signature", "code", "access_token", "auth_token", "id_token", "refresh_token"}
 ENV_VARS = ("OPENAI_API_KEY", "LME_HARNESS_API_KEY")  # read by the shipped model configs
@@ -28,7 +32,8 @@ _PLACEHOLDERS = {"no-key", "EMPTY", "null", "None", "none", "REDACTED", MASK}
 _URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>`]*[^\s'\"<>`.,;:!?)]")  # not a sentence's last stop
 # A literal allowed as a secret-key override: nothing, or a key read from the environment / another node.
 _SAFE_SECRET_VALUE = re.compile(
-    r"^(|null|None|~|\$\{oc\.env:[A-Za-z_][A-Za-z0-9_]*(,\s*(null|None|''|\"\")?)?\}|\$\{[A-Za-z_][\w.]*\})$")
+    r"^(|null|None|~|\$\{oc\.env:[A-Za-z_][A-Za-z0-9_]*(,\s*(null|None|''|\"\")?)?\}|\$\{[A-Za-z_][\w.]*\})$"
+)
 _RESOLVER = re.compile(r"\$\{\s*([A-Za-z_][\w.]*)\s*:")
 
 
@@ -48,8 +53,11 @@ def url_secrets(url: str) -> list[str]:
     try:
         parts = urlsplit(url)
         found = [v for v in (parts.username, parts.password) if v]
-        found += [v for k, v in parse_qsl(parts.query, keep_blank_values=False)
-                  if is_secret_name(k) or k.lower() in _SECRET_QUERY]
+        found += [
+            v
+            for k, v in parse_qsl(parts.query, keep_blank_values=False)
+            if is_secret_name(k) or k.lower() in _SECRET_QUERY
+        ]
     except ValueError:
         return []
     return found
@@ -57,6 +65,7 @@ def url_secrets(url: str) -> list[str]:
 
 def redact_url(url: str) -> str:
     """`url` with its userinfo and secret query values masked (http://***@host/v1?api_key=***)."""
+
     def query(m: re.Match[str]) -> str:
         name = m.group(2)
         return m.group(1) + (MASK if is_secret_name(name) or name.lower() in _SECRET_QUERY else m.group(3))
@@ -169,8 +178,11 @@ def config_secrets(cfg: Any) -> list[str]:
             found.append(os.environ.get(str(value)))
         if isinstance(value, str) and "://" in value:
             found += url_secrets(value)
-    return sorted({str(v) for v in found if v is not None and len(str(v)) >= _MIN_LEN and str(v) not in _PLACEHOLDERS},
-                  key=len, reverse=True)
+    return sorted(
+        {str(v) for v in found if v is not None and len(str(v)) >= _MIN_LEN and str(v) not in _PLACEHOLDERS},
+        key=len,
+        reverse=True,
+    )
 
 
 def mask_config(obj: Any, secrets: Iterable[str] = ()) -> Any:

@@ -11,13 +11,15 @@ The rule, one default per setting:
   dataclass field here (or on `RecordBounds`), and the yaml does not restate it.
 Ranges are checked once, before a run, by runners/settings.py (one error naming the bad key).
 """
+
 from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from omegaconf import OmegaConf
 
@@ -30,7 +32,11 @@ class RunConfigError(ValueError):
 
 def _typed(key: str, value: Any, kind: type) -> Any:
     """`value` as `kind`, or one RunConfigError naming `key` (a program that skipped runners/settings.py)."""
-    if value is None or (kind in (int, float) and isinstance(value, bool)) or (kind is bool and not isinstance(value, bool)):
+    if (
+        value is None
+        or (kind in (int, float) and isinstance(value, bool))
+        or (kind is bool and not isinstance(value, bool))
+    ):
         raise RunConfigError(f"{key} must be {kind.__name__}, got {value!r}")
     if kind is int and isinstance(value, float) and not value.is_integer():
         raise RunConfigError(f"{key} must be int, got {value!r}")
@@ -108,7 +114,7 @@ class ClientSettings:
     preflight_timeout_s: float = 15.0  # at most; never longer than timeout_s
 
     @classmethod
-    def from_config(cls, cfg: Any = None) -> "ClientSettings":
+    def from_config(cls, cfg: Any = None) -> ClientSettings:
         v = {k: x for k, x in _known(cls, _merged("client", cfg)).items() if x is not None}
         kinds = {f.name: _FIELD_KINDS[str(f.type)] for f in dataclasses.fields(cls)}
         missing = [k for k in ("timeout_s", "max_retries", "concurrency", "max_tokens_param") if k not in v]
@@ -117,7 +123,7 @@ class ClientSettings:
         return cls(**{k: _typed(f"client.{k}", x, kinds[k]) for k, x in v.items()})
 
     @classmethod
-    def default(cls) -> "ClientSettings":
+    def default(cls) -> ClientSettings:
         return cls.from_config(None)
 
 
@@ -128,7 +134,7 @@ class GenerationSettings:
     params: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_config(cls, cfg: Any) -> "GenerationSettings":
+    def from_config(cls, cfg: Any) -> GenerationSettings:
         # Only what the config sets: a key the yaml lists but the experiment removed is not sent, as before.
         return cls({k: v for k, v in _plain(cfg).items() if v is not None})
 
@@ -151,10 +157,15 @@ class RunSettings:
     max_record_field_chars: int | None
 
     @classmethod
-    def from_config(cls, cfg: Any = None) -> "RunSettings":
+    def from_config(cls, cfg: Any = None) -> RunSettings:
         v = _known(cls, _merged("run", cfg))
-        return cls(name=str(v["name"]), concurrency=_typed("run.concurrency", v["concurrency"], int),
-                   progress=bool(v["progress"]), share_summary=bool(v["share_summary"]),
-                   reference_latency=v["reference_latency"],
-                   max_consecutive_failures=_typed("run.max_consecutive_failures", v["max_consecutive_failures"] or 0, int),
-                   max_reply_chars=v["max_reply_chars"], max_record_field_chars=v["max_record_field_chars"])
+        return cls(
+            name=str(v["name"]),
+            concurrency=_typed("run.concurrency", v["concurrency"], int),
+            progress=bool(v["progress"]),
+            share_summary=bool(v["share_summary"]),
+            reference_latency=v["reference_latency"],
+            max_consecutive_failures=_typed("run.max_consecutive_failures", v["max_consecutive_failures"] or 0, int),
+            max_reply_chars=v["max_reply_chars"],
+            max_record_field_chars=v["max_record_field_chars"],
+        )

@@ -3,12 +3,13 @@
 A corrupt SQLite file is refused when it is opened, before any case runs (never deleted or rebuilt behind
 the user's back); a failed write (e.g. a full disk) names the path that could not be written.
 """
+
 from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from harness.records import RecordError
 
@@ -19,8 +20,10 @@ class StorageError(RecordError):
 
 def write_failed(path: str | Path, e: OSError, kept: str = "") -> StorageError:
     why = e.strerror or str(e)
-    return StorageError(f"{path}: could not be written ({why}){'; ' + kept if kept else ''}; "
-                        f"free some space (or fix the permissions) and run the same command again")
+    return StorageError(
+        f"{path}: could not be written ({why}){'; ' + kept if kept else ''}; "
+        f"free some space (or fix the permissions) and run the same command again"
+    )
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
@@ -38,8 +41,9 @@ def write_text_atomic(path: str | Path, text: str) -> None:
         raise write_failed(path, e) from e
 
 
-def open_sqlite(path: str | Path, what: str, schema: str, tables: Mapping[str, Sequence[str]],
-                remedy: str) -> sqlite3.Connection:
+def open_sqlite(
+    path: str | Path, what: str, schema: str, tables: Mapping[str, Sequence[str]], remedy: str
+) -> sqlite3.Connection:
     """A WAL connection to `path` with `schema` applied, after checking the file is an intact SQLite
     database whose `tables` have the expected columns. StorageError (naming the file, `what` it is and
     `remedy`) otherwise; the file is left as it was."""
@@ -62,5 +66,7 @@ def open_sqlite(path: str | Path, what: str, schema: str, tables: Mapping[str, S
     except sqlite3.DatabaseError as e:
         if db is not None:
             db.close()
-        raise StorageError(f"{path}: the {what} is not a usable SQLite database ({' '.join(str(e).split())}); nothing was changed. "
-                           f"Move it aside or delete it ({remedy}), then run the same command again") from e
+        raise StorageError(
+            f"{path}: the {what} is not a usable SQLite database ({' '.join(str(e).split())}); nothing was changed. "
+            f"Move it aside or delete it ({remedy}), then run the same command again"
+        ) from e

@@ -4,20 +4,22 @@ One row per record (`records_frame`), then per mode: means with bootstrap CIs (`
 accuracies that keep `not_run` apart (`judge_table`), prompt savings against `long_context` (`savings`),
 tool use (`tool_stats`), cost (`cost_table`) and a flat scoreboard `{(mode, metric): value}` for the gate.
 """
+
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from harness.records import RECORDS_FILE, STATUS_OK, Record, RecordError, load_records
-from reports.metrics import BUILTIN, COST_KEYS, MetricCatalog, catalog_of
 from reports.cost import Endpoints, PriceTable, judge_calls, load_price_table, record_costs, summary_calls
+from reports.metrics import BUILTIN, COST_KEYS, MetricCatalog, catalog_of
 from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap_ci
 
 MODE_ORDER = ("long_context", "summary", "summary_ondemand")
@@ -46,12 +48,15 @@ def _verdict(details: Mapping[str, Any] | None, key: str) -> float | None:
 
 def _tokens(calls: Sequence[Mapping[str, Any]]) -> int:
     """Prompt + completion tokens of call records."""
-    return sum((c.get("usage") or {}).get("prompt_tokens", 0) + (c.get("usage") or {}).get("completion_tokens", 0)
-               for c in calls)
+    return sum(
+        (c.get("usage") or {}).get("prompt_tokens", 0) + (c.get("usage") or {}).get("completion_tokens", 0)
+        for c in calls
+    )
 
 
-def records_frame(records: Sequence[dict[str, Any]], *, meta: Mapping[str, Any] | None = None,
-                  prices: PriceTable | None = None) -> pd.DataFrame:
+def records_frame(
+    records: Sequence[dict[str, Any]], *, meta: Mapping[str, Any] | None = None, prices: PriceTable | None = None
+) -> pd.DataFrame:
     """One row per record. Cost columns are filled when a price table is given (else left out). The columns'
     catalog (`catalog(df)`) is `meta`'s: the run's scorer specs (run.json `metrics`), else the built-in ones."""
     metrics = catalog_of(meta)
@@ -129,14 +134,17 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     ok = _ok(df)
     cols = [k for k in catalog(df).headline_keys if k in df.columns]
     means = ok.groupby("mode", observed=True)[cols].mean(numeric_only=True)
-    counts = df.groupby("mode", observed=True).agg(cases=("question_id", "nunique"),
-                                                   ok=("status", lambda s: int((s == "ok").sum())),
-                                                   failed=("status", lambda s: int((s != "ok").sum())))
+    counts = df.groupby("mode", observed=True).agg(
+        cases=("question_id", "nunique"),
+        ok=("status", lambda s: int((s == "ok").sum())),
+        failed=("status", lambda s: int((s != "ok").sum())),
+    )
     return counts.join(means)
 
 
-def summarize_ci(df: pd.DataFrame, keys: Sequence[str] | None = None, *, n_boot: int = DEFAULT_N_BOOT,
-                 seed: int = DEFAULT_SEED) -> pd.DataFrame:
+def summarize_ci(
+    df: pd.DataFrame, keys: Sequence[str] | None = None, *, n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED
+) -> pd.DataFrame:
     """Long frame (mode, metric, mean, lo, hi, n, not_run, mean_all) over scored cases.
 
     `n` counts cases with a value; `not_run` the scored cases without one (judge not run / unparsable);
@@ -155,13 +163,24 @@ def summarize_ci(df: pd.DataFrame, keys: Sequence[str] | None = None, *, n_boot:
             est = bootstrap_ci(vals, n_boot=n_boot, seed=seed)
             not_run = int(np.isnan(vals).sum())
             mean_all = float(np.nan_to_num(vals, nan=0.0).mean()) if vals.size else math.nan
-            rows.append({"mode": mode, "metric": k, "mean": est.mean, "lo": est.lo, "hi": est.hi, "n": est.n,
-                         "not_run": not_run, "mean_all": mean_all})
+            rows.append(
+                {
+                    "mode": mode,
+                    "metric": k,
+                    "mean": est.mean,
+                    "lo": est.lo,
+                    "hi": est.hi,
+                    "n": est.n,
+                    "not_run": not_run,
+                    "mean_all": mean_all,
+                }
+            )
     return pd.DataFrame(rows, columns=["mode", "metric", "mean", "lo", "hi", "n", "not_run", "mean_all"])
 
 
-def judge_table(df: pd.DataFrame, *, ci: pd.DataFrame | None = None, n_boot: int = DEFAULT_N_BOOT,
-                seed: int = DEFAULT_SEED) -> pd.DataFrame:
+def judge_table(
+    df: pd.DataFrame, *, ci: pd.DataFrame | None = None, n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED
+) -> pd.DataFrame:
     """Per mode and judge metric: accuracy over judged cases (CI), `not_run`, accuracy over all cases, and for the
     LongMemEval judge the task-averaged and abstention accuracy as upstream's print_qa_metrics.py reports them.
 
@@ -175,8 +194,16 @@ def judge_table(df: pd.DataFrame, *, ci: pd.DataFrame | None = None, n_boot: int
     for k in keys:
         for r in base[base["metric"] == k].to_dict("records"):
             part = ok[ok["mode"] == r["mode"]]
-            row = {"metric": k, "mode": r["mode"], "accuracy": r["mean"], "lo": r["lo"], "hi": r["hi"],
-                   "judged": r["n"], "not_run": r["not_run"], "accuracy_all": r["mean_all"]}
+            row = {
+                "metric": k,
+                "mode": r["mode"],
+                "accuracy": r["mean"],
+                "lo": r["lo"],
+                "hi": r["hi"],
+                "judged": r["n"],
+                "not_run": r["not_run"],
+                "accuracy_all": r["mean_all"],
+            }
             by_type = part.groupby("question_type", observed=True)[k].mean()
             row["task_avg"] = float(by_type.mean()) if len(by_type.dropna()) else math.nan
             abst = part[part["question_id"].str.contains("_abs", regex=False)][k].dropna()
@@ -186,8 +213,9 @@ def judge_table(df: pd.DataFrame, *, ci: pd.DataFrame | None = None, n_boot: int
     return pd.DataFrame(rows)
 
 
-def savings(df: pd.DataFrame, key: str = "final_prompt_tokens", *, n_boot: int = DEFAULT_N_BOOT,
-            seed: int = DEFAULT_SEED) -> pd.DataFrame:
+def savings(
+    df: pd.DataFrame, key: str = "final_prompt_tokens", *, n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED
+) -> pd.DataFrame:
     """Prompt savings of each mode against `long_context`, over the cases scored in both.
 
     `savings_pct`: the reference's figure, the mean of per-case `100·(long − mode)/long` (with CI);
@@ -208,9 +236,18 @@ def savings(df: pd.DataFrame, key: str = "final_prompt_tokens", *, n_boot: int =
             continue
         pct = 100.0 * (pair["long"] - pair["mode"]) / pair["long"]
         est = bootstrap_ci(pct.to_numpy(), n_boot=n_boot, seed=seed)
-        rows.append({"mode": mode, "pairs": len(pair), "long_mean": pair["long"].mean(), "mode_mean": pair["mode"].mean(),
-                     "savings_pct": est.mean, "lo": est.lo, "hi": est.hi,
-                     "savings_ratio_pct": 100.0 * (1.0 - pair["mode"].mean() / pair["long"].mean())})
+        rows.append(
+            {
+                "mode": mode,
+                "pairs": len(pair),
+                "long_mean": pair["long"].mean(),
+                "mode_mean": pair["mode"].mean(),
+                "savings_pct": est.mean,
+                "lo": est.lo,
+                "hi": est.hi,
+                "savings_ratio_pct": 100.0 * (1.0 - pair["mode"].mean() / pair["long"].mean()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -223,11 +260,20 @@ def tool_stats(df: pd.DataFrame) -> pd.DataFrame:
         if p.empty:
             continue
         s, l = p["n_search"].fillna(0), p["n_load"].fillna(0)
-        rows.append({"mode": mode, "cases": len(p), "cases_with_search": int((s >= 1).sum()),
-                     "cases_with_load": int((l >= 1).sum()), "search_total": int(s.sum()), "load_total": int(l.sum()),
-                     "search_mean": float(s.mean()), "load_mean": float(l.mean()),
-                     "tool_errors": int(p["tool_errors"].fillna(0).sum()) if "tool_errors" in p else 0,
-                     "answer_calls_mean": float(p["answer_calls"].mean()) if "answer_calls" in p else math.nan})
+        rows.append(
+            {
+                "mode": mode,
+                "cases": len(p),
+                "cases_with_search": int((s >= 1).sum()),
+                "cases_with_load": int((l >= 1).sum()),
+                "search_total": int(s.sum()),
+                "load_total": int(l.sum()),
+                "search_mean": float(s.mean()),
+                "load_mean": float(l.mean()),
+                "tool_errors": int(p["tool_errors"].fillna(0).sum()) if "tool_errors" in p else 0,
+                "answer_calls_mean": float(p["answer_calls"].mean()) if "answer_calls" in p else math.nan,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -241,10 +287,14 @@ def cost_table(df: pd.DataFrame) -> pd.DataFrame:
         p = ok[ok["mode"] == mode]
         if p.empty:
             continue
-        row: dict[str, Any] = {"mode": mode, "cases": len(p), "final_prompt_tokens": float(p["final_prompt_tokens"].mean()),
-                               "prompt_tokens_total": float(p["prompt_tokens_total"].mean()),
-                               "summary_tokens": float(p["summary_tokens"].mean()),
-                               "judge_tokens": float(p["judge_tokens"].mean())}
+        row: dict[str, Any] = {
+            "mode": mode,
+            "cases": len(p),
+            "final_prompt_tokens": float(p["final_prompt_tokens"].mean()),
+            "prompt_tokens_total": float(p["prompt_tokens_total"].mean()),
+            "summary_tokens": float(p["summary_tokens"].mean()),
+            "judge_tokens": float(p["judge_tokens"].mean()),
+        }
         for k in COST_KEYS:
             vals = p[k]
             # any unpriced case makes the mode's figure unknown, not smaller

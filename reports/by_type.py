@@ -4,11 +4,12 @@ Everything here is empty when a run holds a single question type, so single-type
 scoreboards stay exactly as they were. The headline LongMemEval figure is the task-averaged accuracy:
 the mean over question types of each type's accuracy (upstream print_qa_metrics.py).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -29,8 +30,9 @@ def type_key(metric: str, question_type: str) -> str:
     return f"{metric}{TYPE_TAG}{question_type}"
 
 
-def type_table(df: pd.DataFrame, keys: Sequence[str] = TYPE_KEYS, *, n_boot: int = DEFAULT_N_BOOT,
-               seed: int = DEFAULT_SEED) -> pd.DataFrame:
+def type_table(
+    df: pd.DataFrame, keys: Sequence[str] = TYPE_KEYS, *, n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED
+) -> pd.DataFrame:
     """Long frame (mode, metric, question_type, mean, lo, hi, n) over scored cases, with a bootstrap CI per
     type, the `abstention` pseudo-type, and per (mode, metric) the rows `overall` (all cases) and `task_avg`
     (mean of the type means; no CI). Empty unless more than one question type is present."""
@@ -51,25 +53,53 @@ def type_table(df: pd.DataFrame, keys: Sequence[str] = TYPE_KEYS, *, n_boot: int
                 if t == ABSTENTION and not vals.size:
                     continue
                 est = bootstrap_ci(vals, n_boot=n_boot, seed=seed)
-                rows.append({"mode": mode, "metric": k, "question_type": t, "mean": est.mean, "lo": est.lo,
-                             "hi": est.hi, "n": est.n})
+                rows.append(
+                    {
+                        "mode": mode,
+                        "metric": k,
+                        "question_type": t,
+                        "mean": est.mean,
+                        "lo": est.lo,
+                        "hi": est.hi,
+                        "n": est.n,
+                    }
+                )
                 if t != ABSTENTION and est.n:
                     means.append(est.mean)
             est = bootstrap_ci(part[k].to_numpy(dtype=float), n_boot=n_boot, seed=seed)
-            rows.append({"mode": mode, "metric": k, "question_type": "overall", "mean": est.mean, "lo": est.lo,
-                         "hi": est.hi, "n": est.n})
-            rows.append({"mode": mode, "metric": k, "question_type": "task_avg",
-                         "mean": float(np.mean(means)) if means else math.nan, "lo": math.nan, "hi": math.nan,
-                         "n": len(means)})
+            rows.append(
+                {
+                    "mode": mode,
+                    "metric": k,
+                    "question_type": "overall",
+                    "mean": est.mean,
+                    "lo": est.lo,
+                    "hi": est.hi,
+                    "n": est.n,
+                }
+            )
+            rows.append(
+                {
+                    "mode": mode,
+                    "metric": k,
+                    "question_type": "task_avg",
+                    "mean": float(np.mean(means)) if means else math.nan,
+                    "lo": math.nan,
+                    "hi": math.nan,
+                    "n": len(means),
+                }
+            )
     return pd.DataFrame(rows, columns=cols)
 
 
 def type_scoreboard(df: pd.DataFrame) -> dict[tuple[str, str], float]:
     """`{(mode, "metric@type:T"): mean}` for the gate and compare; empty for a single-type run."""
     t = type_table(df, n_boot=1)
-    return {(r["mode"], type_key(r["metric"], r["question_type"])): float(r["mean"])
-            for r in t.to_dict("records") if r["question_type"] not in ("overall", "task_avg")
-            and not math.isnan(r["mean"])}
+    return {
+        (r["mode"], type_key(r["metric"], r["question_type"])): float(r["mean"])
+        for r in t.to_dict("records")
+        if r["question_type"] not in ("overall", "task_avg") and not math.isnan(r["mean"])
+    }
 
 
 def markdown(table: pd.DataFrame) -> list[str]:
@@ -77,13 +107,16 @@ def markdown(table: pd.DataFrame) -> list[str]:
     out: list[str] = []
     if table.empty:
         return out
-    out += ["## Per question type", "",
-            "Mean [95% bootstrap CI] (n) over scored cases. `abstention`: the `_abs` questions (also counted in "
-            "their own type); `task_avg`: mean of the type means, LongMemEval's headline figure.", ""]
+    out += [
+        "## Per question type",
+        "",
+        "Mean [95% bootstrap CI] (n) over scored cases. `abstention`: the `_abs` questions (also counted in "
+        "their own type); `task_avg`: mean of the type means, LongMemEval's headline figure.",
+        "",
+    ]
     for metric, part in table.groupby("metric", sort=False):
         modes = list(dict.fromkeys(part["mode"]))
-        out += [f"### {metric}", "", "| question type | " + " | ".join(modes) + " |",
-                "|---|" + "---|" * len(modes)]
+        out += [f"### {metric}", "", "| question type | " + " | ".join(modes) + " |", "|---|" + "---|" * len(modes)]
         for qt in dict.fromkeys(part["question_type"]):
             cells = []
             for m in modes:
@@ -119,10 +152,16 @@ def plot(table: pd.DataFrame, out_base: Path) -> list[Path]:
     for i, m in enumerate(modes):
         rows = [part[(part["mode"] == m) & (part["question_type"] == t)] for t in types]
         means = [float(r["mean"].iloc[0]) if len(r) else math.nan for r in rows]
-        err = [[max(0.0, mu - float(r["lo"].iloc[0])) if len(r) and not math.isnan(r["lo"].iloc[0]) else 0.0
-                for mu, r in zip(means, rows)],
-               [max(0.0, float(r["hi"].iloc[0]) - mu) if len(r) and not math.isnan(r["hi"].iloc[0]) else 0.0
-                for mu, r in zip(means, rows)]]
+        err = [
+            [
+                max(0.0, mu - float(r["lo"].iloc[0])) if len(r) and not math.isnan(r["lo"].iloc[0]) else 0.0
+                for mu, r in zip(means, rows)
+            ],
+            [
+                max(0.0, float(r["hi"].iloc[0]) - mu) if len(r) and not math.isnan(r["hi"].iloc[0]) else 0.0
+                for mu, r in zip(means, rows)
+            ],
+        ]
         ax.bar(np.arange(len(types)) + i * width, means, width, yerr=err, capsize=2, label=m)
     ax.set_xticks(np.arange(len(types)) + width * (len(modes) - 1) / 2)
     ax.set_xticklabels(types, rotation=30, ha="right", fontsize=8)
@@ -139,9 +178,11 @@ def html(table: pd.DataFrame, plot_png: Path | None) -> list[str]:
 
     if table.empty:
         return []
-    out = ["<h2>Per question type</h2>",
-           '<p class="muted">Mean [95% bootstrap CI] (n) over scored cases. abstention: the _abs questions (also '
-           "counted in their own type); task_avg: mean of the type means, LongMemEval's headline figure.</p>"]
+    out = [
+        "<h2>Per question type</h2>",
+        '<p class="muted">Mean [95% bootstrap CI] (n) over scored cases. abstention: the _abs questions (also '
+        "counted in their own type); task_avg: mean of the type means, LongMemEval's headline figure.</p>",
+    ]
     for metric, part in table.groupby("metric", sort=False):
         modes = list(dict.fromkeys(part["mode"]))
         rows = []
@@ -157,8 +198,7 @@ def html(table: pd.DataFrame, plot_png: Path | None) -> list[str]:
                 text = f"{r['mean']:.3f}{ci} ({int(r['n'])})"
                 cells.append(f'<td class="num" data-v="{H.esc(r["mean"])}">{H.esc(text)}</td>')
             rows.append(cells)
-        out += [f"<h3>{H.esc(metric)}</h3>",
-                H.table(["question type", *modes], rows, table_id=f"by-type-{metric}")]
+        out += [f"<h3>{H.esc(metric)}</h3>", H.table(["question type", *modes], rows, table_id=f"by-type-{metric}")]
     if plot_png is not None:
         out.append(H.image(plot_png, "per question type"))
     return out

@@ -4,13 +4,15 @@ Cases are paired by `question_id` (and `mode` between runs); only pairs scored i
 paired-bootstrap CI of the mean delta B − A, win/tie/loss counts, and McNemar's exact test for binary metrics
 (EM, judge accuracy). Deltas are B − A; "win" means B is better in the metric's own direction.
 """
+
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -20,8 +22,16 @@ from reports.cost import PriceTable
 from reports.metrics import BUILTIN, MetricCatalog, catalog_of
 from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, mcnemar, paired_bootstrap_ci, win_loss_tie
 
-COST_SIDE = ("final_prompt_tokens", "prompt_tokens_total", "summary_tokens", "n_search", "n_load", "query_ms",
-             "query_ms_reference", "cost_total")
+COST_SIDE = (
+    "final_prompt_tokens",
+    "prompt_tokens_total",
+    "summary_tokens",
+    "n_search",
+    "n_load",
+    "query_ms",
+    "query_ms_reference",
+    "cost_total",
+)
 
 
 def compare_keys(metrics: MetricCatalog = BUILTIN) -> tuple[str, ...]:
@@ -83,6 +93,7 @@ def config_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[tuple[str, A
     """(key, value in A, value in B) for every result-relevant config entry that differs."""
     fa, fb = flatten(a.get("config") or {}), flatten(b.get("config") or {})
     keys = sorted(set(fa) | set(fb))
+
     def noise(k: str) -> bool:
         if any(k == n or k.startswith(n) for n in _NOISE_KEYS):
             return True
@@ -131,9 +142,15 @@ def paired_frame(a: pd.DataFrame, b: pd.DataFrame, *, on: Sequence[str] = ("ques
     return ka.merge(kb, on=list(on), suffixes=("_a", "_b"), how="inner")
 
 
-def paired_stats(pairs: pd.DataFrame, keys: Sequence[str] | None = None, *, group: str | None = "mode",
-                 n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED, metrics: MetricCatalog = BUILTIN
-                 ) -> pd.DataFrame:
+def paired_stats(
+    pairs: pd.DataFrame,
+    keys: Sequence[str] | None = None,
+    *,
+    group: str | None = "mode",
+    n_boot: int = DEFAULT_N_BOOT,
+    seed: int = DEFAULT_SEED,
+    metrics: MetricCatalog = BUILTIN,
+) -> pd.DataFrame:
     """One row per (group, metric): n, mean A, mean B, delta with CI, win/tie/loss and McNemar for binary metrics."""
     keys = compare_keys(metrics) if keys is None else keys
     rows = []
@@ -150,11 +167,25 @@ def paired_stats(pairs: pd.DataFrame, keys: Sequence[str] | None = None, *, grou
             hib = metrics.higher_is_better(k)
             est = paired_bootstrap_ci(xa, xb, n_boot=n_boot, seed=seed)
             wlt = win_loss_tie(xa, xb, higher_is_better=True if hib is None else hib)
-            row: dict[str, Any] = {"group": g, "metric": k, "n": est.n, "mean_a": float(xa[keep].mean()),
-                                   "mean_b": float(xb[keep].mean()), "delta": est.mean, "lo": est.lo, "hi": est.hi,
-                                   "wins": wlt.wins, "ties": wlt.ties, "losses": wlt.losses,
-                                   "higher_is_better": hib, "mcnemar_b": None, "mcnemar_c": None, "p_value": None,
-                                   "agreement": None, "kappa": None}
+            row: dict[str, Any] = {
+                "group": g,
+                "metric": k,
+                "n": est.n,
+                "mean_a": float(xa[keep].mean()),
+                "mean_b": float(xb[keep].mean()),
+                "delta": est.mean,
+                "lo": est.lo,
+                "hi": est.hi,
+                "wins": wlt.wins,
+                "ties": wlt.ties,
+                "losses": wlt.losses,
+                "higher_is_better": hib,
+                "mcnemar_b": None,
+                "mcnemar_c": None,
+                "p_value": None,
+                "agreement": None,
+                "kappa": None,
+            }
             if k in metrics.binary_keys:
                 m = mcnemar(xa, xb)
                 row.update(mcnemar_b=m.b, mcnemar_c=m.c, p_value=m.p_value, agreement=m.agreement, kappa=m.kappa)
@@ -162,8 +193,9 @@ def paired_stats(pairs: pd.DataFrame, keys: Sequence[str] | None = None, *, grou
     return pd.DataFrame(rows)
 
 
-def compare_modes(df: pd.DataFrame, mode_a: str, mode_b: str, keys: Sequence[str] | None = None, **kw: Any
-                  ) -> pd.DataFrame:
+def compare_modes(
+    df: pd.DataFrame, mode_a: str, mode_b: str, keys: Sequence[str] | None = None, **kw: Any
+) -> pd.DataFrame:
     """Two modes of one run, paired by question_id (e.g. the reference's ondemand vs summary win/loss)."""
     a = df[df["mode"].astype(str) == mode_a].drop(columns=["mode"])
     b = df[df["mode"].astype(str) == mode_b].drop(columns=["mode"])
@@ -197,19 +229,43 @@ def mcnemar_cell(r: Mapping[str, Any]) -> str:
     cell = f"{int(r['mcnemar_b'])}/{int(r['mcnemar_c'])}, p={r['p_value']:.3g}"
     agreement, kappa = r.get("agreement"), r.get("kappa")
     if agreement is not None and not math.isnan(agreement):
-        cell += f"; agree {agreement:.0%}, κ=" + ("n/a" if kappa is None or math.isnan(kappa) else f"{round(kappa, 2) + 0.0:.2f}")
+        cell += f"; agree {agreement:.0%}, κ=" + (
+            "n/a" if kappa is None or math.isnan(kappa) else f"{round(kappa, 2) + 0.0:.2f}"
+        )
     return cell
 
 
 def markdown_paired(stats: pd.DataFrame, *, label_a: str, label_b: str, metrics: MetricCatalog = BUILTIN) -> str:
-    head = ["mode", "metric", "n", label_a, label_b, "Δ (B − A) [95 % CI]", "win/tie/loss", "McNemar b/c, p; agreement, κ"]
+    head = [
+        "mode",
+        "metric",
+        "n",
+        label_a,
+        label_b,
+        "Δ (B − A) [95 % CI]",
+        "win/tie/loss",
+        "McNemar b/c, p; agreement, κ",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in stats.to_dict("records"):
         label = metrics.label(r["metric"])
         arrow = {True: " ↑", False: " ↓"}.get(r["higher_is_better"], "")
-        lines.append("| " + " | ".join([
-            str(r["group"]), f"{label}{arrow}", str(r["n"]), _fmt(r["mean_a"], r["metric"], metrics),
-            _fmt(r["mean_b"], r["metric"], metrics), _fmt_delta(r, metrics) + _sig(r), f"{r['wins']}/{r['ties']}/{r['losses']}", mcnemar_cell(r)]) + " |")
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    str(r["group"]),
+                    f"{label}{arrow}",
+                    str(r["n"]),
+                    _fmt(r["mean_a"], r["metric"], metrics),
+                    _fmt(r["mean_b"], r["metric"], metrics),
+                    _fmt_delta(r, metrics) + _sig(r),
+                    f"{r['wins']}/{r['ties']}/{r['losses']}",
+                    mcnemar_cell(r),
+                ]
+            )
+            + " |"
+        )
     return "\n".join(lines)
 
 
@@ -224,8 +280,9 @@ class PairResult:
     metrics: MetricCatalog = BUILTIN  # both runs' metric specs
 
 
-def compare_runs(runs: Sequence[Run], keys: Sequence[str] | None = None, *, n_boot: int = DEFAULT_N_BOOT,
-                 seed: int = DEFAULT_SEED) -> list[PairResult]:
+def compare_runs(
+    runs: Sequence[Run], keys: Sequence[str] | None = None, *, n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED
+) -> list[PairResult]:
     """The first run is the baseline A; every other run is compared with it as B."""
     if len(runs) < 2:
         raise CompareError(f"compare needs at least two runs, got {len(runs)}")
@@ -237,20 +294,31 @@ def compare_runs(runs: Sequence[Run], keys: Sequence[str] | None = None, *, n_bo
         warnings = []
         da, db = (base.meta.get("dataset") or {}).get("sha256"), (other.meta.get("dataset") or {}).get("sha256")
         if da and db and da != db:
-            warnings.append(f"different datasets (sha256 {da[:12]}… vs {db[:12]}…): cases are paired by question_id only")
+            warnings.append(
+                f"different datasets (sha256 {da[:12]}… vs {db[:12]}…): cases are paired by question_id only"
+            )
         pairs = paired_frame(base.df, other.df)
         if pairs.empty:
             raise CompareError(f"{base.path} and {other.path}: no scored case × mode in common")
         stats = paired_stats(pairs, keys, n_boot=n_boot, seed=seed, metrics=metrics)
         # mode order as in the runs
         order = {m: i for i, m in enumerate(modes(base.df))}
-        stats = stats.sort_values("group", key=lambda s: s.map(lambda m: order.get(m, 99)), kind="stable")
+        stats = stats.sort_values("group", key=lambda s: s.map(lambda m: order.get(m, 99)), kind="stable")  # noqa: B023
         only_a = len(base.df[base.df["status"] == "ok"]) - len(pairs)
         only_b = len(other.df[other.df["status"] == "ok"]) - len(pairs)
         if only_a or only_b:
             warnings.append(f"unpaired scored cases left out: {only_a} only in A, {only_b} only in B")
-        out.append(PairResult(base, other, stats.reset_index(drop=True), config_diff(base.meta, other.meta), warnings,
-                              _by_type(pairs, keys, n_boot=n_boot, seed=seed, metrics=metrics), metrics))
+        out.append(
+            PairResult(
+                base,
+                other,
+                stats.reset_index(drop=True),
+                config_diff(base.meta, other.meta),
+                warnings,
+                _by_type(pairs, keys, n_boot=n_boot, seed=seed, metrics=metrics),
+                metrics,
+            )
+        )
     return out
 
 
@@ -264,30 +332,51 @@ def _by_type(pairs: pd.DataFrame, keys: Sequence[str], **kw: Any) -> pd.DataFram
 
 
 def pair_markdown(p: PairResult) -> str:
-    lines = [f"## B = `{p.b.label}` vs A = `{p.a.label}`", "",
-             f"- A: `{p.a.path}`", f"- B: `{p.b.path}`"]
+    lines = [f"## B = `{p.b.label}` vs A = `{p.a.label}`", "", f"- A: `{p.a.path}`", f"- B: `{p.b.path}`"]
     if p.diff:
-        lines.append("- config differences: " + "; ".join(
-            f"`{k}`: {_short(json.dumps(va, default=str), 80)} → {_short(json.dumps(vb, default=str), 80)}"
-            for k, va, vb in p.diff[:12]))
+        lines.append(
+            "- config differences: "
+            + "; ".join(
+                f"`{k}`: {_short(json.dumps(va, default=str), 80)} → {_short(json.dumps(vb, default=str), 80)}"
+                for k, va, vb in p.diff[:12]
+            )
+        )
     else:
         lines.append("- config differences: none recorded")
     lines += [f"- note: {w}" for w in p.warnings]
     lines += ["", markdown_paired(p.stats, label_a="A", label_b="B", metrics=p.metrics), ""]
     if p.by_type is not None and not p.by_type.empty:
-        lines += ["### Per question type (mode / type)", "", markdown_paired(p.by_type, label_a="A", label_b="B", metrics=p.metrics), ""]
+        lines += [
+            "### Per question type (mode / type)",
+            "",
+            markdown_paired(p.by_type, label_a="A", label_b="B", metrics=p.metrics),
+            "",
+        ]
     return "\n".join(lines)
 
 
-COMPARE_NOTE = ("Paired by question_id and mode over cases scored in both runs. Δ = B − A with a paired-bootstrap 95 % CI "
-                "(resampling cases; 2000 resamples, seed 0); ▲/▼: the CI excludes 0 and B is better/worse. win/tie/loss "
-                "counts cases where B is better/equal/worse in the metric's direction (↑ higher is better, ↓ lower). "
-                "McNemar: b = A right & B wrong, c = A wrong & B right, exact two-sided p; agreement = share of cases where A and B agree, κ = Cohen's kappa (agreement beyond chance: how interchangeable two judges are). Judge metrics pair only cases "
-                "judged in both (not_run is left out, never counted as wrong).")
+COMPARE_NOTE = (
+    "Paired by question_id and mode over cases scored in both runs. Δ = B − A with a paired-bootstrap 95 % CI "
+    "(resampling cases; 2000 resamples, seed 0); ▲/▼: the CI excludes 0 and B is better/worse. win/tie/loss "
+    "counts cases where B is better/equal/worse in the metric's direction (↑ higher is better, ↓ lower). "
+    "McNemar: b = A right & B wrong, c = A wrong & B right, exact two-sided p; agreement = share of cases where A and B agree, κ = Cohen's kappa (agreement beyond chance: how interchangeable two judges are). Judge metrics pair only cases "
+    "judged in both (not_run is left out, never counted as wrong)."
+)
 
 
 def dumps_json(pairs: Sequence[PairResult]) -> str:
-    return json.dumps([{"a": str(p.a.path), "b": str(p.b.path), "config_diff": p.diff, "warnings": p.warnings,
-                        "rows": p.stats.to_dict("records"),
-                        **({"rows_by_type": p.by_type.to_dict("records")} if p.by_type is not None else {})}
-                       for p in pairs], indent=1, default=str)
+    return json.dumps(
+        [
+            {
+                "a": str(p.a.path),
+                "b": str(p.b.path),
+                "config_diff": p.diff,
+                "warnings": p.warnings,
+                "rows": p.stats.to_dict("records"),
+                **({"rows_by_type": p.by_type.to_dict("records")} if p.by_type is not None else {}),
+            }
+            for p in pairs
+        ],
+        indent=1,
+        default=str,
+    )

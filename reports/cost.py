@@ -5,11 +5,13 @@ the summary, even when it was generated once and shared), judge calls and embedd
 model costs 0; a call whose model has no price is *unpriced* and its cost is None (n/a), never 0.
 Calls replayed from the response cache are priced as if live: the figure is the cost of the configuration.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import yaml
 
@@ -59,8 +61,11 @@ def load_price_table(path: str | Path | None = None) -> PriceTable:
     models: dict[str, Price] = {}
     for name, v in (raw["models"] or {}).items():
         try:
-            models[str(name)] = Price(float(v["input"]), float(v.get("output", 0.0)),
-                                      None if v.get("cached_input") is None else float(v["cached_input"]))
+            models[str(name)] = Price(
+                float(v["input"]),
+                float(v.get("output", 0.0)),
+                None if v.get("cached_input") is None else float(v["cached_input"]),
+            )
         except (KeyError, TypeError, ValueError) as e:
             raise PricingError(f"{p}: model {name!r}: needs numeric input/output/cached_input ({e})") from None
     return PriceTable(str(raw["date"]), str(raw.get("currency", "USD")), str(raw.get("source", "")), models, str(p))
@@ -77,19 +82,22 @@ class Endpoints:
     judge_model: str | None = None
 
     @classmethod
-    def from_run_meta(cls, meta: Mapping[str, Any] | None) -> "Endpoints":
+    def from_run_meta(cls, meta: Mapping[str, Any] | None) -> Endpoints:
         meta = meta or {}
         model = meta.get("model") or {}
         judge = meta.get("judge_model") or None
         answer_local = model.get("kind") == "local"
-        return cls(answer_local=answer_local,
-                   judge_local=(judge.get("kind") == "local") if judge else answer_local,
-                   answer_model=model.get("model"),
-                   judge_model=(judge or {}).get("model") or model.get("model"))
+        return cls(
+            answer_local=answer_local,
+            judge_local=(judge.get("kind") == "local") if judge else answer_local,
+            answer_model=model.get("model"),
+            judge_model=(judge or {}).get("model") or model.get("model"),
+        )
 
 
-def call_cost(call: Mapping[str, Any], table: PriceTable, *, local: bool, fallback_model: str | None = None
-              ) -> tuple[float | None, str | None]:
+def call_cost(
+    call: Mapping[str, Any], table: PriceTable, *, local: bool, fallback_model: str | None = None
+) -> tuple[float | None, str | None]:
     """(USD, unpriced model id or None) of one ChatResult record."""
     if local or call.get("local"):  # e.g. an embedding call that a local embedder recorded as such
         return 0.0, None
@@ -141,8 +149,9 @@ def embedding_calls(rec: RecordLike) -> list[dict[str, Any]]:
     return [dict(c) for c in (_typed(rec).embedding_calls or [])]
 
 
-def record_costs(rec: RecordLike, by_key: ByKey, table: PriceTable, endpoints: Endpoints
-                 ) -> tuple[dict[str, float | None], set[str]]:
+def record_costs(
+    rec: RecordLike, by_key: ByKey, table: PriceTable, endpoints: Endpoints
+) -> tuple[dict[str, float | None], set[str]]:
     """Per-part cost of one record (`cost_answer`, ..., `cost_total`) and the unpriced model ids met."""
     rec = _typed(rec)
     parts: dict[str, Iterable[Mapping[str, Any]]] = {
@@ -155,7 +164,9 @@ def record_costs(rec: RecordLike, by_key: ByKey, table: PriceTable, endpoints: E
     unpriced: set[str] = set()
     for part, calls in parts.items():
         local = endpoints.judge_local if part == "judge" else (endpoints.answer_local if part != "embedding" else False)
-        fallback = endpoints.judge_model if part == "judge" else (endpoints.answer_model if part != "embedding" else None)
+        fallback = (
+            endpoints.judge_model if part == "judge" else (endpoints.answer_model if part != "embedding" else None)
+        )
         total: float | None = 0.0
         for c in calls:
             usd, missing = call_cost(c, table, local=local, fallback_model=fallback)

@@ -1,9 +1,11 @@
 """Settings of a run that depart from the reference protocol, as one line each for the report header."""
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-FORCED_FIRST_TOOL = ("deviation: first tool call forced (tool_choice={choice} on the first turn); reference: auto")
+FORCED_FIRST_TOOL = "deviation: first tool call forced (tool_choice={choice} on the first turn); reference: auto"
 
 
 def protocol_deviations(meta: Mapping[str, Any] | None) -> list[str]:

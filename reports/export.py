@@ -10,6 +10,7 @@ has its answer (only the judge failed): it is exported.
 What is written is bounded like a record (runners/bounds.py, the run's `run.max_reply_chars` and
 `run.max_record_field_chars`): a longer text is cut with a note in the text, listed in `truncated`.
 """
+
 from __future__ import annotations
 
 import json
@@ -89,11 +90,16 @@ def export_cases_dataset(run_dir: str | Path, out_dir: str | Path | None = None)
     texts = {record_key(r): r for r in run.records}
     bounds = run_bounds(run_dir)
     for field_name in ("question", "reference", "prediction"):
-        limit, setting = ((bounds.max_reply_chars, "run.max_reply_chars") if field_name == "prediction"
-                          else (bounds.max_field_chars, "run.max_record_field_chars"))
+        limit, setting = (
+            (bounds.max_reply_chars, "run.max_reply_chars")
+            if field_name == "prediction"
+            else (bounds.max_field_chars, "run.max_record_field_chars")
+        )
         recs = [texts.get((q, str(m)), {}) for q, m in zip(df["question_id"], df["mode"])]
-        df[field_name] = [bounded_text(r, field_name, limit, setting)[0] if isinstance(r.get(field_name), str)
-                          else r.get(field_name) for r in recs]
+        df[field_name] = [
+            bounded_text(r, field_name, limit, setting)[0] if isinstance(r.get(field_name), str) else r.get(field_name)
+            for r in recs
+        ]
     df["mode"] = df["mode"].astype(str)
     ds = datasets.Dataset.from_pandas(df, preserve_index=False)
     ds.save_to_disk(str(out / "cases"))

@@ -2,6 +2,7 @@
 
 A dead endpoint fails every pair with the same message; the report shows it once, with a count and the pairs.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -49,12 +50,19 @@ def failures_markdown(groups: list[FailureGroup], max_error: int = 300) -> list[
     if not groups:
         return []
     n = sum(g.count for g in groups)
-    return ["## Failed or errored cases", "",
-            f"{n} (case, mode) pairs, {len(groups)} distinct error{'s' if len(groups) != 1 else ''}. "
-            "`failed`: not scored (retried on the next run); `scoring_failed`: answered, but scoring failed (e.g. the "
-            "judge endpoint): no metric counted, scored again by the next run; `ok` with an error: scored as the "
-            "reference scores it.",
-            "", "| count | status | error | (question_id / mode) |", "|---|---|---|---|",
-            *[f"| {g.count} | {md_cell(g.status)} | {md_cell(g.error[:max_error])} | {md_cell(g.pairs_text())} |"
-              for g in groups],
-            ""]
+    return [
+        "## Failed or errored cases",
+        "",
+        f"{n} (case, mode) pairs, {len(groups)} distinct error{'s' if len(groups) != 1 else ''}. "
+        "`failed`: not scored (retried on the next run); `scoring_failed`: answered, but scoring failed (e.g. the "
+        "judge endpoint): no metric counted, scored again by the next run; `ok` with an error: scored as the "
+        "reference scores it.",
+        "",
+        "| count | status | error | (question_id / mode) |",
+        "|---|---|---|---|",
+        *[
+            f"| {g.count} | {md_cell(g.status)} | {md_cell(g.error[:max_error])} | {md_cell(g.pairs_text())} |"
+            for g in groups
+        ],
+        "",
+    ]

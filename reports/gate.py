@@ -11,13 +11,15 @@ A baseline file (YAML) lists checks:
 `min` / `max` are absolute bounds. Direction comes from the metric's `higher_is_better` (tokens, latency and cost:
 lower is better), or from the check's own `higher_is_better`. A metric the run lacks fails the check.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import yaml
 
@@ -54,8 +56,10 @@ class Check:
     def direction(self) -> bool:
         hib = self.higher_is_better if self.higher_is_better is not None else self.metrics.higher_is_better(self.metric)
         if hib is None:
-            raise GateError(f"check {self.mode}/{self.metric}: unknown metric direction (not a known metric): fix the name or "
-                            "set higher_is_better")
+            raise GateError(
+                f"check {self.mode}/{self.metric}: unknown metric direction (not a known metric): fix the name or "
+                "set higher_is_better"
+            )
         return hib
 
     def allowance(self) -> float:
@@ -90,8 +94,9 @@ def _num(v: Any, what: str) -> float | None:
     return x
 
 
-CHECK_KEYS = frozenset({"mode", "metric", "baseline", "abs", "rel", "min", "max", "higher_is_better", "exact",
-                        "question_type"})
+CHECK_KEYS = frozenset(
+    {"mode", "metric", "baseline", "abs", "rel", "min", "max", "higher_is_better", "exact", "question_type"}
+)
 TOP_KEYS = frozenset({"version", "description", "command", "source", "checks", "policy"})
 
 
@@ -136,10 +141,15 @@ def load_baseline(path: str | Path, metrics: MetricCatalog = BUILTIN) -> tuple[d
         for flag in ("higher_is_better", "exact"):
             if c.get(flag) is not None and not isinstance(c[flag], bool):
                 raise GateError(f"{where}.{flag}: must be true or false, not {c[flag]!r}")
-        chk = Check(c["mode"], c["metric"], *(_num(c.get(k), f"{where}.{k}")
-                                             for k in ("baseline", "abs", "rel", "min", "max")),
-                    higher_is_better=c.get("higher_is_better"), exact=bool(c.get("exact", False)),
-                    question_type=c.get("question_type"), metrics=metrics)
+        chk = Check(
+            c["mode"],
+            c["metric"],
+            *(_num(c.get(k), f"{where}.{k}") for k in ("baseline", "abs", "rel", "min", "max")),
+            higher_is_better=c.get("higher_is_better"),
+            exact=bool(c.get("exact", False)),
+            question_type=c.get("question_type"),
+            metrics=metrics,
+        )
         if chk.question_type is not None and (not isinstance(chk.question_type, str) or not chk.question_type):
             raise GateError(f"{where}.question_type: must be a non-empty string, not {chk.question_type!r}")
         if chk.baseline is None and chk.min is None and chk.max is None:
@@ -220,32 +230,58 @@ class GateResult:
             b, c = o.check.baseline, o.current
             delta = _delta(b, c)
             mark = {"FAIL": "✗ FAIL", "better": "✓ better", "pass": "✓ pass"}[o.status]
-            rows.append((mark, o.check.mode, o.check.key, "↑" if o.check.direction else "↓", _fmt(b) if b is not None
-                         else "", _fmt(c), delta, o.limit_text, o.reason))
+            rows.append(
+                (
+                    mark,
+                    o.check.mode,
+                    o.check.key,
+                    "↑" if o.check.direction else "↓",
+                    _fmt(b) if b is not None else "",
+                    _fmt(c),
+                    delta,
+                    o.limit_text,
+                    o.reason,
+                )
+            )
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-        lines = ["  ".join(cell.ljust(w) for cell, w in zip(r[:-1], widths)) + ("  " + r[-1] if r[-1] else "")
-                 for r in rows]
+        lines = [
+            "  ".join(cell.ljust(w) for cell, w in zip(r[:-1], widths)) + ("  " + r[-1] if r[-1] else "") for r in rows
+        ]
         n_fail = sum(o.failed for o in self.outcomes)
-        head = (f"gate {'PASSED' if self.passed else 'FAILED'}: {len(self.outcomes) - n_fail}/{len(self.outcomes)} checks "
-                f"pass (baseline {self.baseline_path}, run {self.run_dir})")
+        head = (
+            f"gate {'PASSED' if self.passed else 'FAILED'}: {len(self.outcomes) - n_fail}/{len(self.outcomes)} checks "
+            f"pass (baseline {self.baseline_path}, run {self.run_dir})"
+        )
         return "\n".join([head, *[f"warning: {w}" for w in self.warnings], "", *lines])
 
     def markdown(self) -> str:
-        lines = [f"# Gate {'passed' if self.passed else 'FAILED'}", "", f"- baseline: `{self.baseline_path}`",
-                 f"- run: `{self.run_dir}`", *[f"- warning: {w}" for w in self.warnings], "",
-                 "| status | mode | metric | dir | baseline | current | delta | allowed | note |",
-                 "|---|---|---|---|---|---|---|---|---|"]
+        lines = [
+            f"# Gate {'passed' if self.passed else 'FAILED'}",
+            "",
+            f"- baseline: `{self.baseline_path}`",
+            f"- run: `{self.run_dir}`",
+            *[f"- warning: {w}" for w in self.warnings],
+            "",
+            "| status | mode | metric | dir | baseline | current | delta | allowed | note |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for o in sorted(self.outcomes, key=lambda o: (not o.failed, o.check.mode, o.check.metric)):
             b, c = o.check.baseline, o.current
             delta = _delta(b, c)
-            lines.append(f"| {o.status} | {o.check.mode} | {o.check.key} | {'↑' if o.check.direction else '↓'} | "
-                         f"{'' if b is None else _fmt(b)} | {_fmt(c)} | {delta} | {o.limit_text} | {o.reason} |")
+            lines.append(
+                f"| {o.status} | {o.check.mode} | {o.check.key} | {'↑' if o.check.direction else '↓'} | "
+                f"{'' if b is None else _fmt(b)} | {_fmt(c)} | {delta} | {o.limit_text} | {o.reason} |"
+            )
         return "\n".join(lines) + "\n"
 
 
 def _identity(meta: Mapping[str, Any]) -> dict[str, Any]:
-    return {"fingerprint": meta.get("fingerprint"), "dataset_sha256": (meta.get("dataset") or {}).get("sha256"),
-            "model": (meta.get("model") or {}).get("model"), "model_sha256": (meta.get("model") or {}).get("sha256")}
+    return {
+        "fingerprint": meta.get("fingerprint"),
+        "dataset_sha256": (meta.get("dataset") or {}).get("sha256"),
+        "model": (meta.get("model") or {}).get("model"),
+        "model_sha256": (meta.get("model") or {}).get("sha256"),
+    }
 
 
 def run_gate(baseline_path: str | Path, run_dir: str | Path, *, prices: Any = None) -> GateResult:
@@ -257,8 +293,10 @@ def run_gate(baseline_path: str | Path, run_dir: str | Path, *, prices: Any = No
     want, have = raw.get("source") or {}, _identity(run.meta)
     for key in ("dataset_sha256", "model_sha256", "model", "fingerprint"):
         if want.get(key) and have.get(key) and want[key] != have[key]:
-            warnings.append(f"{key} differs from the baseline's run ({str(want[key])[:16]} vs {str(have[key])[:16]}): "
-                            "is this the benchmark the baseline describes?")
+            warnings.append(
+                f"{key} differs from the baseline's run ({str(want[key])[:16]} vs {str(have[key])[:16]}): "
+                "is this the benchmark the baseline describes?"
+            )
     outcomes = [evaluate(c, board.get((c.mode, c.key))) for c in checks]
     return GateResult(outcomes, warnings, Path(baseline_path), run_dir)
 
@@ -267,16 +305,27 @@ def run_gate(baseline_path: str | Path, run_dir: str | Path, *, prices: Any = No
 # measurement behind them). A "mode/metric" key overrides the metric's entry for that mode.
 DEFAULT_POLICY: dict[str, dict[str, Any]] = {
     "failed": {"max": 0},
-    "em": {"abs": 0.0}, "lme_acc": {"abs": 0.0}, "lme_acc_strict": {"abs": 0.0}, "llm_score": {"abs": 0.05},
-    "lme_acc:not_run": {"abs": 0.0}, "lme_acc_strict:not_run": {"abs": 0.0},
-    "f1": {"abs": 0.02}, "rouge_l": {"abs": 0.02}, "bleu1": {"abs": 0.02},
-    "final_prompt_tokens": {"rel": 0.05}, "prompt_tokens_total": {"rel": 0.05}, "summary_tokens": {"rel": 0.10},
-    "completion_tokens_total": {"rel": 0.10}, "judge_tokens": {"rel": 0.10},
+    "em": {"abs": 0.0},
+    "lme_acc": {"abs": 0.0},
+    "lme_acc_strict": {"abs": 0.0},
+    "llm_score": {"abs": 0.05},
+    "lme_acc:not_run": {"abs": 0.0},
+    "lme_acc_strict:not_run": {"abs": 0.0},
+    "f1": {"abs": 0.02},
+    "rouge_l": {"abs": 0.02},
+    "bleu1": {"abs": 0.02},
+    "final_prompt_tokens": {"rel": 0.05},
+    "prompt_tokens_total": {"rel": 0.05},
+    "summary_tokens": {"rel": 0.10},
+    "completion_tokens_total": {"rel": 0.10},
+    "judge_tokens": {"rel": 0.10},
     "query_ms": {"rel": 4.0},  # shared CPUs: the same call measured 1x-3.4x apart here; only a 5x slowdown fails
     "cost_total": {"rel": 0.05},
     # Deterministic by construction (they depend on the input only, not on any model output): exact.
-    "long_context/final_prompt_tokens": {"exact": True}, "long_context/prompt_tokens_total": {"exact": True},
-    "long_context/answer_calls": {"exact": True}, "summary/answer_calls": {"exact": True},
+    "long_context/final_prompt_tokens": {"exact": True},
+    "long_context/prompt_tokens_total": {"exact": True},
+    "long_context/answer_calls": {"exact": True},
+    "summary/answer_calls": {"exact": True},
 }
 
 # The live CI gate on the embedded model (baselines/ci_smollm2.yaml, `policy: live`): allowances sized from the
@@ -285,14 +334,21 @@ DEFAULT_POLICY: dict[str, dict[str, Any]] = {
 # (its prompt doubled: 419.5 vs 883). Exact regression detection is the replay gate's job.
 LIVE_POLICY: dict[str, dict[str, Any]] = {
     **DEFAULT_POLICY,
-    "em": {"abs": 0.5}, "lme_acc": {"abs": 0.5}, "lme_acc_strict": {"abs": 0.5}, "llm_score": {"abs": 0.5},
-    "lme_acc:not_run": {"abs": 1.0}, "lme_acc_strict:not_run": {"abs": 1.0},   # measured: +1 (summary)
-    "f1": {"abs": 0.05}, "rouge_l": {"abs": 0.05}, "bleu1": {"abs": 0.05},     # measured: up to 0.019
-    "final_prompt_tokens": {"rel": 0.15}, "prompt_tokens_total": {"rel": 0.15},  # measured: summary 3.1 %
-    "summary_tokens": {"rel": 0.05},                                            # measured: 0.2 %
-    "completion_tokens_total": {"rel": 0.6},                                    # measured: 31 %, 50 %
-    "judge_tokens": {"rel": 0.15},                                              # measured: 5.9 %
-    "summary_ondemand/final_prompt_tokens": {"rel": 1.5},                       # measured: search or not, 2.1x
+    "em": {"abs": 0.5},
+    "lme_acc": {"abs": 0.5},
+    "lme_acc_strict": {"abs": 0.5},
+    "llm_score": {"abs": 0.5},
+    "lme_acc:not_run": {"abs": 1.0},
+    "lme_acc_strict:not_run": {"abs": 1.0},  # measured: +1 (summary)
+    "f1": {"abs": 0.05},
+    "rouge_l": {"abs": 0.05},
+    "bleu1": {"abs": 0.05},  # measured: up to 0.019
+    "final_prompt_tokens": {"rel": 0.15},
+    "prompt_tokens_total": {"rel": 0.15},  # measured: summary 3.1 %
+    "summary_tokens": {"rel": 0.05},  # measured: 0.2 %
+    "completion_tokens_total": {"rel": 0.6},  # measured: 31 %, 50 %
+    "judge_tokens": {"rel": 0.15},  # measured: 5.9 %
+    "summary_ondemand/final_prompt_tokens": {"rel": 1.5},  # measured: search or not, 2.1x
     "summary_ondemand/prompt_tokens_total": {"rel": 1.5},
 }
 
@@ -300,22 +356,57 @@ LIVE_POLICY: dict[str, dict[str, Any]] = {
 # not checked (loopback), everything else must not move in either direction.
 EXACT_POLICY: dict[str, dict[str, Any]] = {
     "failed": {"max": 0},
-    **{m: {"exact": True} for m in (
-        "ok", "em", "lme_acc", "lme_acc_strict", "lme_acc:not_run", "lme_acc_strict:not_run", "llm_score",
-        "llm_acc", "f1", "rouge_l", "bleu1", "rouge1", "rouge2", "rouge_l_lib", "final_prompt_tokens",
-        "prompt_tokens_total", "completion_tokens_total", "summary_tokens", "summary_chars", "judge_tokens",
-        "answer_calls", "n_search_total", "n_load_total", "tool_errors", "truncated", "savings_pct")},
+    **{
+        m: {"exact": True}
+        for m in (
+            "ok",
+            "em",
+            "lme_acc",
+            "lme_acc_strict",
+            "lme_acc:not_run",
+            "lme_acc_strict:not_run",
+            "llm_score",
+            "llm_acc",
+            "f1",
+            "rouge_l",
+            "bleu1",
+            "rouge1",
+            "rouge2",
+            "rouge_l_lib",
+            "final_prompt_tokens",
+            "prompt_tokens_total",
+            "completion_tokens_total",
+            "summary_tokens",
+            "summary_chars",
+            "judge_tokens",
+            "answer_calls",
+            "n_search_total",
+            "n_load_total",
+            "tool_errors",
+            "truncated",
+            "savings_pct",
+        )
+    },
 }
-POLICIES: dict[str, Mapping[str, Mapping[str, Any]]] = {"default": DEFAULT_POLICY, "live": LIVE_POLICY,
-                                                         "exact": EXACT_POLICY}
+POLICIES: dict[str, Mapping[str, Mapping[str, Any]]] = {
+    "default": DEFAULT_POLICY,
+    "live": LIVE_POLICY,
+    "exact": EXACT_POLICY,
+}
 
 
 def _policy_for(policy: Mapping[str, Mapping[str, Any]], mode: str, metric: str) -> Mapping[str, Any] | None:
     return policy.get(f"{mode}/{metric}", policy.get(metric))
 
 
-def baseline_from_run(run_dir: str | Path, *, policy: Mapping[str, Mapping[str, Any]] | str = DEFAULT_POLICY,
-                      description: str = "", command: str = "", prices: Any = None) -> dict[str, Any]:
+def baseline_from_run(
+    run_dir: str | Path,
+    *,
+    policy: Mapping[str, Mapping[str, Any]] | str = DEFAULT_POLICY,
+    description: str = "",
+    command: str = "",
+    prices: Any = None,
+) -> dict[str, Any]:
     """A baseline document holding the run's current values with `policy`'s tolerances (a name in POLICIES
     or a mapping)."""
     policy_name = policy if isinstance(policy, str) else None
@@ -343,17 +434,28 @@ def baseline_from_run(run_dir: str | Path, *, policy: Mapping[str, Mapping[str, 
     doc: dict[str, Any] = {"version": BASELINE_VERSION, "description": description, "command": command}
     if policy_name and policy_name != "default":
         doc["policy"] = policy_name
-    doc.update({"source": {**_identity(meta), "run_dir": str(run_dir), "git_sha": (meta.get("git") or {}).get("sha"),
-                           "created": _dt.date.today().isoformat(), "cases": int(df["question_id"].nunique())},
-                "checks": checks})
+    doc.update(
+        {
+            "source": {
+                **_identity(meta),
+                "run_dir": str(run_dir),
+                "git_sha": (meta.get("git") or {}).get("sha"),
+                "created": _dt.date.today().isoformat(),
+                "cases": int(df["question_id"].nunique()),
+            },
+            "checks": checks,
+        }
+    )
     return doc
 
 
 def write_baseline(doc: Mapping[str, Any], path: str | Path) -> Path:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    header = ("# lme-harness gate baseline (see docs/ci-gate.md). Regenerate with:\n"
-              f"#   lme-harness gate --write-baseline --baseline {p} RUN_DIR\n")
+    header = (
+        "# lme-harness gate baseline (see docs/ci-gate.md). Regenerate with:\n"
+        f"#   lme-harness gate --write-baseline --baseline {p} RUN_DIR\n"
+    )
     body = {k: v for k, v in doc.items() if k != "checks"}
     lines = [header + yaml.safe_dump(body, sort_keys=False, allow_unicode=True, width=110).rstrip(), "checks:"]
     mode = None
@@ -366,5 +468,18 @@ def write_baseline(doc: Mapping[str, Any], path: str | Path) -> Path:
     return p
 
 
-__all__: Sequence[str] = ("Check", "DEFAULT_POLICY", "EXACT_POLICY", "GateError", "LIVE_POLICY", "POLICIES", "GateResult", "Outcome", "baseline_from_run", "evaluate",
-                          "load_baseline", "run_gate", "write_baseline")
+__all__: Sequence[str] = (
+    "Check",
+    "DEFAULT_POLICY",
+    "EXACT_POLICY",
+    "GateError",
+    "LIVE_POLICY",
+    "POLICIES",
+    "GateResult",
+    "Outcome",
+    "baseline_from_run",
+    "evaluate",
+    "load_baseline",
+    "run_gate",
+    "write_baseline",
+)

@@ -4,6 +4,7 @@ Every piece of dataset or model text goes through `esc` (html.escape, quotes inc
 defence the page's Content-Security-Policy allows no network access and only the one inline script whose
 sha256 it names, so even a missed escape could not run injected script or load anything.
 """
+
 from __future__ import annotations
 
 import base64
@@ -11,8 +12,9 @@ import hashlib
 import html
 import json
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5rem auto;max-width:1280px;padding:0 1rem;color:#222}
@@ -86,8 +88,14 @@ def cell(value: Any, fmt: str | None = None, *, raw: Any = None) -> str:
     return f"<td>{esc(clip(str(value)))}</td>"
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, sortable: bool = True, table_id: str | None = None,
-          row_attrs: Sequence[str] | None = None) -> str:
+def table(
+    headers: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    *,
+    sortable: bool = True,
+    table_id: str | None = None,
+    row_attrs: Sequence[str] | None = None,
+) -> str:
     """`rows` hold ready <td> strings (use `cell`); headers are escaped here."""
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
     body = []
@@ -110,19 +118,26 @@ def pre(value: Any) -> str:
 
 
 def kv(pairs: Iterable[tuple[str, Any]]) -> str:
-    return '<div class="kv">' + "".join(f"<div>{esc(k)}</div><div>{esc(clip('' if v is None else str(v)))}</div>"
-                                        for k, v in pairs) + "</div>"
+    return (
+        '<div class="kv">'
+        + "".join(f"<div>{esc(k)}</div><div>{esc(clip('' if v is None else str(v)))}</div>" for k, v in pairs)
+        + "</div>"
+    )
 
 
 def page(title: str, body: str) -> str:
     digest = base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
-    csp = (f"default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'sha256-{digest}'; "
-           "base-uri 'none'; form-action 'none'")
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f'<meta http-equiv="Content-Security-Policy" content="{esc(csp)}">'
-            '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{esc(title)}</title><style>{CSS}</style></head><body>\n{body}\n"
-            f"<script>{SCRIPT}</script></body></html>\n")
+    csp = (
+        f"default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'sha256-{digest}'; "
+        "base-uri 'none'; form-action 'none'"
+    )
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{esc(csp)}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{esc(title)}</title><style>{CSS}</style></head><body>\n{body}\n"
+        f"<script>{SCRIPT}</script></body></html>\n"
+    )
 
 
 def frame_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str, str | None]], **kw: Any) -> str:
@@ -140,4 +155,3 @@ def ci_cell(mean: float, lo: float, hi: float, fmt: str) -> str:
     if mean is None or math.isnan(mean):
         return '<td class="num" data-v="">n/a</td>'
     return f'<td class="num" data-v="{esc(mean)}">{esc(fmt_ci(mean, lo, hi, fmt))}</td>'
-

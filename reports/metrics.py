@@ -9,26 +9,71 @@ A run written before run.json kept the specs (or one whose scorers are all built
 scorers' specs, so its reports are unchanged. A scorer the report code has never heard of (its specs in
 run.json) gets its columns, direction, label and format with no edit here.
 """
+
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from harness.scoring.base import MetricSpec, declared_specs
 
 # Presentation order of the built-in columns: the reference's published table first (HEADLINE: summary.csv and
 # the summary tables), then the rest. Names only: directions, labels and formats come from the specs. Columns
 # not listed (a new scorer's) follow in declaration order, and join the headline table when they are quality.
-ORDER = ("rouge_l", "f1", "bleu1", "llm_score", "em", "final_prompt_tokens", "query_ms", "query_ms_reference",
-         "llm_score_strict", "rouge_l_lib", "sacrebleu_sentence", "prompt_tokens_total", "summary_tokens", "n_search",
-         "n_load", "truncated",
-         "rouge1", "rouge2", "llm_acc", "llm_acc_strict", "lme_acc", "lme_acc_strict", "completion_tokens_total",
-         "judge_tokens", "answer_calls", "tool_errors", "wall_ms", "summary_chars", "summary_bytes", "cost_answer",
-         "cost_summary", "cost_judge", "cost_embedding", "cost_total")
+ORDER = (
+    "rouge_l",
+    "f1",
+    "bleu1",
+    "llm_score",
+    "em",
+    "final_prompt_tokens",
+    "query_ms",
+    "query_ms_reference",
+    "llm_score_strict",
+    "rouge_l_lib",
+    "sacrebleu_sentence",
+    "prompt_tokens_total",
+    "summary_tokens",
+    "n_search",
+    "n_load",
+    "truncated",
+    "rouge1",
+    "rouge2",
+    "llm_acc",
+    "llm_acc_strict",
+    "lme_acc",
+    "lme_acc_strict",
+    "completion_tokens_total",
+    "judge_tokens",
+    "answer_calls",
+    "tool_errors",
+    "wall_ms",
+    "summary_chars",
+    "summary_bytes",
+    "cost_answer",
+    "cost_summary",
+    "cost_judge",
+    "cost_embedding",
+    "cost_total",
+)
 HEADLINE = frozenset(ORDER[:16])
 # Quality metrics are listed judge-first in the CI tables and plots.
-QUALITY_ORDER = ("em", "llm_score", "llm_score_strict", "llm_acc_strict", "lme_acc", "lme_acc_strict", "rouge_l", "f1",
-                 "bleu1", "rouge1", "rouge2", "rouge_l_lib", "sacrebleu_sentence")
+QUALITY_ORDER = (
+    "em",
+    "llm_score",
+    "llm_score_strict",
+    "llm_acc_strict",
+    "lme_acc",
+    "lme_acc_strict",
+    "rouge_l",
+    "f1",
+    "bleu1",
+    "rouge1",
+    "rouge2",
+    "rouge_l_lib",
+    "sacrebleu_sentence",
+)
 
 
 def _m(name: str, hib: bool, label: str, fmt: str, description: str) -> MetricSpec:
@@ -38,10 +83,17 @@ def _m(name: str, hib: bool, label: str, fmt: str, description: str) -> MetricSp
 TOKENS, COUNT, MONEY = "{:,.0f}", "{:.2f}", "{:.6f}"
 # What the harness measures per case (not a scorer's): the one declaration of these columns.
 HARNESS_METRICS: tuple[MetricSpec, ...] = (
-    _m("final_prompt_tokens", False, "prompt tokens", TOKENS, "prompt tokens of the final answer call (reference §3.5)"),
+    _m(
+        "final_prompt_tokens", False, "prompt tokens", TOKENS, "prompt tokens of the final answer call (reference §3.5)"
+    ),
     _m("query_ms", False, "query latency ms", TOKENS, "the reference's query latency: model time plus harness time"),
-    _m("query_ms_reference", False, "query latency ms (reference def.)", TOKENS,
-       "query latency with the reference's per-event embedding time (runners/reference_latency.py)"),
+    _m(
+        "query_ms_reference",
+        False,
+        "query latency ms (reference def.)",
+        TOKENS,
+        "query latency with the reference's per-event embedding time (runners/reference_latency.py)",
+    ),
     _m("prompt_tokens_total", False, "prompt tokens, all calls", TOKENS, "prompt tokens of every answer call"),
     _m("summary_tokens", False, "summary gen tokens", TOKENS, "tokens of the summary calls this case used"),
     _m("n_search", False, "searches/case", COUNT, "session_search tool calls"),
@@ -63,7 +115,8 @@ HARNESS_METRICS: tuple[MetricSpec, ...] = (
 COST_KEYS = tuple(m.name for m in HARNESS_METRICS if m.name.startswith("cost_"))
 # Scoreboard-only aggregates (no per-case column), for the gate's direction.
 AGGREGATES: tuple[MetricSpec, ...] = (
-    _m("failed", False, "failed", TOKENS, "records not scored"), _m("ok", True, "scored", TOKENS, "records scored"),
+    _m("failed", False, "failed", TOKENS, "records not scored"),
+    _m("ok", True, "scored", TOKENS, "records scored"),
     _m("savings_pct", True, "savings %", COUNT, "mean per-case prompt savings against long_context"),
     _m("savings_ratio_pct", True, "savings % (ratio of means)", COUNT, "1 - mean(mode)/mean(long_context)"),
     _m("cost_total_sum", False, "cost $ (run)", MONEY, "the run's total cost"),
@@ -97,10 +150,12 @@ class MetricCatalog:
         self.columns: dict[str, MetricSpec] = {s.name: s for s in ordered}
         self.aggregates: dict[str, MetricSpec] = {s.name: s for s in AGGREGATES}
         qrank = {k: i for i, k in enumerate(QUALITY_ORDER)}
-        self.quality_keys: tuple[str, ...] = tuple(sorted(
-            (s.name for s in ordered if s.quality), key=lambda k: qrank.get(k, len(QUALITY_ORDER))))
+        self.quality_keys: tuple[str, ...] = tuple(
+            sorted((s.name for s in ordered if s.quality), key=lambda k: qrank.get(k, len(QUALITY_ORDER)))
+        )
         self.headline_keys: tuple[str, ...] = tuple(
-            s.name for s in ordered if s.name in HEADLINE or (s.name not in rank and s.quality))
+            s.name for s in ordered if s.name in HEADLINE or (s.name not in rank and s.quality)
+        )
         self.judged_keys = tuple(s.name for s in ordered if s.judged)
         self.binary_keys = frozenset(s.name for s in ordered if s.binary)
         self.task_averaged_keys = frozenset(s.name for s in ordered if s.task_averaged)
@@ -146,5 +201,6 @@ def catalog_of(*metas: Mapping[str, Any] | None) -> MetricCatalog:
     if not entries:
         return BUILTIN
     fields = {f.name for f in dataclasses.fields(MetricSpec)}
-    return MetricCatalog([(str(e.get("scorer", "")), MetricSpec(**{k: v for k, v in e.items() if k in fields}))
-                          for e in entries])
+    return MetricCatalog(
+        [(str(e.get("scorer", "")), MetricSpec(**{k: v for k, v in e.items() if k in fields})) for e in entries]
+    )

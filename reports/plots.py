@@ -2,19 +2,20 @@
 
 SVGs are written without a date and with a fixed hash salt, so the same records give the same files.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import matplotlib
 
 matplotlib.use("Agg")
 matplotlib.rcParams["svg.hashsalt"] = "lme-harness"
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from reports.metrics import BUILTIN  # noqa: E402
 from reports.stats import WinLossTie  # noqa: E402
@@ -64,8 +65,18 @@ def quality_vs_tokens(ci: pd.DataFrame, out_base: Path, *, x_key: str = "final_p
             if x is None or y is None or x[0] <= 0:
                 continue
             marker = MARKERS[j % len(MARKERS)]
-            ax.errorbar(x[0], y[0], xerr=[[x[0] - x[1]], [x[2] - x[0]]], yerr=[[y[0] - y[1]], [y[2] - y[0]]],
-                        fmt=marker, color=colors[mode], ms=7, capsize=3, lw=1, alpha=0.9)
+            ax.errorbar(
+                x[0],
+                y[0],
+                xerr=[[x[0] - x[1]], [x[2] - x[0]]],
+                yerr=[[y[0] - y[1]], [y[2] - y[0]]],
+                fmt=marker,
+                color=colors[mode],
+                ms=7,
+                capsize=3,
+                lw=1,
+                alpha=0.9,
+            )
             xs.append(x[0])
             handles.setdefault(label, Line2D([], [], ls="", marker=marker, color="#555", label=label))
             handles.setdefault(mode, Line2D([], [], ls="-", lw=6, color=colors[mode], label=mode))
@@ -81,12 +92,15 @@ def quality_vs_tokens(ci: pd.DataFrame, out_base: Path, *, x_key: str = "final_p
     ax.set_title("Quality vs prompt size per mode")
     ax.grid(True, which="both", alpha=0.3)
     if handles:  # colour = mode, marker = metric
-        ax.legend(handles=list(handles.values()), loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8,
-                  frameon=False)
+        ax.legend(
+            handles=list(handles.values()), loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, frameon=False
+        )
     return save(fig, out_base)
 
 
-def metric_bars(ci: pd.DataFrame, keys: Sequence[str], out_base: Path, *, title: str = "Metrics per mode") -> list[Path]:
+def metric_bars(
+    ci: pd.DataFrame, keys: Sequence[str], out_base: Path, *, title: str = "Metrics per mode"
+) -> list[Path]:
     """Grouped bars: one group per metric, one bar per mode, 95 % CI whiskers."""
     keys = [k for k in keys if k in set(ci["metric"])] if not ci.empty else []
     modes = list(dict.fromkeys(ci["mode"])) if not ci.empty else []
@@ -113,8 +127,11 @@ def win_loss_tie(counts: dict[str, WinLossTie], out_base: Path, *, a: str, b: st
     fig, ax = plt.subplots(figsize=(7, 0.45 * max(3, len(keys)) + 1.2), dpi=120)
     y = np.arange(len(keys))
     left = np.zeros(len(keys))
-    for attr, color, name in (("wins", "#2a9d8f", f"{b} better"), ("ties", "#bbbbbb", "tie"),
-                              ("losses", "#e76f51", f"{a} better")):
+    for attr, color, name in (
+        ("wins", "#2a9d8f", f"{b} better"),
+        ("ties", "#bbbbbb", "tie"),
+        ("losses", "#e76f51", f"{a} better"),
+    ):
         vals = np.array([getattr(counts[k], attr) for k in keys], dtype=float)
         ax.barh(y, vals, left=left, color=color, label=name)
         for yi, (lv, v) in enumerate(zip(left, vals)):

@@ -1,22 +1,33 @@
 """Build the report of a run directory (Markdown, HTML, CSV, PNG/SVG plots) from its records alone."""
+
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
 from reports import html as H
 from reports import plots
-from reports.aggregate import (catalog, cost_table, judge_table, modes, read_run, savings, summarize, summarize_ci,
-                               tool_stats)
+from reports.aggregate import (
+    catalog,
+    cost_table,
+    judge_table,
+    modes,
+    read_run,
+    savings,
+    summarize,
+    summarize_ci,
+    tool_stats,
+)
 from reports.compare import compare_keys, compare_modes, markdown_paired, mcnemar_cell
-from reports.metrics import BUILTIN, MetricCatalog
 from reports.cost import PriceTable
 from reports.deviations import protocol_deviations
 from reports.failures import failures_markdown, group_failures
+from reports.metrics import BUILTIN, MetricCatalog
 from reports.safe import md_cell, write_csv
 from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, WinLossTie
 
@@ -52,8 +63,9 @@ def _md(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(out)
 
 
-def ci_pivot(ci: pd.DataFrame, keys: Sequence[str], metrics: MetricCatalog = BUILTIN
-             ) -> tuple[list[str], list[list[str]]]:
+def ci_pivot(
+    ci: pd.DataFrame, keys: Sequence[str], metrics: MetricCatalog = BUILTIN
+) -> tuple[list[str], list[list[str]]]:
     """Rows = metrics, columns = modes, cells 'mean [lo, hi]' (with not_run noted)."""
     ms = list(dict.fromkeys(ci["mode"]))
     rows = []
@@ -93,11 +105,20 @@ def build_report(run_dir: Path, *, prices: PriceTable | str | Path | None = None
     judges, sav, tools, costs = judge_table(df, ci=ci), savings(df), tool_stats(df), cost_table(df)
     ms = modes(df)
     pair = WLT_PAIR if all(m in ms for m in WLT_PAIR) else (tuple(ms[:2]) if len(ms) >= 2 else None)
-    wlt = compare_modes(df, pair[0], pair[1], [k for k in compare_keys(metrics) if k in df.columns]) if pair else pd.DataFrame()
+    wlt = (
+        compare_modes(df, pair[0], pair[1], [k for k in compare_keys(metrics) if k in df.columns])
+        if pair
+        else pd.DataFrame()
+    )
 
-    out: dict[str, Path] = {"markdown": run_dir / "report.md", "html": run_dir / "report.html",
-                            "csv": run_dir / "summary.csv", "ci_csv": run_dir / "summary_ci.csv",
-                            "cases_csv": run_dir / "cases.csv", "plot": run_dir / "quality_vs_tokens.png"}
+    out: dict[str, Path] = {
+        "markdown": run_dir / "report.md",
+        "html": run_dir / "report.html",
+        "csv": run_dir / "summary.csv",
+        "ci_csv": run_dir / "summary_ci.csv",
+        "cases_csv": run_dir / "cases.csv",
+        "plot": run_dir / "quality_vs_tokens.png",
+    }
     write_csv(summary, out["csv"])
     write_csv(ci, out["ci_csv"], index=False)
     write_csv(df, out["cases_csv"], index=False)
@@ -107,17 +128,36 @@ def build_report(run_dir: Path, *, prices: PriceTable | str | Path | None = None
         "latency": plots.latency(df, run_dir / "latency"),
     }
     if pair and not wlt.empty:
-        counts = {r["metric"]: WinLossTie(r["wins"], r["losses"], r["ties"]) for r in wlt.to_dict("records")
-                  if r["metric"] in metrics.quality_keys}
+        counts = {
+            r["metric"]: WinLossTie(r["wins"], r["losses"], r["ties"])
+            for r in wlt.to_dict("records")
+            if r["metric"] in metrics.quality_keys
+        }
         if counts:
             figs["win_loss_tie"] = plots.win_loss_tie(counts, run_dir / "win_loss_tie", a=pair[0], b=pair[1])
     for name, paths in figs.items():
         out[f"plot_{name}"] = paths[0]
         out[f"plot_{name}_svg"] = paths[1]
 
-    ctx = dict(run_dir=run_dir, df=df, meta=meta, records=records, summary=summary, ci=ci, quality=quality,
-               other=other, judges=judges, sav=sav, tools=tools, costs=costs, table=table, pair=pair, wlt=wlt, figs=figs,
-               metrics=metrics)
+    ctx = dict(
+        run_dir=run_dir,
+        df=df,
+        meta=meta,
+        records=records,
+        summary=summary,
+        ci=ci,
+        quality=quality,
+        other=other,
+        judges=judges,
+        sav=sav,
+        tools=tools,
+        costs=costs,
+        table=table,
+        pair=pair,
+        wlt=wlt,
+        figs=figs,
+        metrics=metrics,
+    )
     md = _markdown(**ctx)
     type_md, type_html = _by_type(df, run_dir, out)  # empty for a single-type run: its files stay exactly as before
     out["markdown"].write_text(md + type_md)
@@ -136,11 +176,14 @@ def _by_type(df: pd.DataFrame, run_dir: Path, out: dict[str, Path]) -> tuple[str
     write_csv(table, out["by_type_csv"], index=False)
     paths = by_type.plot(table, run_dir / "by_type")
     out["plot_by_type"], out["plot_by_type_svg"] = paths[0], paths[1]
-    return ("\n" + "\n".join(by_type.markdown(table) + ["![per question type](by_type.png)", ""]),
-            by_type.html(table, paths[0]))
+    return (
+        "\n" + "\n".join(by_type.markdown(table) + ["![per question type](by_type.png)", ""]),
+        by_type.html(table, paths[0]),
+    )
 
 
 # --- Markdown -----------------------------------------------------------------------------------------------
+
 
 def _provenance_lines(meta: Mapping[str, Any]) -> list[str]:
     if not meta:
@@ -148,9 +191,11 @@ def _provenance_lines(meta: Mapping[str, Any]) -> list[str]:
     d = meta.get("dataset") or {}
     m = meta.get("model") or {}
     g = meta.get("git") or {}
-    lines = [f"- dataset: `{d.get('source')}` (sha256 `{str(d.get('sha256'))[:12]}…`, {d.get('n_selected')} of "
-             f"{d.get('n_total')} questions)",
-             f"- model: `{m.get('name')}` ({m.get('model')}{', sha256 ' + str(m.get('sha256'))[:12] + '…' if m.get('sha256') else ''})"]
+    lines = [
+        f"- dataset: `{d.get('source')}` (sha256 `{str(d.get('sha256'))[:12]}…`, {d.get('n_selected')} of "
+        f"{d.get('n_total')} questions)",
+        f"- model: `{m.get('name')}` ({m.get('model')}{', sha256 ' + str(m.get('sha256'))[:12] + '…' if m.get('sha256') else ''})",
+    ]
     if meta.get("judge_model"):
         lines.append(f"- judge model: `{meta['judge_model'].get('name')}` ({meta['judge_model'].get('model')})")
     judge = ((meta.get("config") or {}).get("judge") or {}).get("_target_")
@@ -159,44 +204,155 @@ def _provenance_lines(meta: Mapping[str, Any]) -> list[str]:
     return lines + [f"- **{line}**" for line in protocol_deviations(meta)]
 
 
-def _markdown(*, run_dir, df, meta, summary, ci, quality, other, judges, sav, tools, costs, table, pair, wlt, figs,
-              metrics, **_: Any) -> str:
-    L = [f"# lme-harness report: {md_cell(run_dir.name)}", "", *_provenance_lines(meta), "",
-         "## Reference table", "", markdown_table(summary, metrics), "",
-         "Means over scored cases. Prompt tokens are those of the final answer call (the reference's figure); "
-         "↑ higher is better, ↓ lower is better.", "",
-         "## Quality with confidence intervals", "", _md(*ci_pivot(ci, quality, metrics)), "", CI_NOTE, ""]
+def _markdown(
+    *,
+    run_dir,
+    df,
+    meta,
+    summary,
+    ci,
+    quality,
+    other,
+    judges,
+    sav,
+    tools,
+    costs,
+    table,
+    pair,
+    wlt,
+    figs,
+    metrics,
+    **_: Any,
+) -> str:
+    L = [
+        f"# lme-harness report: {md_cell(run_dir.name)}",
+        "",
+        *_provenance_lines(meta),
+        "",
+        "## Reference table",
+        "",
+        markdown_table(summary, metrics),
+        "",
+        "Means over scored cases. Prompt tokens are those of the final answer call (the reference's figure); "
+        "↑ higher is better, ↓ lower is better.",
+        "",
+        "## Quality with confidence intervals",
+        "",
+        _md(*ci_pivot(ci, quality, metrics)),
+        "",
+        CI_NOTE,
+        "",
+    ]
     if not judges.empty:
-        L += ["## Judges", "",
-              "`accuracy`: over the cases the judge scored; `not_run`: call failed, reply unusable or no prompt for "
-              "the question type (never counted as 0 or 1 there); `accuracy, all cases`: not_run counted as wrong "
-              "(the strict, full-denominator figure). LongMemEval: task-averaged and abstention (`_abs`) accuracy as "
-              "upstream's print_qa_metrics.py reports them.", "",
-              _md(["judge metric", "mode", "accuracy [95 % CI]", "judged", "not_run", "accuracy, all cases",
-                   "task-averaged", "abstention (n)"],
-                  [[r["metric"], r["mode"], H.fmt_ci(r["accuracy"], r["lo"], r["hi"], "{:.4f}"), r["judged"],
-                    r["not_run"], _fmt(r["accuracy_all"]), _fmt(r["task_avg"]),
-                    f"{_fmt(r['abstention'])} ({r['abstention_n']})"] for r in judges.to_dict("records")]), ""]
+        L += [
+            "## Judges",
+            "",
+            "`accuracy`: over the cases the judge scored; `not_run`: call failed, reply unusable or no prompt for "
+            "the question type (never counted as 0 or 1 there); `accuracy, all cases`: not_run counted as wrong "
+            "(the strict, full-denominator figure). LongMemEval: task-averaged and abstention (`_abs`) accuracy as "
+            "upstream's print_qa_metrics.py reports them.",
+            "",
+            _md(
+                [
+                    "judge metric",
+                    "mode",
+                    "accuracy [95 % CI]",
+                    "judged",
+                    "not_run",
+                    "accuracy, all cases",
+                    "task-averaged",
+                    "abstention (n)",
+                ],
+                [
+                    [
+                        r["metric"],
+                        r["mode"],
+                        H.fmt_ci(r["accuracy"], r["lo"], r["hi"], "{:.4f}"),
+                        r["judged"],
+                        r["not_run"],
+                        _fmt(r["accuracy_all"]),
+                        _fmt(r["task_avg"]),
+                        f"{_fmt(r['abstention'])} ({r['abstention_n']})",
+                    ]
+                    for r in judges.to_dict("records")
+                ],
+            ),
+            "",
+        ]
     if not sav.empty:
-        L += ["## Prompt savings vs long_context", "",
-              _md(["mode", "pairs", "long_context tokens", "mode tokens", "savings % (mean of per-case %) [95 % CI]",
-                   "savings % (ratio of means)"],
-                  [[r["mode"], r["pairs"], f"{r['long_mean']:,.0f}", f"{r['mode_mean']:,.0f}",
-                    H.fmt_ci(r["savings_pct"], r["lo"], r["hi"], "{:.1f}"), f"{r['savings_ratio_pct']:.1f}"]
-                   for r in sav.to_dict("records")]),
-              "", "The reference reports the mean of per-case percentages; the ratio of means weights long cases more.",
-              ""]
+        L += [
+            "## Prompt savings vs long_context",
+            "",
+            _md(
+                [
+                    "mode",
+                    "pairs",
+                    "long_context tokens",
+                    "mode tokens",
+                    "savings % (mean of per-case %) [95 % CI]",
+                    "savings % (ratio of means)",
+                ],
+                [
+                    [
+                        r["mode"],
+                        r["pairs"],
+                        f"{r['long_mean']:,.0f}",
+                        f"{r['mode_mean']:,.0f}",
+                        H.fmt_ci(r["savings_pct"], r["lo"], r["hi"], "{:.1f}"),
+                        f"{r['savings_ratio_pct']:.1f}",
+                    ]
+                    for r in sav.to_dict("records")
+                ],
+            ),
+            "",
+            "The reference reports the mean of per-case percentages; the ratio of means weights long cases more.",
+            "",
+        ]
     if not tools.empty:
-        L += ["## Tool use", "",
-              _md(["mode", "cases", "with ≥1 search", "with ≥1 load", "searches", "loads", "searches/case",
-                   "loads/case", "tool errors", "answer calls/case"],
-                  [[r["mode"], r["cases"], r["cases_with_search"], r["cases_with_load"], r["search_total"],
-                    r["load_total"], f"{r['search_mean']:.2f}", f"{r['load_mean']:.2f}", r["tool_errors"],
-                    _fmt(r["answer_calls_mean"], "{:.2f}")] for r in tools.to_dict("records")]), ""]
+        L += [
+            "## Tool use",
+            "",
+            _md(
+                [
+                    "mode",
+                    "cases",
+                    "with ≥1 search",
+                    "with ≥1 load",
+                    "searches",
+                    "loads",
+                    "searches/case",
+                    "loads/case",
+                    "tool errors",
+                    "answer calls/case",
+                ],
+                [
+                    [
+                        r["mode"],
+                        r["cases"],
+                        r["cases_with_search"],
+                        r["cases_with_load"],
+                        r["search_total"],
+                        r["load_total"],
+                        f"{r['search_mean']:.2f}",
+                        f"{r['load_mean']:.2f}",
+                        r["tool_errors"],
+                        _fmt(r["answer_calls_mean"], "{:.2f}"),
+                    ]
+                    for r in tools.to_dict("records")
+                ],
+            ),
+            "",
+        ]
     L += _cost_md(costs, table, df)
     if pair and not wlt.empty:
-        L += [f"## Per case: {pair[1]} vs {pair[0]}", "", markdown_paired(wlt, label_a=pair[0], label_b=pair[1], metrics=metrics), "",
-              "Δ = second − first, paired over question_id; win = the second mode is better.", ""]
+        L += [
+            f"## Per case: {pair[1]} vs {pair[0]}",
+            "",
+            markdown_paired(wlt, label_a=pair[0], label_b=pair[1], metrics=metrics),
+            "",
+            "Δ = second − first, paired over question_id; win = the second mode is better.",
+            "",
+        ]
     L += ["## Plots", ""]
     L += [f"![{name}]({paths[0].name}) ([svg]({paths[1].name}))" for name, paths in figs.items()]
     L.append("")
@@ -209,18 +365,45 @@ def _cost_md(costs: pd.DataFrame, table: PriceTable, df: pd.DataFrame) -> list[s
     if costs.empty:
         return []
     unpriced = df.attrs.get("unpriced_models") or []
-    L = ["## Cost", "",
-         _md(["mode", "final-call prompt tokens", "prompt tokens, all calls", "summary gen tokens", "judge tokens",
-              "answer $/case", "summary $/case", "judge $/case", "embedding $/case", "total $/case", "total $"],
-             [[r["mode"], f"{r['final_prompt_tokens']:,.0f}", f"{r['prompt_tokens_total']:,.0f}",
-               _fmt(r["summary_tokens"], "{:,.0f}"), _fmt(r["judge_tokens"], "{:,.0f}"),
-               *[_fmt(r[k], "{:.6f}") for k in ("cost_answer", "cost_summary", "cost_judge", "cost_embedding",
-                                                 "cost_total")], _fmt(r["cost_total_sum"], "{:.4f}")]
-              for r in costs.to_dict("records")]), "",
-         f"Prices: `{Path(table.path).name if table.path else 'table'}` dated {table.date} ({table.currency} per 1M "
-         "tokens; input, cached input, output). The final-call prompt tokens are the reference's figure; the cost "
-         "counts every call: answer rounds, summary generation (charged to each mode that uses the summary), judge "
-         "and embedding calls. Local models cost 0; calls replayed from the response cache are priced as if live."]
+    L = [
+        "## Cost",
+        "",
+        _md(
+            [
+                "mode",
+                "final-call prompt tokens",
+                "prompt tokens, all calls",
+                "summary gen tokens",
+                "judge tokens",
+                "answer $/case",
+                "summary $/case",
+                "judge $/case",
+                "embedding $/case",
+                "total $/case",
+                "total $",
+            ],
+            [
+                [
+                    r["mode"],
+                    f"{r['final_prompt_tokens']:,.0f}",
+                    f"{r['prompt_tokens_total']:,.0f}",
+                    _fmt(r["summary_tokens"], "{:,.0f}"),
+                    _fmt(r["judge_tokens"], "{:,.0f}"),
+                    *[
+                        _fmt(r[k], "{:.6f}")
+                        for k in ("cost_answer", "cost_summary", "cost_judge", "cost_embedding", "cost_total")
+                    ],
+                    _fmt(r["cost_total_sum"], "{:.4f}"),
+                ]
+                for r in costs.to_dict("records")
+            ],
+        ),
+        "",
+        f"Prices: `{Path(table.path).name if table.path else 'table'}` dated {table.date} ({table.currency} per 1M "
+        "tokens; input, cached input, output). The final-call prompt tokens are the reference's figure; the cost "
+        "counts every call: answer rounds, summary generation (charged to each mode that uses the summary), judge "
+        "and embedding calls. Local models cost 0; calls replayed from the response cache are priced as if live.",
+    ]
     if unpriced:
         L.append(f"Unpriced models (cost n/a, not 0): {', '.join(f'`{m}`' for m in unpriced)}.")
     L.append("")
@@ -229,60 +412,165 @@ def _cost_md(costs: pd.DataFrame, table: PriceTable, df: pd.DataFrame) -> list[s
 
 # --- HTML ---------------------------------------------------------------------------------------------------
 
-def _html(*, run_dir, df, meta, records, summary, ci, quality, other, judges, sav, tools, costs, table, pair, wlt,
-          figs, metrics, by_type_html: Sequence[str] = (), **_: Any) -> str:
+
+def _html(
+    *,
+    run_dir,
+    df,
+    meta,
+    records,
+    summary,
+    ci,
+    quality,
+    other,
+    judges,
+    sav,
+    tools,
+    costs,
+    table,
+    pair,
+    wlt,
+    figs,
+    metrics,
+    by_type_html: Sequence[str] = (),
+    **_: Any,
+) -> str:
     B: list[str] = [f"<h1>lme-harness report: {H.esc(run_dir.name)}</h1>", _provenance_html(meta)]
-    B += ["<h2>Reference table</h2>", H.frame_table(
-        [{"mode": str(m), **row.to_dict()} for m, row in summary.iterrows()],
-        [("mode", "mode", None), ("cases", "cases", "{:.0f}"), ("failed", "failed", "{:.0f}")]
-        + [(k, metrics.arrow_label(k), metrics.fmt(k)) for k in metrics.headline_keys if k in summary],
-        table_id="reference")]
+    B += [
+        "<h2>Reference table</h2>",
+        H.frame_table(
+            [{"mode": str(m), **row.to_dict()} for m, row in summary.iterrows()],
+            [("mode", "mode", None), ("cases", "cases", "{:.0f}"), ("failed", "failed", "{:.0f}")]
+            + [(k, metrics.arrow_label(k), metrics.fmt(k)) for k in metrics.headline_keys if k in summary],
+            table_id="reference",
+        ),
+    ]
     heads, rows = ci_pivot(ci, quality + other, metrics)
-    B += ["<h2>All metrics with confidence intervals</h2>", f'<p class="muted">{H.esc(CI_NOTE)}</p>',
-          H.table(heads, [[f"<td>{H.esc(c)}</td>" for c in r] for r in rows], table_id="metrics-ci")]
+    B += [
+        "<h2>All metrics with confidence intervals</h2>",
+        f'<p class="muted">{H.esc(CI_NOTE)}</p>',
+        H.table(heads, [[f"<td>{H.esc(c)}</td>" for c in r] for r in rows], table_id="metrics-ci"),
+    ]
     if not judges.empty:
-        B += ["<h2>Judges</h2>", '<p class="muted">accuracy over judged cases; not_run = no verdict (never folded into '
-              '0 or 1); accuracy (all cases) counts not_run as wrong.</p>',
-              H.table(["judge metric", "mode", "accuracy [95 % CI]", "judged", "not_run", "accuracy, all cases",
-                       "task-averaged", "abstention", "abstention n"],
-                      [[H.cell(r["metric"]), H.cell(r["mode"]), H.ci_cell(r["accuracy"], r["lo"], r["hi"], "{:.4f}"),
-                        H.cell(r["judged"]), H.cell(r["not_run"]), H.cell(r["accuracy_all"]), H.cell(r["task_avg"]),
-                        H.cell(r["abstention"]), H.cell(r["abstention_n"])] for r in judges.to_dict("records")],
-                      table_id="judges")]
+        B += [
+            "<h2>Judges</h2>",
+            '<p class="muted">accuracy over judged cases; not_run = no verdict (never folded into '
+            "0 or 1); accuracy (all cases) counts not_run as wrong.</p>",
+            H.table(
+                [
+                    "judge metric",
+                    "mode",
+                    "accuracy [95 % CI]",
+                    "judged",
+                    "not_run",
+                    "accuracy, all cases",
+                    "task-averaged",
+                    "abstention",
+                    "abstention n",
+                ],
+                [
+                    [
+                        H.cell(r["metric"]),
+                        H.cell(r["mode"]),
+                        H.ci_cell(r["accuracy"], r["lo"], r["hi"], "{:.4f}"),
+                        H.cell(r["judged"]),
+                        H.cell(r["not_run"]),
+                        H.cell(r["accuracy_all"]),
+                        H.cell(r["task_avg"]),
+                        H.cell(r["abstention"]),
+                        H.cell(r["abstention_n"]),
+                    ]
+                    for r in judges.to_dict("records")
+                ],
+                table_id="judges",
+            ),
+        ]
     if not sav.empty:
-        B += ["<h2>Prompt savings vs long_context</h2>", H.table(
-            ["mode", "pairs", "long_context tokens", "mode tokens", "savings % (mean of per-case %)",
-             "savings % (ratio of means)"],
-            [[H.cell(r["mode"]), H.cell(r["pairs"]), H.cell(r["long_mean"], "{:,.0f}"), H.cell(r["mode_mean"], "{:,.0f}"),
-              H.ci_cell(r["savings_pct"], r["lo"], r["hi"], "{:.1f}"), H.cell(r["savings_ratio_pct"], "{:.1f}")]
-             for r in sav.to_dict("records")], table_id="savings")]
+        B += [
+            "<h2>Prompt savings vs long_context</h2>",
+            H.table(
+                [
+                    "mode",
+                    "pairs",
+                    "long_context tokens",
+                    "mode tokens",
+                    "savings % (mean of per-case %)",
+                    "savings % (ratio of means)",
+                ],
+                [
+                    [
+                        H.cell(r["mode"]),
+                        H.cell(r["pairs"]),
+                        H.cell(r["long_mean"], "{:,.0f}"),
+                        H.cell(r["mode_mean"], "{:,.0f}"),
+                        H.ci_cell(r["savings_pct"], r["lo"], r["hi"], "{:.1f}"),
+                        H.cell(r["savings_ratio_pct"], "{:.1f}"),
+                    ]
+                    for r in sav.to_dict("records")
+                ],
+                table_id="savings",
+            ),
+        ]
     if not tools.empty:
-        B += ["<h2>Tool use</h2>", H.frame_table(tools.to_dict("records"), [
-            ("mode", "mode", None), ("cases", "cases", None), ("cases_with_search", "with ≥1 search", None),
-            ("cases_with_load", "with ≥1 load", None), ("search_total", "searches", None), ("load_total", "loads", None),
-            ("search_mean", "searches/case", "{:.2f}"), ("load_mean", "loads/case", "{:.2f}"),
-            ("tool_errors", "tool errors", None), ("answer_calls_mean", "answer calls/case", "{:.2f}")],
-            table_id="tools")]
+        B += [
+            "<h2>Tool use</h2>",
+            H.frame_table(
+                tools.to_dict("records"),
+                [
+                    ("mode", "mode", None),
+                    ("cases", "cases", None),
+                    ("cases_with_search", "with ≥1 search", None),
+                    ("cases_with_load", "with ≥1 load", None),
+                    ("search_total", "searches", None),
+                    ("load_total", "loads", None),
+                    ("search_mean", "searches/case", "{:.2f}"),
+                    ("load_mean", "loads/case", "{:.2f}"),
+                    ("tool_errors", "tool errors", None),
+                    ("answer_calls_mean", "answer calls/case", "{:.2f}"),
+                ],
+                table_id="tools",
+            ),
+        ]
     if not costs.empty:
-        B += ["<h2>Cost</h2>", H.frame_table(costs.to_dict("records"), [
-            ("mode", "mode", None), ("final_prompt_tokens", "final-call prompt tokens", "{:,.0f}"),
-            ("prompt_tokens_total", "prompt tokens, all calls", "{:,.0f}"), ("summary_tokens", "summary gen tokens", "{:,.0f}"),
-            ("judge_tokens", "judge tokens", "{:,.0f}"), ("cost_answer", "answer $/case", "{:.6f}"),
-            ("cost_summary", "summary $/case", "{:.6f}"), ("cost_judge", "judge $/case", "{:.6f}"),
-            ("cost_embedding", "embedding $/case", "{:.6f}"), ("cost_total", "total $/case", "{:.6f}"),
-            ("cost_total_sum", "total $", "{:.4f}")], table_id="cost"),
-              f'<p class="muted">{H.esc(" ".join(_cost_md(costs, table, df)[3:]).replace("`", ""))}</p>']
+        B += [
+            "<h2>Cost</h2>",
+            H.frame_table(
+                costs.to_dict("records"),
+                [
+                    ("mode", "mode", None),
+                    ("final_prompt_tokens", "final-call prompt tokens", "{:,.0f}"),
+                    ("prompt_tokens_total", "prompt tokens, all calls", "{:,.0f}"),
+                    ("summary_tokens", "summary gen tokens", "{:,.0f}"),
+                    ("judge_tokens", "judge tokens", "{:,.0f}"),
+                    ("cost_answer", "answer $/case", "{:.6f}"),
+                    ("cost_summary", "summary $/case", "{:.6f}"),
+                    ("cost_judge", "judge $/case", "{:.6f}"),
+                    ("cost_embedding", "embedding $/case", "{:.6f}"),
+                    ("cost_total", "total $/case", "{:.6f}"),
+                    ("cost_total_sum", "total $", "{:.4f}"),
+                ],
+                table_id="cost",
+            ),
+            f'<p class="muted">{H.esc(" ".join(_cost_md(costs, table, df)[3:]).replace("`", ""))}</p>',
+        ]
     if pair and not wlt.empty:
-        B += [f"<h2>Per case: {H.esc(pair[1])} vs {H.esc(pair[0])}</h2>", paired_html(wlt, table_id="modes-paired", metrics=metrics)]
+        B += [
+            f"<h2>Per case: {H.esc(pair[1])} vs {H.esc(pair[0])}</h2>",
+            paired_html(wlt, table_id="modes-paired", metrics=metrics),
+        ]
     B += by_type_html
     B.append("<h2>Plots</h2>")
     B += [H.image(paths[0], name) for name, paths in figs.items()]
     groups = group_failures(df)
     if groups:
-        B += ["<h2>Failed or errored cases</h2>", H.table(
-            ["count", "status", "error", "(question_id / mode)"],
-            [[H.cell(g.count), H.cell(g.status), H.cell(g.error), H.cell(g.pairs_text())] for g in groups],
-            table_id="failures")]
+        B += [
+            "<h2>Failed or errored cases</h2>",
+            H.table(
+                ["count", "status", "error", "(question_id / mode)"],
+                [[H.cell(g.count), H.cell(g.status), H.cell(g.error), H.cell(g.pairs_text())] for g in groups],
+                table_id="failures",
+            ),
+        ]
     B += _cases_html(df, records)
     return H.page(f"lme-harness report: {run_dir.name}", "\n".join(B))
 
@@ -293,31 +581,77 @@ def paired_html(stats: pd.DataFrame, *, table_id: str, metrics: MetricCatalog = 
         k = r["metric"]
         f = metrics.fmt(k)
         label = metrics.label(k) + {True: " ↑", False: " ↓"}.get(r["higher_is_better"], "")
-        rows.append([H.cell(r["group"]), H.cell(label), H.cell(r["n"]), H.cell(r["mean_a"], f), H.cell(r["mean_b"], f),
-                     H.ci_cell(r["delta"], r["lo"], r["hi"], f.replace("{:", "{:+")), H.cell(r["wins"]),
-                     H.cell(r["ties"]), H.cell(r["losses"]), H.cell(mcnemar_cell(r))])
-    return H.table(["mode", "metric", "n", "A", "B", "Δ (B − A) [95 % CI]", "wins", "ties", "losses", "McNemar b/c, p; agreement, κ"],
-                   rows, table_id=table_id)
+        rows.append(
+            [
+                H.cell(r["group"]),
+                H.cell(label),
+                H.cell(r["n"]),
+                H.cell(r["mean_a"], f),
+                H.cell(r["mean_b"], f),
+                H.ci_cell(r["delta"], r["lo"], r["hi"], f.replace("{:", "{:+")),
+                H.cell(r["wins"]),
+                H.cell(r["ties"]),
+                H.cell(r["losses"]),
+                H.cell(mcnemar_cell(r)),
+            ]
+        )
+    return H.table(
+        [
+            "mode",
+            "metric",
+            "n",
+            "A",
+            "B",
+            "Δ (B − A) [95 % CI]",
+            "wins",
+            "ties",
+            "losses",
+            "McNemar b/c, p; agreement, κ",
+        ],
+        rows,
+        table_id=table_id,
+    )
 
 
 def _provenance_html(meta: Mapping[str, Any]) -> str:
     if not meta:
         return '<p class="muted">no run.json in this directory</p>'
     d, m, g = meta.get("dataset") or {}, meta.get("model") or {}, meta.get("git") or {}
-    pairs = [("dataset", f"{d.get('source')} ({d.get('n_selected')} of {d.get('n_total')} questions)"),
-             ("dataset sha256", d.get("sha256")), ("model", f"{m.get('name')} · {m.get('model')}"),
-             ("model sha256", m.get("sha256") or "n/a (remote)"),
-             ("judge model", (meta.get("judge_model") or {}).get("model") or "the answer model"),
-             ("git", f"{g.get('sha')}{' (dirty)' if g.get('dirty') else ''}"),
-             ("python / platform", f"{meta.get('python')} · {meta.get('platform')}"),
-             ("packages", ", ".join(f"{k} {v}" for k, v in (meta.get("packages") or {}).items() if v))]
-    deviations = "".join(f'<p class="deviation"><strong>{H.esc(line)}</strong></p>' for line in protocol_deviations(meta))
-    return deviations + H.kv(pairs) + "<details><summary>resolved config (secrets redacted)</summary>" + H.pre(meta.get("config")) + \
-        "</details>"
+    pairs = [
+        ("dataset", f"{d.get('source')} ({d.get('n_selected')} of {d.get('n_total')} questions)"),
+        ("dataset sha256", d.get("sha256")),
+        ("model", f"{m.get('name')} · {m.get('model')}"),
+        ("model sha256", m.get("sha256") or "n/a (remote)"),
+        ("judge model", (meta.get("judge_model") or {}).get("model") or "the answer model"),
+        ("git", f"{g.get('sha')}{' (dirty)' if g.get('dirty') else ''}"),
+        ("python / platform", f"{meta.get('python')} · {meta.get('platform')}"),
+        ("packages", ", ".join(f"{k} {v}" for k, v in (meta.get("packages") or {}).items() if v)),
+    ]
+    deviations = "".join(
+        f'<p class="deviation"><strong>{H.esc(line)}</strong></p>' for line in protocol_deviations(meta)
+    )
+    return (
+        deviations
+        + H.kv(pairs)
+        + "<details><summary>resolved config (secrets redacted)</summary>"
+        + H.pre(meta.get("config"))
+        + "</details>"
+    )
 
 
-CASE_COLUMNS = ("em", "llm_score", "llm_score_strict", "lme_acc", "rouge_l", "f1", "final_prompt_tokens", "query_ms",
-                "n_search", "n_load", "cost_total")
+CASE_COLUMNS = (
+    "em",
+    "llm_score",
+    "llm_score_strict",
+    "lme_acc",
+    "rouge_l",
+    "f1",
+    "final_prompt_tokens",
+    "query_ms",
+    "n_search",
+    "n_load",
+    "cost_total",
+)
 
 
 def _cases_html(df: pd.DataFrame, records: Sequence[dict[str, Any]]) -> list[str]:
@@ -328,12 +662,20 @@ def _cases_html(df: pd.DataFrame, records: Sequence[dict[str, Any]]) -> list[str
         search = f"{r['question_id']} {r['mode']} {r.get('question_type') or ''}".lower()
         attrs.append(f'data-case="1" data-search="{H.esc(search)}"')
         link = f'<td><a href="#case-{H.esc(r["question_id"])}">{H.esc(r["question_id"])}</a></td>'
-        rows.append([link, H.cell(str(r["mode"])), H.cell(r["status"])] + [H.cell(r.get(k), metrics.fmt(k)) for k in cols])
-    out = ["<h2>Cases</h2>",
-           '<input id="case-filter" type="search" placeholder="filter by question id, mode, type, question text">',
-           H.table(["question_id", "mode", "status", *[metrics.label(k) for k in cols]], rows, table_id="cases",
-                   row_attrs=attrs),
-           "<h2>Per-case drill-down</h2>"]
+        rows.append(
+            [link, H.cell(str(r["mode"])), H.cell(r["status"])] + [H.cell(r.get(k), metrics.fmt(k)) for k in cols]
+        )
+    out = [
+        "<h2>Cases</h2>",
+        '<input id="case-filter" type="search" placeholder="filter by question id, mode, type, question text">',
+        H.table(
+            ["question_id", "mode", "status", *[metrics.label(k) for k in cols]],
+            rows,
+            table_id="cases",
+            row_attrs=attrs,
+        ),
+        "<h2>Per-case drill-down</h2>",
+    ]
     by_q: dict[str, list[dict[str, Any]]] = {}
     for rec in records:
         by_q.setdefault(rec["question_id"], []).append(rec)
@@ -342,11 +684,20 @@ def _cases_html(df: pd.DataFrame, records: Sequence[dict[str, Any]]) -> list[str
         first = recs[0]
         search = f"{qid} {first.get('question_type') or ''} {first.get('question') or ''}".lower()
         marks = " ".join(f"{r['mode']}: {_mark(r)}" for r in recs)
-        out.append(f'<details id="case-{H.esc(qid)}" data-case="1" data-search="{H.esc(search)}"><summary>'
-                   f"<b>{H.esc(qid)}</b> · {H.esc(first.get('question_type'))} · {H.esc(first.get('question'))} "
-                   f'<span class="muted">({H.esc(marks)})</span></summary>')
-        out.append(H.kv([("question", first.get("question")), ("reference", first.get("reference")),
-                         ("abstention", first.get("is_abstention"))]))
+        out.append(
+            f'<details id="case-{H.esc(qid)}" data-case="1" data-search="{H.esc(search)}"><summary>'
+            f"<b>{H.esc(qid)}</b> · {H.esc(first.get('question_type'))} · {H.esc(first.get('question'))} "
+            f'<span class="muted">({H.esc(marks)})</span></summary>'
+        )
+        out.append(
+            H.kv(
+                [
+                    ("question", first.get("question")),
+                    ("reference", first.get("reference")),
+                    ("abstention", first.get("is_abstention")),
+                ]
+            )
+        )
         for r in recs:
             out.append(_mode_block(r))
         out.append("</details>")
@@ -373,10 +724,24 @@ def _mode_block(r: Mapping[str, Any]) -> str:
         parts.append(H.kv([(k, v) for k, v in u.items()] + [("latency", json.dumps(r.get("latency")))]))
     for name, det in (r.get("metric_details") or {}).items():
         if isinstance(det, Mapping) and ("raw" in det or "verdict" in det):
-            keep = {k: det.get(k) for k in ("verdict", "verdict_strict", "prompt_kind", "confidence", "reason",
-                                             "strict_reason", "error", "skipped", "raw") if det.get(k) is not None}
-            parts.append(f"<details><summary>judge: {H.esc(name)} → {H.esc(det.get('verdict'))}</summary>"
-                         f"{H.pre(keep)}</details>")
+            keep = {
+                k: det.get(k)
+                for k in (
+                    "verdict",
+                    "verdict_strict",
+                    "prompt_kind",
+                    "confidence",
+                    "reason",
+                    "strict_reason",
+                    "error",
+                    "skipped",
+                    "raw",
+                )
+                if det.get(k) is not None
+            }
+            parts.append(
+                f"<details><summary>judge: {H.esc(name)} → {H.esc(det.get('verdict'))}</summary>{H.pre(keep)}</details>"
+            )
     summ = r.get("summary") or {}
     if summ:
         note = f"{summ.get('chars')} chars, generated for {summ.get('generated_for')}{', reused' if summ.get('reused') else ''}"

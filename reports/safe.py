@@ -1,4 +1,5 @@
 """Text from datasets, endpoints and configs is data: it must not become markup in report.md or a formula in a CSV."""
+
 from __future__ import annotations
 
 import html

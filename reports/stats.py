@@ -3,12 +3,13 @@
 Everything is deterministic: every resampling draws from `numpy.random.default_rng(seed)`, so the same
 records always give the same intervals (reports and gates are reproducible byte for byte).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Sequence
 
 import numpy as np
 
@@ -48,8 +49,13 @@ def _percentile_interval(x: np.ndarray, n_boot: int, seed: int, level: float) ->
     return float(lo), float(hi)
 
 
-def bootstrap_ci(values: Sequence[float] | np.ndarray, *, n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED,
-                 level: float = DEFAULT_LEVEL) -> Estimate:
+def bootstrap_ci(
+    values: Sequence[float] | np.ndarray,
+    *,
+    n_boot: int = DEFAULT_N_BOOT,
+    seed: int = DEFAULT_SEED,
+    level: float = DEFAULT_LEVEL,
+) -> Estimate:
     """Mean of `values` (NaN dropped: "not computed" is not a score) with a percentile-bootstrap CI."""
     if not 0 < level < 1:
         raise ValueError(f"bootstrap_ci: level must be in (0, 1), got {level}")
@@ -60,9 +66,14 @@ def bootstrap_ci(values: Sequence[float] | np.ndarray, *, n_boot: int = DEFAULT_
     return Estimate(float(x.mean()), lo, hi, int(x.size))
 
 
-def paired_bootstrap_ci(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, *,
-                        n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED,
-                        level: float = DEFAULT_LEVEL) -> Estimate:
+def paired_bootstrap_ci(
+    a: Sequence[float] | np.ndarray,
+    b: Sequence[float] | np.ndarray,
+    *,
+    n_boot: int = DEFAULT_N_BOOT,
+    seed: int = DEFAULT_SEED,
+    level: float = DEFAULT_LEVEL,
+) -> Estimate:
     """Mean paired delta `b - a` with a bootstrap CI that resamples pairs (cases), not the two sides apart.
 
     Pairs where either side is NaN are dropped.
@@ -137,8 +148,13 @@ class WinLossTie:
         return self.wins + self.losses + self.ties
 
 
-def win_loss_tie(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, *, higher_is_better: bool = True,
-                 tol: float = 1e-12) -> WinLossTie:
+def win_loss_tie(
+    a: Sequence[float] | np.ndarray,
+    b: Sequence[float] | np.ndarray,
+    *,
+    higher_is_better: bool = True,
+    tol: float = 1e-12,
+) -> WinLossTie:
     xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     keep = ~(np.isnan(xa) | np.isnan(xb))
     d = xb[keep] - xa[keep]

@@ -4,6 +4,7 @@ A 5 MB model reply would otherwise be copied into the prediction, each call's co
 and the judge's details (47 MB for one record), and from there into every report. Scores are computed on
 the full reply first; only what is written is bounded.
 """
+
 from __future__ import annotations
 
 import logging
@@ -24,10 +25,12 @@ class RecordBounds:
     max_field_chars: int = DEFAULT_MAX_FIELD_CHARS
 
     @classmethod
-    def from_config(cls, cfg: DictConfig) -> "RecordBounds":
+    def from_config(cls, cfg: DictConfig) -> RecordBounds:
         run = cfg.get("run") or {}
-        return cls(int(run.get("max_reply_chars") or DEFAULT_MAX_REPLY_CHARS),
-                   int(run.get("max_record_field_chars") or DEFAULT_MAX_FIELD_CHARS))
+        return cls(
+            int(run.get("max_reply_chars") or DEFAULT_MAX_REPLY_CHARS),
+            int(run.get("max_record_field_chars") or DEFAULT_MAX_FIELD_CHARS),
+        )
 
 
 def cut_note(removed: int, setting: str) -> str:
@@ -67,6 +70,10 @@ def bound_record(rec: dict[str, Any], bounds: RecordBounds) -> dict[str, Any]:
     if cut:
         out["truncated"] = True
         out["truncated_fields"] = cut
-        log.warning("%s / %s: record fields over their bound were cut: %s", rec.get("question_id"), rec.get("mode"),
-                    ", ".join(f"{p} ({n} chars)" for p, n in cut.items()))
+        log.warning(
+            "%s / %s: record fields over their bound were cut: %s",
+            rec.get("question_id"),
+            rec.get("mode"),
+            ", ".join(f"{p} ({n} chars)" for p, n in cut.items()),
+        )
     return out

@@ -1,4 +1,5 @@
 """`lme-harness` command line: run, rescore, report, compare, gate, export, models pull, data info, retrieval-eval."""
+
 from __future__ import annotations
 
 import argparse
@@ -10,7 +11,9 @@ from pathlib import Path
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "configs")
 
 EXIT_FAILED_CASES = 3  # the run finished, some (case, mode) pairs failed (recorded; retried by the next run)
-EXIT_STOPPED = 4  # the run stopped early, records kept: the circuit breaker (run.max_consecutive_failures) or a dead model server
+EXIT_STOPPED = (
+    4  # the run stopped early, records kept: the circuit breaker (run.max_consecutive_failures) or a dead model server
+)
 NOISY_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "openai")
 
 
@@ -22,8 +25,8 @@ def _hydra_main(task_fn, argv: list[str]) -> int:
     from omegaconf import DictConfig
 
     from harness import secrets
-    from runners.rundir import RunNameError, check_run_name, register_resolvers
     from runners.console import quiet_console
+    from runners.rundir import RunNameError, check_run_name, register_resolvers
 
     status = {"code": 0}
 
@@ -44,10 +47,13 @@ def _hydra_main(task_fn, argv: list[str]) -> int:
 
     bad = secrets.check_overrides(argv)
     if bad:
-        print(f"lme-harness: error: {', '.join(bad)}: pass API keys through the environment (OPENAI_API_KEY, "
-              "LME_HARNESS_API_KEY, or KEY.api_key='${oc.env:YOUR_VAR}'), not as a literal or through another "
-              "resolver (oc.decode, ...) on the command line: it would be written into the run directory's name "
-              "and Hydra's config snapshot", file=sys.stderr)
+        print(
+            f"lme-harness: error: {', '.join(bad)}: pass API keys through the environment (OPENAI_API_KEY, "
+            "LME_HARNESS_API_KEY, or KEY.api_key='${oc.env:YOUR_VAR}'), not as a literal or through another "
+            "resolver (oc.decode, ...) on the command line: it would be written into the run directory's name "
+            "and Hydra's config snapshot",
+            file=sys.stderr,
+        )
         return 2
     for arg in argv:
         key, eq, value = arg.partition("=")
@@ -109,7 +115,9 @@ def _run_task(cfg, run_dir: Path) -> int:
     print(f"run directory: {run_dir}")
     print(f"records: {summary.n_records} ({summary.n_skipped} already done, {summary.n_failed} failed this run)")
     _print_scoring_failed(summary)
-    print(f"model calls: {summary.stats.get('network_calls', 0)} network, {summary.stats.get('cache_hits', 0)} from cache")
+    print(
+        f"model calls: {summary.stats.get('network_calls', 0)} network, {summary.stats.get('cache_hits', 0)} from cache"
+    )
     print(f"report: {paths['markdown']}")
     print(Path(paths["markdown"]).read_text())
     return EXIT_FAILED_CASES if summary.n_failed else 0
@@ -141,9 +149,12 @@ def _rescore_task(src: Path):
         print(f"rescored {src} -> {run_dir}")
         print(f"records: {summary.n_records} ({summary.n_skipped} already done, {summary.n_failed} not scored)")
         _print_scoring_failed(summary)
-        print(f"judge calls: {summary.stats.get('network_calls', 0)} network, {summary.stats.get('cache_hits', 0)} from cache")
+        print(
+            f"judge calls: {summary.stats.get('network_calls', 0)} network, {summary.stats.get('cache_hits', 0)} from cache"
+        )
         print(f"report: {paths['markdown']}")
         return EXIT_FAILED_CASES if summary.n_failed else 0
+
     return task
 
 
@@ -155,6 +166,7 @@ def _plan_task(out: str | None, pricing: str | None):
         print(render_table(plan))
         print(f"plan: {write_plan(plan, Path(out) if out else run_dir / PLAN_FILE)}")
         return 0
+
     return task
 
 
@@ -182,27 +194,47 @@ def _split_plan_options(argv: list[str]) -> tuple[list[str], str | None, str | N
 
 def _print_scoring_failed(summary) -> None:
     if summary.n_scoring_failed:
-        print(f"lme-harness: scoring failed for {summary.n_scoring_failed} answered pair(s) (judge endpoint error): "
-              "answers are kept, the same command scores them again", file=sys.stderr)
+        print(
+            f"lme-harness: scoring failed for {summary.n_scoring_failed} answered pair(s) (judge endpoint error): "
+            "answers are kept, the same command scores them again",
+            file=sys.stderr,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="lme-harness", description=__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("run", help="run the benchmark (Hydra overrides follow, e.g. dataset=s model=openai)", add_help=False)
-    sub.add_parser("replay", help="the benchmark against a recorded response fixture: replay FIXTURE [--record] "
-                   "[Hydra overrides] (docs/ci-gate.md)", add_help=False)
-    sub.add_parser("plan", help="what a run would spend (calls, tokens, USD, cache share), no model call: "
-                   "plan [HYDRA OVERRIDES] [--out FILE] [--pricing FILE] (also: run ... --plan)", add_help=False)
+    sub.add_parser(
+        "run", help="run the benchmark (Hydra overrides follow, e.g. dataset=s model=openai)", add_help=False
+    )
+    sub.add_parser(
+        "replay",
+        help="the benchmark against a recorded response fixture: replay FIXTURE [--record] "
+        "[Hydra overrides] (docs/ci-gate.md)",
+        add_help=False,
+    )
+    sub.add_parser(
+        "plan",
+        help="what a run would spend (calls, tokens, USD, cache share), no model call: "
+        "plan [HYDRA OVERRIDES] [--out FILE] [--pricing FILE] (also: run ... --plan)",
+        add_help=False,
+    )
     sub.add_parser("retrieval-eval", help="retrieval-only evaluation (Hydra overrides follow)", add_help=False)
-    sub.add_parser("rescore", help="score a run's answers again (other scorers/judge), no answer calls: "
-                   "rescore SRC_RUN_DIR [Hydra overrides]", add_help=False)
+    sub.add_parser(
+        "rescore",
+        help="score a run's answers again (other scorers/judge), no answer calls: "
+        "rescore SRC_RUN_DIR [Hydra overrides]",
+        add_help=False,
+    )
     p = sub.add_parser("report", help="rebuild tables and plots from a run directory's records (no model calls)")
     p.add_argument("run_dir")
     p.add_argument("--pricing", help="price table YAML (default configs/pricing/default.yaml)")
-    p = sub.add_parser("merge", help="one run from the run directories of its shards (dataset.shard=I/N): "
-                       "merge OUT RUN_DIR... then the report of OUT")
+    p = sub.add_parser(
+        "merge",
+        help="one run from the run directories of its shards (dataset.shard=I/N): "
+        "merge OUT RUN_DIR... then the report of OUT",
+    )
     p.add_argument("out")
     p.add_argument("run_dirs", nargs="+")
     p.add_argument("--pricing", help="price table YAML (default configs/pricing/default.yaml)")
@@ -214,17 +246,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("run_dir")
     p.add_argument("--baseline", required=True, help="baseline YAML (e.g. baselines/ci_smollm2.yaml)")
     p.add_argument("--pricing", help="price table YAML (default configs/pricing/default.yaml)")
-    p.add_argument("--write-baseline", action="store_true",
-                   help="write the baseline from this run (default tolerances) instead of checking")
-    p.add_argument("--policy", choices=("default", "live", "exact"),
-                   help="with --write-baseline: tolerances (default), cross-build tolerances (live CI gate) or "
-                        "exact checks (replay gate); "
-                        "default: the existing baseline's policy")
-    p = sub.add_parser("export", help="write each mode's answers as a LongMemEval hypothesis file (question_id, hypothesis)")
+    p.add_argument(
+        "--write-baseline",
+        action="store_true",
+        help="write the baseline from this run (default tolerances) instead of checking",
+    )
+    p.add_argument(
+        "--policy",
+        choices=("default", "live", "exact"),
+        help="with --write-baseline: tolerances (default), cross-build tolerances (live CI gate) or "
+        "exact checks (replay gate); "
+        "default: the existing baseline's policy",
+    )
+    p = sub.add_parser(
+        "export", help="write each mode's answers as a LongMemEval hypothesis file (question_id, hypothesis)"
+    )
     p.add_argument("run_dir")
     p.add_argument("--out", help="output directory (default: RUN_DIR/export)")
-    p.add_argument("--dataset", action="store_true",
-                   help="also the per-case table as a Hugging Face dataset (OUT/cases) and OUT/cases.parquet")
+    p.add_argument(
+        "--dataset",
+        action="store_true",
+        help="also the per-case table as a Hugging Face dataset (OUT/cases) and OUT/cases.parquet",
+    )
     p = sub.add_parser("models", help="manage embedded models")
     msub = p.add_subparsers(dest="models_cmd", required=True)
     pp = msub.add_parser("pull", help="assemble and sha256-verify a model file")
@@ -249,8 +292,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "replay":  # replay FIXTURE [--record] [HYDRA OVERRIDES...] (docs/ci-gate.md)
         rest = [a for a in argv[1:] if a != "--record"]
         if not rest or "=" in rest[0]:
-            print("lme-harness: error: usage: lme-harness replay FIXTURE.jsonl [--record] [HYDRA OVERRIDES...]",
-                  file=sys.stderr)
+            print(
+                "lme-harness: error: usage: lme-harness replay FIXTURE.jsonl [--record] [HYDRA OVERRIDES...]",
+                file=sys.stderr,
+            )
             return 2
         from runners.gate_replay import replay_main
 
@@ -277,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
             print(Path(paths["markdown"]).read_text())
             print(json.dumps({k: str(v) for k, v in paths.items()}, indent=1))
             return 0
+
         return _guard(report)
     if args.cmd == "merge":
         from reports.render import build_report
@@ -287,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
             paths = build_report(Path(args.out), prices=args.pricing)
             print(Path(paths["markdown"]).read_text())
             return 0
+
         return _guard(merge)
     if args.cmd == "compare":
         from runners.compare import compare_main
@@ -295,8 +342,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "gate":
         from runners.gate import gate_main
 
-        return _guard(lambda: gate_main(args.run_dir, args.baseline, pricing=args.pricing, write=args.write_baseline,
-                                          policy=args.policy))
+        return _guard(
+            lambda: gate_main(
+                args.run_dir, args.baseline, pricing=args.pricing, write=args.write_baseline, policy=args.policy
+            )
+        )
     if args.cmd == "export":
         from reports.export import export_hypotheses
 
@@ -305,11 +355,16 @@ def main(argv: list[str] | None = None) -> int:
             for mode, f in res.files.items():
                 print(f"{mode}: {res.counts[mode]} hypotheses -> {f}")
             for qid, mode, error in res.missing:
-                print(f"lme-harness: warning: no answer for {qid} / {mode} (failed: {error}); rerun the run to fill it",
-                      file=sys.stderr)
+                print(
+                    f"lme-harness: warning: no answer for {qid} / {mode} (failed: {error}); rerun the run to fill it",
+                    file=sys.stderr,
+                )
             for qid, mode, n in res.truncated:
-                print(f"lme-harness: warning: {qid} / {mode}: the answer ({n} characters) was cut in the export "
-                      f"(a note in the hypothesis says so)", file=sys.stderr)
+                print(
+                    f"lme-harness: warning: {qid} / {mode}: the answer ({n} characters) was cut in the export "
+                    f"(a note in the hypothesis says so)",
+                    file=sys.stderr,
+                )
             print("re-judge with LongMemEval's script: python src/evaluation/evaluate_qa.py gpt-4o FILE REF_FILE")
             if args.dataset:
                 from reports.export import export_cases_dataset
@@ -317,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
                 for kind, path in export_cases_dataset(args.run_dir, args.out).items():
                     print(f"per-case {kind}: {path}")
             return EXIT_FAILED_CASES if res.missing else 0
+
         return _guard(export)
     if args.cmd == "models":
         from harness.llm.models import available_models, load_spec, pull
@@ -346,8 +402,18 @@ def _guard(fn) -> int:
 
     try:
         return fn()
-    except (DataError, ModelError, RecordError, RunConfigError, FileNotFoundError, CompareError, GateError,
-            PricingError, LLMError, FixtureError) as e:
+    except (
+        DataError,
+        ModelError,
+        RecordError,
+        RunConfigError,
+        FileNotFoundError,
+        CompareError,
+        GateError,
+        PricingError,
+        LLMError,
+        FixtureError,
+    ) as e:
         print(f"lme-harness: error: {e}", file=sys.stderr)
         return 2
 

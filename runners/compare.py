@@ -1,14 +1,22 @@
 """`lme-harness compare RUN_A RUN_B [...]`: paired comparison written as Markdown, HTML, JSON and plots."""
+
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from reports import html as H
 from reports import plots
-from reports.compare import (COMPARE_NOTE, PairResult, compare_runs, dumps_json, expand_run_dirs, load_runs,
-                             pair_markdown)
+from reports.compare import (
+    COMPARE_NOTE,
+    PairResult,
+    compare_runs,
+    dumps_json,
+    expand_run_dirs,
+    load_runs,
+    pair_markdown,
+)
 from reports.cost import load_price_table
 from reports.render import paired_html
 from reports.stats import WinLossTie
@@ -21,8 +29,9 @@ def _plots(p: PairResult, out: Path, stem: str) -> list[Path]:
     t = q.assign(label=[f"{g} · {p.metrics.label(m)}" for g, m in zip(q["group"], q["metric"])])
     title = f"B = {p.b.label}  vs  A = {p.a.label}"
     paths = plots.paired_deltas(t, out / f"{stem}_deltas", title=title)
-    counts = {lab: WinLossTie(int(w), int(l), int(ti)) for lab, w, l, ti in
-              zip(t["label"], t["wins"], t["losses"], t["ties"])}
+    counts = {
+        lab: WinLossTie(int(w), int(l), int(ti)) for lab, w, l, ti in zip(t["label"], t["wins"], t["losses"], t["ties"])
+    }
     paths += plots.win_loss_tie(counts, out / f"{stem}_win_loss_tie", a=p.a.label, b=p.b.label)
     return paths
 
@@ -31,9 +40,13 @@ def _html(pairs: Sequence[PairResult], figs: dict[int, list[Path]]) -> str:
     body = ["<h1>lme-harness compare</h1>", f'<p class="muted">{H.esc(COMPARE_NOTE)}</p>']
     for i, p in enumerate(pairs):
         body.append(f"<h2>B = {H.esc(p.b.label)} vs A = {H.esc(p.a.label)}</h2>")
-        body.append(H.kv([("A", p.a.path), ("B", p.b.path)]
-                         + [(f"config {k}", f"{va!r} → {vb!r}") for k, va, vb in p.diff[:20]]
-                         + [("note", w) for w in p.warnings]))
+        body.append(
+            H.kv(
+                [("A", p.a.path), ("B", p.b.path)]
+                + [(f"config {k}", f"{va!r} → {vb!r}") for k, va, vb in p.diff[:20]]
+                + [("note", w) for w in p.warnings]
+            )
+        )
         body.append(paired_html(p.stats, table_id=f"paired-{i}", metrics=p.metrics))
         body += [H.image(f, f.stem) for f in figs.get(i, []) if f.suffix == ".png"]
     return H.page("lme-harness compare", "\n".join(body))

@@ -1,20 +1,22 @@
 """Wiring a run's components from its config: the answer and judge clients, the summarizer, retrieval, the
 scorers, the wire shape and bounds. `Components` names every part a case needs (no string-keyed dict)."""
+
 from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from harness.llm.cache import ResponseCache
 from harness.scoring.base import ScoreInput
-from harness.storage import StorageError
 from harness.settings import ClientSettings, GenerationSettings, RunSettings
+from harness.storage import StorageError
 from runners.bounds import RecordBounds
 from runners.fingerprint import fingerprint
 from runners.modes import Mode, modes_from_config
@@ -74,8 +76,9 @@ def build_components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -
     window = ep.spec.window
     # Objects are passed to the partial, not to instantiate(): Hydra would turn dataclasses into configs.
     make_summarizer = instantiate(cfg.summarizer, _partial_=True)
-    summarizer = make_summarizer(model=client, prompt=instantiate(cfg.prompt), context_window=window,
-                                 token_counter=counter)
+    summarizer = make_summarizer(
+        model=client, prompt=instantiate(cfg.prompt), context_window=window, token_counter=counter
+    )
     try:
         retrieval = instantiate(cfg.retrieval, **retrieval_overrides(cfg))
     except Exception as e:  # Hydra wraps a damaged index store: unwrapped, it is one error naming the file
@@ -89,8 +92,9 @@ def build_components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -
         counter=counter,
         window=window,
         token_ratio=float(ep.spec.extra.get("token_ratio", 1.0)),
-        summaries=SummaryProvider(summarizer, session_store(cfg, run_dir, fingerprint(cfg)),
-                                  share_across_modes=bool(cfg.run.share_summary)),
+        summaries=SummaryProvider(
+            summarizer, session_store(cfg, run_dir, fingerprint(cfg)), share_across_modes=bool(cfg.run.share_summary)
+        ),
         retrieval=retrieval,
         scorers=build_scorers(cfg, judge_client),
         liveness=[c.liveness for c in dict.fromkeys((client, judge_client)) if getattr(c, "liveness", None)],

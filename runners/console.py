@@ -4,12 +4,13 @@ Hydra's job logging sends every record to the console and to `<output_dir>/<job 
 `lme-harness`); a failed (case, mode) logged with its traceback filled pages of the terminal. `quiet_console`
 makes console handlers print each record as one truncated line and guarantees the file handler.
 """
+
 from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 LOG_FILE = "cli.log"
 MAX_LINE = 300

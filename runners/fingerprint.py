@@ -3,6 +3,7 @@
 A run directory may be resumed only by the configuration that wrote it (`fingerprint.json`). Settings that do
 not change results (concurrency, timeouts, the cache, where a model is served) are left out of the identity.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -17,9 +18,22 @@ from harness.records import RECORDS_FILE
 from runners.settings import RunConfigError
 
 # Keys that do not change results: a run directory may be resumed when only these differ.
-NON_RESULT_KEYS = ("run.concurrency", "run.progress", "run.max_consecutive_failures", "client.concurrency",
-                   "client.timeout_s", "client.max_retries", "client.backoff_base_s", "client.backoff_max_s",
-                   "client.preflight", "run.name", "cache", "store.kind", "store.dsn", "store.password_env")
+NON_RESULT_KEYS = (
+    "run.concurrency",
+    "run.progress",
+    "run.max_consecutive_failures",
+    "client.concurrency",
+    "client.timeout_s",
+    "client.max_retries",
+    "client.backoff_base_s",
+    "client.backoff_max_s",
+    "client.preflight",
+    "run.name",
+    "cache",
+    "store.kind",
+    "store.dsn",
+    "store.password_env",
+)
 ENDPOINT_KEYS = ("model.base_url", "judge.endpoint.base_url")  # where a model is served, not which model
 FINGERPRINT_FILE = "fingerprint.json"
 
@@ -75,4 +89,5 @@ def check_fingerprint(run_dir: Path, fp: str, legacy: str | None = None) -> None
         if old not in (fp, legacy) and (Path(run_dir) / RECORDS_FILE).exists():
             raise RunConfigError(
                 f"{run_dir}: holds records of a different configuration (fingerprint {old} != {fp}); "
-                f"use another run.name or hydra.run.dir=... so results are never mixed")
+                f"use another run.name or hydra.run.dir=... so results are never mixed"
+            )

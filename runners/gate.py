@@ -1,4 +1,5 @@
 """`lme-harness gate --baseline FILE RUN_DIR`: exit 0 when every check passes, 1 when one fails."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,15 +10,21 @@ from reports.gate import baseline_from_run, load_baseline, run_gate, write_basel
 EXIT_GATE_FAILED = 1
 
 
-def gate_main(run_dir: str, baseline: str, *, pricing: str | None = None, write: bool = False,
-              policy: str | None = None) -> int:
+def gate_main(
+    run_dir: str, baseline: str, *, pricing: str | None = None, write: bool = False, policy: str | None = None
+) -> int:
     prices = load_price_table(pricing)
     if write:
         old: dict = {}
         if Path(baseline).exists():  # keep the description, command and policy of an existing baseline
             old, _ = load_baseline(baseline)
-        doc = baseline_from_run(run_dir, prices=prices, policy=policy or old.get("policy") or "default",
-                                description=old.get("description", ""), command=old.get("command", ""))
+        doc = baseline_from_run(
+            run_dir,
+            prices=prices,
+            policy=policy or old.get("policy") or "default",
+            description=old.get("description", ""),
+            command=old.get("command", ""),
+        )
         print(f"baseline written: {write_baseline(doc, baseline)} ({len(doc['checks'])} checks)")
         return 0
     result = run_gate(baseline, run_dir, prices=prices)

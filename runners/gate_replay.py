@@ -6,12 +6,13 @@ recording proxy in front of the configured model instead (a local one is started
 rewrites FIXTURE from what it answered.
 The model config is kept (name, n_ctx, first_tool_choice...) and only pointed at the loopback URL.
 """
+
 from __future__ import annotations
 
 import contextlib
 import tempfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from harness.llm.fixture import ResponseFixture, recording_responder, replay_responder
 from harness.testing.fake_openai import FakeOpenAIServer
@@ -28,7 +29,9 @@ def _model_cfg(overrides: Sequence[str]):
 
 
 @contextlib.contextmanager
-def _endpoint(fixture_path: Path, overrides: Sequence[str], record: bool) -> Iterator[tuple[str, ResponseFixture, dict]]:
+def _endpoint(
+    fixture_path: Path, overrides: Sequence[str], record: bool
+) -> Iterator[tuple[str, ResponseFixture, dict]]:
     if not record:
         fixture = ResponseFixture.load(fixture_path)
         with FakeOpenAIServer(replay_responder(fixture), record=False) as srv:
@@ -38,12 +41,16 @@ def _endpoint(fixture_path: Path, overrides: Sequence[str], record: bool) -> Ite
 
     model_cfg = _model_cfg(overrides)  # local: the embedded server; remote: its base_url is the upstream
     fixture, outcome = ResponseFixture(), {"code": None}
-    with open_endpoint(model_cfg, log_dir=Path(tempfile.gettempdir()), progress=False) as ep, \
-            FakeOpenAIServer(recording_responder(fixture, ep.base_url), record=False) as srv:
+    with (
+        open_endpoint(model_cfg, log_dir=Path(tempfile.gettempdir()), progress=False) as ep,
+        FakeOpenAIServer(recording_responder(fixture, ep.base_url), record=False) as srv,
+    ):
         yield srv.base_url, fixture, outcome
     if outcome["code"] != 0 or not fixture.entries:  # an incomplete recording must not replace a good fixture
-        print(f"replay: the recording run did not complete (exit {outcome['code']}, {len(fixture.entries)} requests): "
-              f"{fixture_path} left unchanged")
+        print(
+            f"replay: the recording run did not complete (exit {outcome['code']}, {len(fixture.entries)} requests): "
+            f"{fixture_path} left unchanged"
+        )
         return
     fixture.save(fixture_path)
     print(f"replay fixture written: {fixture_path} ({len(fixture.entries)} requests)")
@@ -59,6 +66,8 @@ def replay_main(fixture_path: str | Path, overrides: Sequence[str], *, record: b
         code = main(["run", *own, "model.kind=remote", f"++model.base_url={url}"])
         outcome["code"] = code
     if fixture.misses:
-        print(f"replay: {len(fixture.misses)} request(s) not in {fixture_path}: {', '.join(sorted(set(fixture.misses))[:10])} "
-              "(the harness's requests changed: re-record the fixture if the change is intended, docs/ci-gate.md)")
+        print(
+            f"replay: {len(fixture.misses)} request(s) not in {fixture_path}: {', '.join(sorted(set(fixture.misses))[:10])} "
+            "(the harness's requests changed: re-record the fixture if the change is intended, docs/ci-gate.md)"
+        )
     return code

@@ -3,6 +3,7 @@
 Before the first case nothing but FAILED.txt is written; a started run writes fingerprint.json, records.jsonl
 and run.json; one process at a time holds it (harness.runlock).
 """
+
 from __future__ import annotations
 
 import logging

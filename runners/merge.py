@@ -5,11 +5,13 @@ differ beyond dataset.shard (results of different settings are never mixed); the
 of one split; or a (case, mode) appears in two directories. OUT then holds records.jsonl and a run.json
 (the first shard's, with `merged_from`), and `lme-harness report OUT` works on it as on any run.
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from omegaconf import OmegaConf
 
@@ -43,8 +45,10 @@ def merge_runs(out: Path, run_dirs: Sequence[Path]) -> Path:
     ids = [_identity(d) for d in dirs]
     for d, (fp, _) in zip(dirs, ids):
         if fp != ids[0][0]:
-            raise RecordError(f"{d}: its configuration differs from {dirs[0]}'s beyond dataset.shard; "
-                              f"merge only the shards of one run")
+            raise RecordError(
+                f"{d}: its configuration differs from {dirs[0]}'s beyond dataset.shard; "
+                f"merge only the shards of one run"
+            )
     shards = [s for _, s in ids]
     if any(s is not None for s in shards):
         parsed = []
@@ -54,12 +58,16 @@ def merge_runs(out: Path, run_dirs: Sequence[Path]) -> Path:
             parsed.append(parse_shard(s))
         n = parsed[0][1]
         if any(c != n for _, c in parsed):
-            raise RecordError(f"{dirs[[c for _, c in parsed].index(next(c for _, c in parsed if c != n))]}: "
-                              f"a shard of another split than {dirs[0]} (x/{n})")
+            raise RecordError(
+                f"{dirs[[c for _, c in parsed].index(next(c for _, c in parsed if c != n))]}: "
+                f"a shard of another split than {dirs[0]} (x/{n})"
+            )
         missing = sorted(set(range(n)) - {i for i, _ in parsed})
         if missing:
-            raise RecordError(f"merge: shards {[f'{i}/{n}' for i in missing]} are missing; every shard's run "
-                              f"directory is needed for the whole run")
+            raise RecordError(
+                f"merge: shards {[f'{i}/{n}' for i in missing]} are missing; every shard's run "
+                f"directory is needed for the whole run"
+            )
     seen: dict[tuple[str, str], Path] = {}
     lines: list[str] = []
     for d in dirs:

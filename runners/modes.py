@@ -3,11 +3,13 @@
 A mode turns (case, session) into one answer: it assembles the request, runs the model (and tools),
 and reports what it sent and spent. It never scores: scoring happens downstream on the record.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from harness.data.longmemeval import Case
 from harness.llm.types import ChatModel, ChatResult, Message
@@ -68,8 +70,9 @@ def modes_from_config(mode_cfg: Mapping[str, Any]) -> list[Mode]:
     for key, node in mode_cfg.items():
         given = node.get("name") if hasattr(node, "get") else None
         if given is not None and given != key:
-            raise RunConfigError(f"mode.{key}.name={given!r}: a mode's name is its config key ({key!r}); "
-                                 f"drop `name` or rename the key")
+            raise RunConfigError(
+                f"mode.{key}.name={given!r}: a mode's name is its config key ({key!r}); drop `name` or rename the key"
+            )
         modes.append(instantiate(node, name=str(key)))
     return modes
 
@@ -115,21 +118,36 @@ class LongContextMode:
         from harness.session.tokens import ScaledCounter
 
         sw = Stopwatch()
-        events = ctx.session.events[-self.max_events:] if self.max_events else ctx.session.events
+        events = ctx.session.events[-self.max_events :] if self.max_events else ctx.session.events
         shown = drop_leading_non_user(events)  # like the reference session filter: history starts at a user turn
-        messages = [{"role": "system", "content": self.instruction}, *(e.to_message() for e in shown),
-                    _question_message(ctx)]
+        messages = [
+            {"role": "system", "content": self.instruction},
+            *(e.to_message() for e in shown),
+            _question_message(ctx),
+        ]
         # The last layer: fit the model's window by dropping the oldest rounds (never a tool call from its result).
         budget = ctx.context_window - int(ctx.generation.get("max_tokens") or 0) - self.reserve_tokens
         counter = ctx.token_counter if ctx.token_ratio == 1 else ScaledCounter(ctx.token_counter, ctx.token_ratio)
         fitted = tailor(messages, budget, counter)
         dropped = len(ctx.session.events) - len(shown) + fitted.dropped
-        info = {"truncated": dropped > 0, "dropped_events": dropped, "kept_events": len(ctx.session.events) - dropped,
-                "total_events": len(ctx.session.events), "estimated_prompt_tokens": fitted.tokens_after,
-                "estimated_full_prompt_tokens": fitted.tokens_before, "budget_tokens": budget, "fits": fitted.fits}
+        info = {
+            "truncated": dropped > 0,
+            "dropped_events": dropped,
+            "kept_events": len(ctx.session.events) - dropped,
+            "total_events": len(ctx.session.events),
+            "estimated_prompt_tokens": fitted.tokens_after,
+            "estimated_full_prompt_tokens": fitted.tokens_before,
+            "budget_tokens": budget,
+            "fits": fitted.fits,
+        }
         r = sw.model(lambda: ctx.model.chat(fitted.messages, **ctx.generation))
-        return ModeOutput(prediction=r.content.strip(), calls=[r], query_latency_s=query_latency([r], sw.harness_s()),
-                          truncation=info, final_messages=len(fitted.messages))
+        return ModeOutput(
+            prediction=r.content.strip(),
+            calls=[r],
+            query_latency_s=query_latency([r], sw.harness_s()),
+            truncation=info,
+            final_messages=len(fitted.messages),
+        )
 
 
 @dataclass
@@ -153,8 +171,13 @@ class SummaryMode:
         messages, summary_info, _ = self.build(ctx, self.instruction)
         sw = Stopwatch()
         r = sw.model(lambda: ctx.model.chat(messages, **ctx.generation))
-        return ModeOutput(prediction=r.content.strip(), calls=[r], query_latency_s=query_latency([r], sw.harness_s()),
-                          summary=summary_info, final_messages=len(messages))
+        return ModeOutput(
+            prediction=r.content.strip(),
+            calls=[r],
+            query_latency_s=query_latency([r], sw.harness_s()),
+            summary=summary_info,
+            final_messages=len(messages),
+        )
 
 
 @dataclass
@@ -175,7 +198,10 @@ class SummaryOnDemandMode(SummaryMode):
         system = self.instruction + "\n\n" + self.ondemand_instruction
         messages, summary_info, summary = self.build(ctx, system)
         if self.use_overview:  # assemble() always starts with the system message
-            messages[0] = {**messages[0], "content": messages[0]["content"] + "\n\n" + ondemand_prompts.ONDEMAND_SESSION_OVERVIEW}
+            messages[0] = {
+                **messages[0],
+                "content": messages[0]["content"] + "\n\n" + ondemand_prompts.ONDEMAND_SESSION_OVERVIEW,
+            }
         base_system = messages[0]["content"]
         tools = ctx.tools_factory(ctx.session, summary.boundary)
         specs = tools.specs()
@@ -187,11 +213,18 @@ class SummaryOnDemandMode(SummaryMode):
         prediction, error = "", None
         while True:
             pending_tool = ondemand_prompts.has_pending_tool_result(messages)
-            messages[0] = {**messages[0], "content": base_system + (
-                "\n\n" + ondemand_prompts.DEFAULT_POST_TOOL_PROMPT if pending_tool and self.use_post_tool_prompt else "")}
+            messages[0] = {
+                **messages[0],
+                "content": base_system
+                + (
+                    "\n\n" + ondemand_prompts.DEFAULT_POST_TOOL_PROMPT
+                    if pending_tool and self.use_post_tool_prompt
+                    else ""
+                ),
+            }
             req = [dict(m) for m in messages]
             extra = {"tool_choice": self.first_tool_choice} if self.first_tool_choice and rounds == 0 else {}
-            r = sw.model(lambda: ctx.model.chat(req, tools=specs, **ctx.generation, **extra))
+            r = sw.model(lambda: ctx.model.chat(req, tools=specs, **ctx.generation, **extra))  # noqa: B023 (called now)
             calls.append(r)
             if not r.tool_calls:
                 prediction = r.content.strip()
@@ -204,10 +237,27 @@ class SummaryOnDemandMode(SummaryMode):
             for tc in r.tool_calls:
                 fn = tc.get("function", {})
                 out = tools.call(fn.get("name", ""), fn.get("arguments", ""))
-                trace.append({"round": rounds, "id": tc.get("id"), "name": fn.get("name"), "arguments": fn.get("arguments"),
-                              "ok": out.ok, "error": out.error, "trace": out.trace, "response_chars": len(out.content)})
+                trace.append(
+                    {
+                        "round": rounds,
+                        "id": tc.get("id"),
+                        "name": fn.get("name"),
+                        "arguments": fn.get("arguments"),
+                        "ok": out.ok,
+                        "error": out.error,
+                        "trace": out.trace,
+                        "response_chars": len(out.content),
+                    }
+                )
                 messages.append({"role": "tool", "tool_call_id": tc.get("id") or "", "content": out.content})
                 tool_results.append((fn.get("name", ""), out.content))
-        return ModeOutput(prediction=prediction, calls=calls, query_latency_s=query_latency(calls, sw.harness_s()),
-                          tool_trace=trace, summary=summary_info, error=error, final_messages=len(messages),
-                          tool_results=tool_results)
+        return ModeOutput(
+            prediction=prediction,
+            calls=calls,
+            query_latency_s=query_latency(calls, sw.harness_s()),
+            tool_trace=trace,
+            summary=summary_info,
+            error=error,
+            final_messages=len(messages),
+            tool_results=tool_results,
+        )

@@ -6,6 +6,7 @@ its date string as `### Session i` with its date and its turns as JSON (without 
 date and the question. Upstream truncates the history string to a token budget keeping its start; here the
 oldest sessions are dropped until the prompt fits the model's window (recorded in `truncation`).
 """
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,10 @@ def session_blocks(ctx: CaseContext) -> list[str]:
     """Each session as upstream renders it, in upstream's order (sorted by the date string)."""
     case = ctx.case
     dated = sorted(zip(case.session_dates, case.sessions), key=lambda x: x[0])
-    return [SESSION_BLOCK.format(i + 1, date, "\n" + json.dumps([{"role": t.role, "content": t.content} for t in turns]))
-            for i, (date, turns) in enumerate(dated)]
+    return [
+        SESSION_BLOCK.format(i + 1, date, "\n" + json.dumps([{"role": t.role, "content": t.content} for t in turns]))
+        for i, (date, turns) in enumerate(dated)
+    ]
 
 
 @dataclass
@@ -45,10 +48,21 @@ class LongMemEvalOfficialMode:
             kept.pop(0)  # the oldest session first; the question and its date always stay
         text = prompt(kept)
         tokens = counter.count(text)
-        info = {"truncated": len(kept) < len(blocks), "dropped_sessions": len(blocks) - len(kept),
-                "kept_sessions": len(kept), "estimated_prompt_tokens": tokens, "estimated_full_prompt_tokens": full,
-                "budget_tokens": budget, "fits": tokens <= budget}
+        info = {
+            "truncated": len(kept) < len(blocks),
+            "dropped_sessions": len(blocks) - len(kept),
+            "kept_sessions": len(kept),
+            "estimated_prompt_tokens": tokens,
+            "estimated_full_prompt_tokens": full,
+            "budget_tokens": budget,
+            "fits": tokens <= budget,
+        }
         messages = [{"role": "user", "content": text}]
         r = sw.model(lambda: ctx.model.chat(messages, **ctx.generation))
-        return ModeOutput(prediction=r.content.strip(), calls=[r], query_latency_s=query_latency([r], sw.harness_s()),
-                          truncation=info, final_messages=1)
+        return ModeOutput(
+            prediction=r.content.strip(),
+            calls=[r],
+            query_latency_s=query_latency([r], sw.harness_s()),
+            truncation=info,
+            final_messages=1,
+        )

@@ -19,6 +19,7 @@ Estimates (stated in plan.json `estimates`):
 - prompt tokens not replayed from the cache: o200k count of the messages (+3 a message) plus the JSON of the
   tool specs; embedding inputs: cl100k (text-embedding-3-*).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -26,9 +27,10 @@ import copy
 import json
 import tempfile
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -95,25 +97,55 @@ class PlanModel:
     def model(self) -> str:
         return self.client.model
 
-    def chat(self, messages: Sequence[Message], *, tools: Sequence[dict[str, Any]] | None = None,
-             purpose: str = "answer", cache_salt: str | None = None, **params: Any) -> ChatResult:
+    def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        purpose: str = "answer",
+        cache_salt: str | None = None,
+        **params: Any,
+    ) -> ChatResult:
         msgs = [dict(m) for m in messages]
         exact = MARKER not in json.dumps(msgs, ensure_ascii=False) and not (
-            self.log.estimated_chain and any(m.get("role") == "tool" for m in msgs))
+            self.log.estimated_chain and any(m.get("role") == "tool" for m in msgs)
+        )
         hit = None
         if self.client.cache is not None:
             hit = self.client.cache.get(self.client.chat_key(msgs, tools=tools, cache_salt=cache_salt, **params))
         tool_tokens = sum(self.counter.count(m.get("content") or "") for m in msgs if m.get("role") == "tool")
         if hit is not None:
             r = result_from_cache(hit, purpose)
-            self.log.add(PlannedCall(self.log.mode, purpose, r.usage.prompt_tokens, r.usage.completion_tokens,
-                                     exact, HIT, self.model, tool_tokens, self.local))
+            self.log.add(
+                PlannedCall(
+                    self.log.mode,
+                    purpose,
+                    r.usage.prompt_tokens,
+                    r.usage.completion_tokens,
+                    exact,
+                    HIT,
+                    self.model,
+                    tool_tokens,
+                    self.local,
+                )
+            )
             return r
         prompt = self.counter.count_messages(msgs) + (self.counter.count(json.dumps(list(tools))) if tools else 0)
         r = self._stand_in(msgs, tools, purpose, params)
         self.log.estimated_chain = True
-        self.log.add(PlannedCall(self.log.mode, purpose, prompt, r.usage.completion_tokens, exact,
-                                 MISS if exact else UNKNOWN, self.model, tool_tokens, self.local))
+        self.log.add(
+            PlannedCall(
+                self.log.mode,
+                purpose,
+                prompt,
+                r.usage.completion_tokens,
+                exact,
+                MISS if exact else UNKNOWN,
+                self.model,
+                tool_tokens,
+                self.local,
+            )
+        )
         return r
 
     def _stand_in(self, msgs: list[Message], tools: Any, purpose: str, params: dict[str, Any]) -> ChatResult:
@@ -159,8 +191,9 @@ class PlanEmbedClient:
             tokens = sum(cl100k_count(t) for t in inputs)
             status = UNKNOWN if self.log.estimated_chain and not self.building_index else MISS
         self.log.add(PlannedCall(self.log.mode, "embedding", tokens, 0, status != UNKNOWN, status, self.model))
-        return EmbeddingResult(vectors, Usage(tokens, 0, None), 0.0, self.model, len(inputs), hit is not None,
-                               "embedding")
+        return EmbeddingResult(
+            vectors, Usage(tokens, 0, None), 0.0, self.model, len(inputs), hit is not None, "embedding"
+        )
 
 
 def _planning_endpoint(model_cfg: Any) -> Endpoint:
@@ -172,8 +205,11 @@ def _planning_endpoint(model_cfg: Any) -> Endpoint:
 
 def _caps(cfg: DictConfig) -> dict[str, int]:
     caps = {}
-    for part, key in (("answer", "generation.max_tokens"), ("summary", "summarizer.max_tokens"),
-                      ("judge", "judge.params.max_tokens")):
+    for part, key in (
+        ("answer", "generation.max_tokens"),
+        ("summary", "summarizer.max_tokens"),
+        ("judge", "judge.params.max_tokens"),
+    ):
         v = OmegaConf.select(cfg, key)
         caps[part] = int(v) if v is not None else DEFAULT_COMPLETION[part]
     return caps
@@ -203,16 +239,19 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
     from harness.session.tokens import o200k_counter
     from runners.components import build_modes, build_scorers, open_cache
     from runners.scoring import score_all
-    from runners.wire import WireShape
     from runners.settings import validate_settings
     from runners.summaries import SummaryProvider
+    from runners.wire import WireShape
 
     validate_settings(cfg)
     table = load_price_table(pricing)
     cases, _ = instantiate(cfg.dataset, _convert_="all").load()
     modes = build_modes(cfg)
-    done = {r.key for r in read_records(run_dir / RECORDS_FILE) if r.answered} \
-        if (run_dir / RECORDS_FILE).exists() else set()
+    done = (
+        {r.key for r in read_records(run_dir / RECORDS_FILE) if r.answered}
+        if (run_dir / RECORDS_FILE).exists()
+        else set()
+    )
     log = PlanLog()
     counter = o200k_counter()
     caps = _caps(cfg)
@@ -221,14 +260,19 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
     with contextlib.ExitStack() as stack:
         cache = open_cache(cfg, stack)
         model = PlanModel(make_client(ep, cfg.client, cache), log, counter, caps, ep.spec.is_local)
-        judge = model if jep is ep else PlanModel(make_client(jep, cfg.client, cache), log, counter, caps,
-                                                  jep.spec.is_local)
+        judge = (
+            model
+            if jep is ep
+            else PlanModel(make_client(jep, cfg.client, cache), log, counter, caps, jep.spec.is_local)
+        )
         window = ep.spec.window
         summarizer = instantiate(cfg.summarizer, _partial_=True)(
-            model=model, prompt=instantiate(cfg.prompt), context_window=window, token_counter=counter)
+            model=model, prompt=instantiate(cfg.prompt), context_window=window, token_counter=counter
+        )
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lme-plan-")))
-        summaries = SummaryProvider(summarizer, SQLiteStore(tmp / "session_store.sqlite"),
-                                    share_across_modes=bool(cfg.run.share_summary))
+        summaries = SummaryProvider(
+            summarizer, SQLiteStore(tmp / "session_store.sqlite"), share_across_modes=bool(cfg.run.share_summary)
+        )
         retriever, store, embed_client = _retriever(cfg, log)
         scorers = build_scorers(cfg, judge)
         generation = GenerationSettings.from_config(cfg.generation).as_params()
@@ -240,8 +284,9 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
             n_docs = len(build_docs(session.events, retriever._exclude()))
             # The run loads the vectors the index store holds (no embedding call): so does the plan (read, and at
             # most the keyword tokens the run would store); otherwise it plans the document batches.
-            held = store is not None and store.has_vectors(retriever.vector_key(session.events), n_docs,
-                                                           retriever.embedder)
+            held = store is not None and store.has_vectors(
+                retriever.vector_key(session.events), n_docs, retriever.embedder
+            )
             retriever.store = store if held else None
             embed_client.building_index = True
             try:
@@ -253,9 +298,18 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
         wire = WireShape.from_config(cfg.get("wire"))  # the run's identifier shapes: the same requests, keys, tokens
         for case in cases:
             session = wire.case_session(case)
-            ctx = CaseContext(case=case, session=session, model=model, generation=generation, context_window=window,
-                              token_counter=counter, token_ratio=token_ratio, summaries=summaries,
-                              tools_factory=tools_factory, question_text=wire.question(case.question, case.question_date))
+            ctx = CaseContext(
+                case=case,
+                session=session,
+                model=model,
+                generation=generation,
+                context_window=window,
+                token_counter=counter,
+                token_ratio=token_ratio,
+                summaries=summaries,
+                tools_factory=tools_factory,
+                question_text=wire.question(case.question, case.question_date),
+            )
             for mode in modes:
                 if (case.question_id, mode.name) in done:
                     n_done += 1
@@ -263,29 +317,51 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
                 log.start(mode.name)
                 ctx.session = wire.session_for(session, mode.name)
                 out = mode.run(ctx)
-                score_all(scorers, ScoreInput(case.question_id, case.question_type, case.question,
-                                              case.answer, out.prediction))
+                score_all(
+                    scorers,
+                    ScoreInput(case.question_id, case.question_type, case.question, case.answer, out.prediction),
+                )
             summaries.forget(case.question_id)
     return _summarize(cfg, log.calls, table, len(cases), [m.name for m in modes], n_done, caps, ep, jep)
 
 
 def _cost(c: PlannedCall, table: PriceTable, fallback: str | None) -> float | None:
-    usd, _ = call_cost({"model": c.model, "usage": {"prompt_tokens": c.prompt_tokens,
-                                                    "completion_tokens": c.completion_tokens}},
-                       table, local=c.local, fallback_model=fallback)
+    usd, _ = call_cost(
+        {"model": c.model, "usage": {"prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens}},
+        table,
+        local=c.local,
+        fallback_model=fallback,
+    )
     return usd
 
 
-def _summarize(cfg: DictConfig, calls: list[PlannedCall], table: PriceTable, n_cases: int, modes: list[str],
-               n_done: int, caps: dict[str, int], ep: Endpoint, jep: Endpoint) -> dict[str, Any]:
+def _summarize(
+    cfg: DictConfig,
+    calls: list[PlannedCall],
+    table: PriceTable,
+    n_cases: int,
+    modes: list[str],
+    n_done: int,
+    caps: dict[str, int],
+    ep: Endpoint,
+    jep: Endpoint,
+) -> dict[str, Any]:
     rows: dict[str, dict[str, Any]] = {}
     unpriced: set[str] = set()
 
     def empty() -> dict[str, Any]:
-        return {"calls": {p: 0 for p in PARTS}, "prompt_tokens": 0, "prompt_tokens_exact": 0,
-                "completion_tokens_est": 0, "tool_response_tokens_est": 0, "embedding_tokens": 0,
-                "cost_usd": 0.0, "cost_cached_usd": 0.0, "cost_unknown_cache_usd": 0.0,
-                "cache": {HIT: 0, MISS: 0, UNKNOWN: 0}}
+        return {
+            "calls": {p: 0 for p in PARTS},
+            "prompt_tokens": 0,
+            "prompt_tokens_exact": 0,
+            "completion_tokens_est": 0,
+            "tool_response_tokens_est": 0,
+            "embedding_tokens": 0,
+            "cost_usd": 0.0,
+            "cost_cached_usd": 0.0,
+            "cost_unknown_cache_usd": 0.0,
+            "cache": {HIT: 0, MISS: 0, UNKNOWN: 0},
+        }
 
     for name in [*modes, "total"]:
         rows[name] = empty()
@@ -314,21 +390,32 @@ def _summarize(cfg: DictConfig, calls: list[PlannedCall], table: PriceTable, n_c
         row["tokens_total"] = row["prompt_tokens"] + row["completion_tokens_est"] + row["embedding_tokens"]
         for k in ("cost_usd", "cost_cached_usd", "cost_unknown_cache_usd"):
             row[k] = None if row[k] is None else round(row[k], 6)
-        row["cost_to_spend_usd"] = None if row["cost_usd"] is None else round(row["cost_usd"] - row["cost_cached_usd"], 6)
+        row["cost_to_spend_usd"] = (
+            None if row["cost_usd"] is None else round(row["cost_usd"] - row["cost_cached_usd"], 6)
+        )
     return {
-        "cases": n_cases, "modes": modes, "pairs_already_recorded": n_done,
-        "model": ep.spec.model, "judge_model": jep.spec.model, "local": ep.spec.is_local,
-        "pricing": {"path": table.path, "date": table.date, "currency": table.currency, "unpriced_models": sorted(unpriced)},
+        "cases": n_cases,
+        "modes": modes,
+        "pairs_already_recorded": n_done,
+        "model": ep.spec.model,
+        "judge_model": jep.spec.model,
+        "local": ep.spec.is_local,
+        "pricing": {
+            "path": table.path,
+            "date": table.date,
+            "currency": table.currency,
+            "unpriced_models": sorted(unpriced),
+        },
         "cache_enabled": bool(cfg.cache.enabled),
         "estimates": {
             "completion_tokens": f"max_tokens caps {caps} (upper bounds)",
             "summary_ondemand": "one session_search round with the question as the query, on the case's real index",
             "judge": "called for every answer not replayed from the cache (containment matches are unknown in advance)",
             "prompt_tokens": "exact (o200k, +3 a message, tool specs as JSON) where the request is determined in "
-                             "advance; cache hits carry the tokens the endpoint reported",
+            "advance; cache hits carry the tokens the endpoint reported",
             "tool_response_tokens": "o200k tokens of the tool results in the requests (part of prompt_tokens)",
             "cache": "hit: the response cache holds the request; miss: it does not; unknown: the request depends "
-                     "on a response not yet known",
+            "on a response not yet known",
         },
         "per_mode": {m: rows[m] for m in modes},
         "total": rows["total"],
@@ -337,8 +424,21 @@ def _summarize(cfg: DictConfig, calls: list[PlannedCall], table: PriceTable, n_c
 
 def render_table(plan: dict[str, Any]) -> str:
     """The plan as a fixed-width table (one row per mode, then the total)."""
-    head = ("mode", "answer", "summary", "judge", "embed", "prompt tok", "(exact)", "compl tok est",
-            "tool resp tok", "embed tok", "USD", "cached USD", "cache hit/miss/unk")
+    head = (
+        "mode",
+        "answer",
+        "summary",
+        "judge",
+        "embed",
+        "prompt tok",
+        "(exact)",
+        "compl tok est",
+        "tool resp tok",
+        "embed tok",
+        "USD",
+        "cached USD",
+        "cache hit/miss/unk",
+    )
     lines = []
 
     def usd(v: float | None) -> str:
@@ -346,21 +446,45 @@ def render_table(plan: dict[str, Any]) -> str:
 
     for name, r in [*plan["per_mode"].items(), ("total", plan["total"])]:
         c = r["calls"]
-        lines.append((name, str(c["answer"]), str(c["summary"]), str(c["judge"]), str(c["embedding"]),
-                      f"{r['prompt_tokens']:,}", f"{r['prompt_tokens_exact']:,}", f"{r['completion_tokens_est']:,}",
-                      f"{r['tool_response_tokens_est']:,}", f"{r['embedding_tokens']:,}", usd(r["cost_usd"]),
-                      usd(r["cost_cached_usd"]), "{hit}/{miss}/{unknown}".format(**r["cache"])))
+        lines.append(
+            (
+                name,
+                str(c["answer"]),
+                str(c["summary"]),
+                str(c["judge"]),
+                str(c["embedding"]),
+                f"{r['prompt_tokens']:,}",
+                f"{r['prompt_tokens_exact']:,}",
+                f"{r['completion_tokens_est']:,}",
+                f"{r['tool_response_tokens_est']:,}",
+                f"{r['embedding_tokens']:,}",
+                usd(r["cost_usd"]),
+                usd(r["cost_cached_usd"]),
+                "{hit}/{miss}/{unknown}".format(**r["cache"]),
+            )
+        )
     widths = [max(len(h), *(len(l[i]) for l in lines)) for i, h in enumerate(head)]
-    fmt = lambda row: "  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths)))
-    out = [f"plan: {plan['cases']} cases x {len(plan['modes'])} modes, model {plan['model']}"
-           f" (judge {plan['judge_model']}), prices of {plan['pricing']['date']} ({plan['pricing']['currency']})",
-           fmt(head), fmt(tuple("-" * w for w in widths)), *map(fmt, lines)]
+
+    def fmt(row: Sequence[str]) -> str:
+        return "  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths)))
+
+    out = [
+        f"plan: {plan['cases']} cases x {len(plan['modes'])} modes, model {plan['model']}"
+        f" (judge {plan['judge_model']}), prices of {plan['pricing']['date']} ({plan['pricing']['currency']})",
+        fmt(head),
+        fmt(tuple("-" * w for w in widths)),
+        *map(fmt, lines),
+    ]
     if plan["pairs_already_recorded"]:
-        out.append(f"{plan['pairs_already_recorded']} (case, mode) pairs already recorded in the run directory: not planned")
+        out.append(
+            f"{plan['pairs_already_recorded']} (case, mode) pairs already recorded in the run directory: not planned"
+        )
     if plan["pricing"]["unpriced_models"]:
         out.append(f"unpriced (not in the price table): {', '.join(plan['pricing']['unpriced_models'])}")
-    out.append("estimates: completion = max_tokens caps; ondemand = one search round; judge on every unknown answer "
-               "(see plan.json 'estimates')")
+    out.append(
+        "estimates: completion = max_tokens caps; ondemand = one search round; judge on every unknown answer "
+        "(see plan.json 'estimates')"
+    )
     return "\n".join(out)
 
 

@@ -1,4 +1,5 @@
 """What produced a run: dataset hash, code version, packages, model, and the config with secrets redacted."""
+
 from __future__ import annotations
 
 import platform
@@ -13,14 +14,28 @@ from omegaconf import DictConfig, OmegaConf
 from harness import secrets
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("openai", "hydra-core", "pandas", "rouge-score", "sacrebleu", "bm25s", "tiktoken", "llama-cpp-python", "datasets",
-            "numpy", "scipy", "matplotlib")
+PACKAGES = (
+    "openai",
+    "hydra-core",
+    "pandas",
+    "rouge-score",
+    "sacrebleu",
+    "bm25s",
+    "tiktoken",
+    "llama-cpp-python",
+    "datasets",
+    "numpy",
+    "scipy",
+    "matplotlib",
+)
 MODEL_KEYS = ("name", "kind", "model", "file", "sha256", "base_url", "n_ctx")
 
 
 def _git(*args: str) -> str | None:
     try:
-        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+        return subprocess.run(
+            ["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
     except Exception:
         return None
 
@@ -47,7 +62,7 @@ def provenance(cfg: DictConfig, data: dict[str, Any]) -> dict[str, Any]:
         "packages": versions,
         "model": {k: v for k, v in config["model"].items() if k in MODEL_KEYS},
         # The judge's own model when configured (judge.endpoint), else the answer model judges.
-        "judge_model": {k: v for k, v in ((config.get("judge") or {}).get("endpoint") or {}).items()
-                        if k in MODEL_KEYS} or None,
+        "judge_model": {k: v for k, v in ((config.get("judge") or {}).get("endpoint") or {}).items() if k in MODEL_KEYS}
+        or None,
         "config": config,
     }

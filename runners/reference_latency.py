@@ -8,10 +8,12 @@ answer; assistant tool-call events are not indexed. long_context uses the in-mem
 embedded. This harness appends nothing during a query, so `query_ms` leaves that time out; here the same
 texts are embedded one request per event, as the reference did, with the run's retrieval embedder.
 """
+
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from harness.llm.client import embedding_call_log
 
@@ -33,8 +35,9 @@ def should_measure(setting: str, embedder: Any) -> bool:
     return setting == "true"
 
 
-def appended_event_texts(mode: str, question: str, tool_results: Sequence[tuple[str, str]],
-                         prediction: str) -> list[str]:
+def appended_event_texts(
+    mode: str, question: str, tool_results: Sequence[tuple[str, str]], prediction: str
+) -> list[str]:
     """The texts the reference's session service embedded while this query ran."""
     if mode not in PGVECTOR_MODES:
         return []
@@ -65,5 +68,8 @@ def latency_fields(query_ms: float, mode: str, embed_ms: float | None, n_events:
     """`query_ms_reference` (= the published table's definition) and its parts, for a record's `latency`."""
     if mode not in PGVECTOR_MODES:
         return {"query_ms_reference": query_ms, "append_embed_ms": 0.0, "append_embedded_events": 0}
-    return {"query_ms_reference": None if embed_ms is None else round(query_ms + embed_ms, 1),
-            "append_embed_ms": embed_ms, "append_embedded_events": n_events}
+    return {
+        "query_ms_reference": None if embed_ms is None else round(query_ms + embed_ms, 1),
+        "append_embed_ms": embed_ms,
+        "append_embedded_events": n_events,
+    }

@@ -5,6 +5,7 @@ so re-running the same command makes no model call. Failures are recorded with t
 never dropped, and retried on the next run; a pair whose scoring failed (the judge endpoint) keeps
 its answer and is only scored again. One process at a time writes a run directory (run.lock).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -12,9 +13,10 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig
@@ -25,15 +27,29 @@ from harness.data.longmemeval import Case
 from harness.llm.client import embedding_call_log
 from harness.llm.endpoint import make_client, open_endpoint
 from harness.llm.liveness import ServerDied, ServerWatch
-from harness.records import (RECORDS_FILE, STATUS_FAILED, STATUS_OK, STATUS_SCORING_FAILED, Record, RecordWriter,
-                             read_records)
+from harness.records import (
+    RECORDS_FILE,
+    STATUS_FAILED,
+    STATUS_OK,
+    STATUS_SCORING_FAILED,
+    Record,
+    RecordWriter,
+    read_records,
+)
 from harness.runlock import run_dir_lock
 from harness.scoring.base import ScoreInput, specs_json
 from harness.settings import RunSettings
 from harness.storage import write_text_atomic
 from runners.bounds import bound_record
-from runners.components import (Components, SerializedEmbedder, build_components, build_modes, build_scorers,
-                                open_cache, preflight)
+from runners.components import (
+    Components,
+    SerializedEmbedder,
+    build_components,
+    build_modes,
+    build_scorers,
+    open_cache,
+    preflight,
+)
 from runners.console import log_failure
 from runners.fingerprint import FINGERPRINT_FILE, check_fingerprint, fingerprint
 from runners.lifecycle import FAILURE_NOTE, RunStopped, RunSummary, clear_failure, write_failure
@@ -45,9 +61,22 @@ from runners.settings import RunConfigError, validate_settings
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FAILURE_NOTE", "Components", "FailureBreaker", "RunConfigError", "RunStopped", "RunSummary",
-           "SerializedEmbedder", "build_modes", "build_scorers", "check_fingerprint", "fingerprint", "open_cache",
-           "preflight", "run_benchmark"]
+__all__ = [
+    "FAILURE_NOTE",
+    "Components",
+    "FailureBreaker",
+    "RunConfigError",
+    "RunStopped",
+    "RunSummary",
+    "SerializedEmbedder",
+    "build_modes",
+    "build_scorers",
+    "check_fingerprint",
+    "fingerprint",
+    "open_cache",
+    "preflight",
+    "run_benchmark",
+]
 
 
 def run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
@@ -88,7 +117,9 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
                 client = make_client(ep, cfg.client, cache)
                 judge_client = client
                 if cfg.judge.get("endpoint"):  # a separately configured judge model (e.g. +model@judge.endpoint=openai)
-                    jep = stack.enter_context(open_endpoint(cfg.judge.endpoint, log_dir=run_dir, progress=cfg.run.progress))
+                    jep = stack.enter_context(
+                        open_endpoint(cfg.judge.endpoint, log_dir=run_dir, progress=cfg.run.progress)
+                    )
                     judge_client = make_client(jep, cfg.client, cache)
                 preflight(cfg, client, judge_client)
                 components = build_components(cfg, client, judge_client, ep, run_dir)
@@ -115,16 +146,24 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
             specs = specs_json(components.scorers) if components is not None else _prior_metrics(run_dir)
             if specs:
                 prov["metrics"] = specs
-            prov.update({"fingerprint": fp, "records": str(run_dir / RECORDS_FILE),
-                         "elapsed_s": round(time.time() - t0, 2), "cases_elapsed_s": round(cases_s, 2),
-                         "skipped_already_done": n_skipped, "llm_stats": stats})
+            prov.update(
+                {
+                    "fingerprint": fp,
+                    "records": str(run_dir / RECORDS_FILE),
+                    "elapsed_s": round(time.time() - t0, 2),
+                    "cases_elapsed_s": round(cases_s, 2),
+                    "skipped_already_done": n_skipped,
+                    "llm_stats": stats,
+                }
+            )
             write_text_atomic(run_dir / "run.json", secrets.redact(json.dumps(prov, indent=2, default=str)))
     except Exception as e:
         write_failure(run_dir, e, started)
         raise
     final = read_records(run_dir / RECORDS_FILE)
-    return RunSummary(run_dir, len(final), n_failed, n_skipped, stats,
-                      sum(r.status == STATUS_SCORING_FAILED for r in final))
+    return RunSummary(
+        run_dir, len(final), n_failed, n_skipped, stats, sum(r.status == STATUS_SCORING_FAILED for r in final)
+    )
 
 
 class FailureBreaker:
@@ -164,8 +203,7 @@ def _prior_metrics(run_dir: Path) -> list[dict[str, Any]] | None:
         return None
 
 
-def _run_cases(cfg: DictConfig, todo: Sequence[tuple[Case, list[Mode]]], comp: Components,
-               writer: RecordWriter) -> int:
+def _run_cases(cfg: DictConfig, todo: Sequence[tuple[Case, list[Mode]]], comp: Components, writer: RecordWriter) -> int:
     failed = 0
     total = sum(len(ms) for _, ms in todo)
     breaker = FailureBreaker(RunSettings.from_config(cfg.run).max_consecutive_failures)
@@ -181,28 +219,44 @@ def _run_cases(cfg: DictConfig, todo: Sequence[tuple[Case, list[Mode]]], comp: C
         raise RunStopped(
             f"{watch.died}\nThe run stopped: {breaker.seen} (case, mode) runs were recorded this run, "
             f"{total - breaker.seen} were left for the next run; every record is kept in {writer.path}. "
-            f"Fix the cause and run the same command again to resume.") from watch.died
+            f"Fix the cause and run the same command again to resume."
+        ) from watch.died
     if breaker.tripped.is_set():
         not_run = total - breaker.seen
         raise RunStopped(
             f"stopped after {breaker.streak} (case, mode) runs failed in a row (run.max_consecutive_failures="
             f"{breaker.limit}); last error: {breaker.last_error}. {failed} failed and {not_run} not started this run; "
             f"every record written so far is kept in {writer.path}. Fix the cause and run the same command again "
-            f"to resume (run.max_consecutive_failures=0 turns this check off).")
+            f"to resume (run.max_consecutive_failures=0 turns this check off)."
+        )
     return failed
 
 
-def _run_case(case: Case, modes: Sequence[Mode], comp: Components, writer: RecordWriter, bar,
-              breaker: FailureBreaker, watch: ServerWatch | None = None) -> int:
+def _run_case(
+    case: Case,
+    modes: Sequence[Mode],
+    comp: Components,
+    writer: RecordWriter,
+    bar,
+    breaker: FailureBreaker,
+    watch: ServerWatch | None = None,
+) -> int:
     wire = comp.wire
     session = wire.case_session(case)
     failed = 0
     retriever = comp.retrieval
-    ctx = CaseContext(case=case, session=session, model=comp.client, generation=comp.generation,
-                      context_window=comp.window, token_counter=comp.counter,
-                      token_ratio=comp.token_ratio, summaries=comp.summaries,
-                      tools_factory=lambda sess, boundary: retriever.tools(sess, boundary=boundary),
-                      question_text=wire.question(case.question, case.question_date))
+    ctx = CaseContext(
+        case=case,
+        session=session,
+        model=comp.client,
+        generation=comp.generation,
+        context_window=comp.window,
+        token_counter=comp.counter,
+        token_ratio=comp.token_ratio,
+        summaries=comp.summaries,
+        tools_factory=lambda sess, boundary: retriever.tools(sess, boundary=boundary),
+        question_text=wire.question(case.question, case.question_date),
+    )
     for mode in modes:
         if breaker.tripped.is_set() or writer.error is not None:
             break  # not started: left for the next run, never recorded as an outcome it did not have
@@ -239,8 +293,9 @@ def _run_case(case: Case, modes: Sequence[Mode], comp: Components, writer: Recor
     return failed
 
 
-def _reference_latency(case: Case, mode: str, out: ModeOutput, retriever,
-                       comp: Components) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _reference_latency(
+    case: Case, mode: str, out: ModeOutput, retriever, comp: Components
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """latency.query_ms_reference and its parts (runners/reference_latency.py), per run.reference_latency."""
     query_ms = round(out.query_latency_s * 1000, 1)
     texts = appended_event_texts(mode, case.question, out.tool_results, out.prediction)
@@ -257,8 +312,14 @@ def _reference_latency(case: Case, mode: str, out: ModeOutput, retriever,
 
 
 def _base_record(case: Case, mode: str) -> dict[str, Any]:
-    return {"question_id": case.question_id, "question_type": case.question_type, "is_abstention": case.is_abstention,
-            "mode": mode, "question": case.question, "reference": case.answer}
+    return {
+        "question_id": case.question_id,
+        "question_type": case.question_type,
+        "is_abstention": case.is_abstention,
+        "mode": mode,
+        "question": case.question,
+        "reference": case.answer,
+    }
 
 
 def _record(case: Case, mode: str, out: ModeOutput, scorers, wall_s: float) -> Record:
@@ -269,39 +330,50 @@ def _record(case: Case, mode: str, out: ModeOutput, scorers, wall_s: float) -> R
     error = out.error
     if error is None and not out.prediction:  # scored (as the reference would), but never silently
         error = f"empty answer from the model (finish_reason={final.finish_reason if final else None})"
-    return apply_scores(Record(
-        **_base_record(case, mode),
-        # "ok" = scored. `error` may still note a model-level problem the reference also scores
-        # (e.g. the tool-iteration limit, which leaves an empty answer); "failed" = not scored, retried next run.
-        status=STATUS_OK,
-        error=error,
-        prediction=out.prediction,
-        metrics={},  # filled by apply_scores, which may also set status "scoring_failed"
-        metric_details={},
-        usage={
-            # The reference reports the prompt tokens of the final call only (§3.5); the sums are ours.
-            "final_prompt_tokens": final.usage.prompt_tokens if final else 0,
-            "prompt_tokens_total": sum(c.usage.prompt_tokens for c in out.calls),
-            "completion_tokens_total": sum(c.usage.completion_tokens for c in out.calls),
-            "cached_tokens_total": sum(c.usage.cached_tokens or 0 for c in out.calls),
-            "summary_prompt_tokens": sum(c["usage"]["prompt_tokens"] for c in summary_calls),
-            "summary_completion_tokens": sum(c["usage"]["completion_tokens"] for c in summary_calls),
-            "answer_calls": len(out.calls),
-            "cache_hits": sum(c.cached for c in out.calls),
-        },
-        calls=answer_calls,
-        tool_calls=out.tool_trace,
-        n_search=sum(t["name"] == "session_search" for t in out.tool_trace),
-        n_load=sum(t["name"] == "session_load" for t in out.tool_trace),
-        # query_ms: the reference's query latency (model time as measured, replayed from cache too, plus harness time);
-        # wall_ms: this process's wall time for the mode, which a cached re-run shrinks.
-        latency={"query_ms": round(out.query_latency_s * 1000, 1), "wall_ms": round(wall_s * 1000, 1)},
-        truncation=out.truncation,
-        summary=out.summary,
-        final_messages=out.final_messages,
-    ), scorers, item)
+    return apply_scores(
+        Record(
+            **_base_record(case, mode),
+            # "ok" = scored. `error` may still note a model-level problem the reference also scores
+            # (e.g. the tool-iteration limit, which leaves an empty answer); "failed" = not scored, retried next run.
+            status=STATUS_OK,
+            error=error,
+            prediction=out.prediction,
+            metrics={},  # filled by apply_scores, which may also set status "scoring_failed"
+            metric_details={},
+            usage={
+                # The reference reports the prompt tokens of the final call only (§3.5); the sums are ours.
+                "final_prompt_tokens": final.usage.prompt_tokens if final else 0,
+                "prompt_tokens_total": sum(c.usage.prompt_tokens for c in out.calls),
+                "completion_tokens_total": sum(c.usage.completion_tokens for c in out.calls),
+                "cached_tokens_total": sum(c.usage.cached_tokens or 0 for c in out.calls),
+                "summary_prompt_tokens": sum(c["usage"]["prompt_tokens"] for c in summary_calls),
+                "summary_completion_tokens": sum(c["usage"]["completion_tokens"] for c in summary_calls),
+                "answer_calls": len(out.calls),
+                "cache_hits": sum(c.cached for c in out.calls),
+            },
+            calls=answer_calls,
+            tool_calls=out.tool_trace,
+            n_search=sum(t["name"] == "session_search" for t in out.tool_trace),
+            n_load=sum(t["name"] == "session_load" for t in out.tool_trace),
+            # query_ms: the reference's query latency (model time as measured, replayed from cache too, plus harness time);
+            # wall_ms: this process's wall time for the mode, which a cached re-run shrinks.
+            latency={"query_ms": round(out.query_latency_s * 1000, 1), "wall_ms": round(wall_s * 1000, 1)},
+            truncation=out.truncation,
+            summary=out.summary,
+            final_messages=out.final_messages,
+        ),
+        scorers,
+        item,
+    )
 
 
 def _failed_record(case: Case, mode: str, e: BaseException, wall_s: float) -> Record:
-    return Record(**_base_record(case, mode), status=STATUS_FAILED, error=f"{type(e).__name__}: {e}", prediction=None,
-                  metrics={}, usage={}, latency={"wall_ms": round(wall_s * 1000, 1)})
+    return Record(
+        **_base_record(case, mode),
+        status=STATUS_FAILED,
+        error=f"{type(e).__name__}: {e}",
+        prediction=None,
+        metrics={},
+        usage={},
+        latency={"wall_ms": round(wall_s * 1000, 1)},
+    )

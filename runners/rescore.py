@@ -16,6 +16,7 @@ The output directory (default SRC/rescore/<overrides>) resumes like a run: the s
 what is missing, and `lme-harness compare SRC OUT` puts the two judges side by side. One process at a time
 writes it (run.lock).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -23,21 +24,31 @@ import dataclasses
 import json
 import logging
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from harness.llm.endpoint import make_client, open_endpoint
 from harness.llm.liveness import ServerWatch
-from harness.records import (RECORDS_FILE, SCHEMA_VERSION, STATUS_OK, STATUS_SCORING_FAILED, Record, RecordError,
-                             RecordWriter, done_keys, read_records)
+from harness.records import (
+    RECORDS_FILE,
+    SCHEMA_VERSION,
+    STATUS_OK,
+    STATUS_SCORING_FAILED,
+    Record,
+    RecordError,
+    RecordWriter,
+    done_keys,
+    read_records,
+)
 from harness.runlock import run_dir_lock
 from harness.scoring.base import specs_json
-from runners.provenance import MODEL_KEYS, redacted_config
 from runners.components import build_scorers, open_cache, preflight
 from runners.lifecycle import RunStopped, RunSummary, clear_failure, write_failure
+from runners.provenance import MODEL_KEYS, redacted_config
 from runners.scoring import apply_scores
 
 log = logging.getLogger(__name__)
@@ -98,7 +109,8 @@ def _rescore_locked(cfg: DictConfig, src_dir: Path, out_dir: Path, source: list[
                 raise RunStopped(
                     f"{watch.died}\nThe rescore stopped: {written} pair(s) were scored this run, {len(todo) - written} "
                     f"were left for the next one; every record is kept in {writer.path}. Fix the cause and run the "
-                    f"same command again to resume.") from watch.died
+                    f"same command again to resume."
+                ) from watch.died
             if judge_client is not None:
                 stats = judge_client.stats.as_dict()
             _write_meta(cfg, src_dir, out_dir, judge_spec, stats, time.perf_counter() - t0, scorers)
@@ -107,12 +119,25 @@ def _rescore_locked(cfg: DictConfig, src_dir: Path, out_dir: Path, source: list[
         raise
     final = read_records(out_dir / RECORDS_FILE)
     failed = sum(r.status != STATUS_OK for r in final)
-    return RunSummary(out_dir, len(final), failed, len(source) - len(todo), stats,
-                      sum(r.status == STATUS_SCORING_FAILED for r in final))
+    return RunSummary(
+        out_dir,
+        len(final),
+        failed,
+        len(source) - len(todo),
+        stats,
+        sum(r.status == STATUS_SCORING_FAILED for r in final),
+    )
 
 
-def _write_meta(cfg: DictConfig, src_dir: Path, out_dir: Path, judge_spec, stats: dict[str, Any], elapsed: float,
-                scorers: Sequence[Any] = ()) -> None:
+def _write_meta(
+    cfg: DictConfig,
+    src_dir: Path,
+    out_dir: Path,
+    judge_spec,
+    stats: dict[str, Any],
+    elapsed: float,
+    scorers: Sequence[Any] = (),
+) -> None:
     """run.json: the source run's provenance (dataset, answer model, config), with the new scoring on top."""
     src_meta_path = src_dir / "run.json"
     meta = json.loads(src_meta_path.read_text()) if src_meta_path.exists() else {}
@@ -122,14 +147,23 @@ def _write_meta(cfg: DictConfig, src_dir: Path, out_dir: Path, judge_spec, stats
         with contextlib.suppress(OSError, ValueError, AttributeError):
             meta["metrics"] = json.loads((out_dir / "run.json").read_text()).get("metrics") or meta.get("metrics")
     new_cfg = redacted_config(cfg)
-    judge = {k: v for k, v in (OmegaConf.to_container(judge_spec, resolve=True) if judge_spec is not None else {}).items()
-             if k in MODEL_KEYS} or None
+    judge = {
+        k: v
+        for k, v in (OmegaConf.to_container(judge_spec, resolve=True) if judge_spec is not None else {}).items()
+        if k in MODEL_KEYS
+    } or None
     config = dict(meta.get("config") or {})
     config.update({"judge": new_cfg.get("judge"), "scorers": new_cfg.get("scorers")})
-    meta.update({
-        "judge_model": judge,
-        "config": config,
-        "rescore": {"source": str(src_dir), "source_fingerprint": meta.get("fingerprint"), "elapsed_s": round(elapsed, 2),
-                    "judge_stats": stats},
-    })
+    meta.update(
+        {
+            "judge_model": judge,
+            "config": config,
+            "rescore": {
+                "source": str(src_dir),
+                "source_fingerprint": meta.get("fingerprint"),
+                "elapsed_s": round(elapsed, 2),
+                "judge_stats": stats,
+            },
+        }
+    )
     (out_dir / "run.json").write_text(json.dumps(meta, indent=2, default=str))

@@ -12,6 +12,7 @@ Hydra overrides (the command uses configs/config.yaml):
 A preset is a file in configs/retrieval/; "current" means the run's own `retrieval` group.
 Writes retrieval_eval.{json,md,png} and retrieval_eval_cases.jsonl to the run directory.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,9 +29,19 @@ from harness.retrieval.evaluation import BY_TYPE_KEYS, KS, evaluate_case, summar
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs" / "retrieval"
 DEFAULT_PRESETS = ("bm25", "trpc_parity", "hybrid", "default")
 TABLE_COLUMNS = (
-    [f"turn_recall_any@{k}" for k in KS] + ["turn_recall_all@5", "turn_ndcg@5", "session_recall@1", "session_recall@5"]
-    + ["query_ms_p50", "query_ms_p90", "index_s_mean", "index_s_max", "warm_load_s_mean",
-       "response_tokens_mean", "response_tokens_max", "response_has_evidence", "response_hits_evidence"]
+    [f"turn_recall_any@{k}" for k in KS]
+    + ["turn_recall_all@5", "turn_ndcg@5", "session_recall@1", "session_recall@5"]
+    + [
+        "query_ms_p50",
+        "query_ms_p90",
+        "index_s_mean",
+        "index_s_max",
+        "warm_load_s_mean",
+        "response_tokens_mean",
+        "response_tokens_max",
+        "response_has_evidence",
+        "response_hits_evidence",
+    ]
 )
 
 
@@ -68,7 +79,9 @@ def evaluate_preset(
     rcfg = OmegaConf.merge(rcfg, {"store": None})
     retriever = instantiate(rcfg)
     results = [
-        evaluate_case(retriever, c.question_id, events[c.question_id], query_for(c.question, query_form), counter=counter)
+        evaluate_case(
+            retriever, c.question_id, events[c.question_id], query_for(c.question, query_form), counter=counter
+        )
         for c in cases
     ]
     summary = summarize(results)
@@ -90,11 +103,20 @@ def evaluate_preset(
     summary["warm_load_s_mean"] = sum(loads) / len(loads) if loads else float("nan")
     summary["embedder"] = getattr(retriever.embedder, "identity", None)
     rows = [
-        {"preset": name, "question_id": r.question_id, "question_type": qtype[r.question_id], "n_events": r.n_events,
-         "index_s": r.index_s,
-         "query_ms": r.query_ms, "path": r.path, "ranked": r.ranked, "response_tokens": r.response_tokens,
-         "response_has_evidence": r.response_has_evidence, "response_hits_evidence": r.response_hits_evidence,
-         **r.metrics}
+        {
+            "preset": name,
+            "question_id": r.question_id,
+            "question_type": qtype[r.question_id],
+            "n_events": r.n_events,
+            "index_s": r.index_s,
+            "query_ms": r.query_ms,
+            "path": r.path,
+            "ranked": r.ranked,
+            "response_tokens": r.response_tokens,
+            "response_has_evidence": r.response_has_evidence,
+            "response_hits_evidence": r.response_hits_evidence,
+            **r.metrics,
+        }
         for r in results
     ]
     return summary, rows
@@ -114,15 +136,22 @@ def markdown_table(summaries: dict[str, dict[str, Any]]) -> str:
 
 def by_type_table(summaries: dict[str, dict[str, Any]]) -> str:
     """Per question type and preset: cases, recall_any@1/@5, evidence text in the response, response tokens."""
-    lines = ["| question type | preset | cases | " + " | ".join(BY_TYPE_KEYS) + " |", "|---" * (len(BY_TYPE_KEYS) + 3) + "|"]
+    lines = [
+        "| question type | preset | cases | " + " | ".join(BY_TYPE_KEYS) + " |",
+        "|---" * (len(BY_TYPE_KEYS) + 3) + "|",
+    ]
     types = sorted({t for s in summaries.values() for t in s.get("by_type", {})})
     for t in types:
         for name, s in summaries.items():
             row = s.get("by_type", {}).get(t)
             if row is None:
                 continue
-            cells = [f"{row[k]:.3f}" if k in row and not k.startswith("response_tokens") else
-                     (f"{row[k]:.0f}" if k in row else "") for k in BY_TYPE_KEYS]
+            cells = [
+                f"{row[k]:.3f}"
+                if k in row and not k.startswith("response_tokens")
+                else (f"{row[k]:.0f}" if k in row else "")
+                for k in BY_TYPE_KEYS
+            ]
             lines.append(f"| {t} | {name} | {row['cases']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -136,15 +165,24 @@ def plot(summaries: dict[str, dict[str, Any]], path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for i, (name, s) in enumerate(summaries.items()):
         axes[0].plot(KS, [s[f"turn_recall_any@{k}"] for k in KS], marker="o", label=name, color=f"C{i}")
-    axes[0].set(xlabel="k", ylabel="turn recall_any@k", title="Evidence turn in the top k", xticks=list(KS), ylim=(0, 1.02))
+    axes[0].set(
+        xlabel="k", ylabel="turn recall_any@k", title="Evidence turn in the top k", xticks=list(KS), ylim=(0, 1.02)
+    )
     axes[0].grid(alpha=0.3)
     axes[0].legend()
     for i, (name, s) in enumerate(summaries.items()):
         if "response_tokens_mean" in s:
             axes[1].scatter(s["response_tokens_mean"], s["response_has_evidence"], s=60, color=f"C{i}")
-            axes[1].annotate(name, (s["response_tokens_mean"], s["response_has_evidence"]), textcoords="offset points", xytext=(5, 5))
-    axes[1].set(xscale="log", xlabel="mean o200k tokens of one session_search response",
-                ylabel="responses containing an evidence turn", title="Token cost of evidence", ylim=(0, 1.02))
+            axes[1].annotate(
+                name, (s["response_tokens_mean"], s["response_has_evidence"]), textcoords="offset points", xytext=(5, 5)
+            )
+    axes[1].set(
+        xscale="log",
+        xlabel="mean o200k tokens of one session_search response",
+        ylabel="responses containing an evidence turn",
+        title="Token cost of evidence",
+        ylim=(0, 1.02),
+    )
     axes[1].grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -177,8 +215,11 @@ def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Pa
             rows += r
     (run_dir / "retrieval_eval_cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (run_dir / "retrieval_eval.json").write_text(
-        json.dumps({"dataset": provenance, "cases": len(cases), "query_form": query_form, "presets": summaries},
-                   indent=1, default=str)
+        json.dumps(
+            {"dataset": provenance, "cases": len(cases), "query_form": query_form, "presets": summaries},
+            indent=1,
+            default=str,
+        )
     )
     plot(summaries, run_dir / "retrieval_eval.png")
     md = run_dir / "retrieval_eval.md"
@@ -187,7 +228,8 @@ def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Pa
         f"query: the {'question' if query_form == 'question' else 'keywords of the question'}; "
         f"whole haystack behind the summary boundary).\n\n"
         + markdown_table(summaries)
-        + "\n\n## Per question type\n\n" + by_type_table(summaries)
+        + "\n\n## Per question type\n\n"
+        + by_type_table(summaries)
         + "\n\n![recall and token cost](retrieval_eval.png)\n"
     )
     return md

@@ -7,6 +7,7 @@ same name from the same overrides (identical for ordinary ones, so existing runs
 directory) but leaves out secret-named keys and endpoint URLs, masks secrets in any other value, never
 re-resolves an interpolation, and escapes path separators.
 """
+
 from __future__ import annotations
 
 import re
@@ -29,8 +30,9 @@ def check_run_name(name: Any) -> str:
     """`run.name` is one directory under runs/: no path separators, no `..`, not empty."""
     text = str(name)
     if not text.strip() or any(s in text for s in _SEPARATORS) or text.strip() in (".", ".."):
-        raise RunNameError(f"run.name={text!r}: must be a plain directory name (no '/', '\\' or '..'); "
-                           f"it names runs/<run.name>/")
+        raise RunNameError(
+            f"run.name={text!r}: must be a plain directory name (no '/', '\\' or '..'); it names runs/<run.name>/"
+        )
     return text
 
 

@@ -5,12 +5,14 @@ HTTP error) makes the record "scoring_failed": the answer, calls, usage and the 
 `scoring_error` says why, and the pair counts as failed (exit 3, failure table) without being scored as 0.
 The next `run` (or `rescore`) scores it again with no answer-model call.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Sequence
+from typing import Any
 
 from harness.records import SCHEMA_VERSION, STATUS_OK, STATUS_SCORING_FAILED, Record, RecordWriter
 from harness.scoring.base import ScoreInput, details_key
@@ -35,8 +37,9 @@ def score_all(scorers: Sequence[Any], item: ScoreInput) -> tuple[dict[str, Any],
 
 def item_of(rec: Record) -> ScoreInput:
     """The scorer input of an answered record."""
-    return ScoreInput(rec.question_id, rec.question_type or "", rec.question or "", str(rec.reference or ""),
-                      rec.prediction or "")
+    return ScoreInput(
+        rec.question_id, rec.question_type or "", rec.question or "", str(rec.reference or ""), rec.prediction or ""
+    )
 
 
 def apply_scores(rec: Record, scorers: Sequence[Any], item: ScoreInput | None = None) -> Record:
@@ -48,13 +51,18 @@ def apply_scores(rec: Record, scorers: Sequence[Any], item: ScoreInput | None = 
     if errors:
         rec.status = STATUS_SCORING_FAILED
         rec.scoring_error = "; ".join(errors)
-        log.warning("%s / %s: scoring failed, the answer is kept and only scoring is redone by the next run: %s",
-                    rec.question_id, rec.mode, rec.scoring_error)
+        log.warning(
+            "%s / %s: scoring failed, the answer is kept and only scoring is redone by the next run: %s",
+            rec.question_id,
+            rec.mode,
+            rec.scoring_error,
+        )
     return rec
 
 
 def rescore_pending(records: Sequence[Record], scorers: Sequence[Any], writer: RecordWriter, concurrency: int) -> int:
     """Score again the answered records whose scoring failed; append the new records. Returns how many failed again."""
+
     def one(rec: Record) -> Record:
         return apply_scores(dataclasses.replace(rec, schema_version=SCHEMA_VERSION), scorers)
 

@@ -3,6 +3,7 @@
 Hydra accepts `dataset.limit=abc` or `generation.max_tokens=-5` as given; without this check such a value
 surfaces minutes later as a traceback deep in a component, or as a failed record per case.
 """
+
 from __future__ import annotations
 
 import logging
@@ -31,8 +32,14 @@ def _int(key: str, minimum: float | None = None, maximum: float | None = None, r
     return Rule(key, True, minimum, maximum, required=required)
 
 
-def _num(key: str, minimum: float | None = None, maximum: float | None = None, *, exclusive_min: bool = False,
-         required: bool = False) -> Rule:
+def _num(
+    key: str,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    *,
+    exclusive_min: bool = False,
+    required: bool = False,
+) -> Rule:
     return Rule(key, False, minimum, maximum, exclusive_min, required)
 
 
@@ -116,5 +123,10 @@ def validate_settings(cfg: DictConfig) -> None:
     if problems:
         raise RunConfigError("; ".join(problems))
     if int(cfg.client.concurrency) < int(cfg.run.concurrency):
-        log.warning("run.concurrency=%s but client.concurrency=%s: at most %s model calls run at once "
-                    "(raise client.concurrency too)", cfg.run.concurrency, cfg.client.concurrency, cfg.client.concurrency)
+        log.warning(
+            "run.concurrency=%s but client.concurrency=%s: at most %s model calls run at once "
+            "(raise client.concurrency too)",
+            cfg.run.concurrency,
+            cfg.client.concurrency,
+            cfg.client.concurrency,
+        )

@@ -3,6 +3,7 @@
 Kept apart from runners/replay.py so the call sites stay one line each. With PostgreSQL the database is
 checked (reachable, `vector` extension, tables) when the run opens its cache, before any case runs.
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -4,12 +4,14 @@ By default one generation per case serves both summary modes; `share_across_mode
 regenerates per mode, as the reference run did (its two summaries differed). The store lives in
 the run directory, so an interrupted run resumes without regenerating summaries.
 """
+
 from __future__ import annotations
 
 import copy
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from harness.llm.types import ChatModel, ChatResult, Message
 from harness.session.store import CachedSummaries, Store
@@ -49,8 +51,12 @@ class ProvidedSummary:
             "text": s.text,
             "chars": len(s.text),  # code points
             "bytes": len(s.text.encode("utf-8")),  # the reference's SummaryChars: Go len() counts UTF-8 bytes
-            "boundary": {"version": b.version, "filter_key": b.filter_key, "cutoff_at": b.cutoff_at,
-                         "last_event_id": b.last_event_id},
+            "boundary": {
+                "version": b.version,
+                "filter_key": b.filter_key,
+                "cutoff_at": b.cutoff_at,
+                "last_event_id": b.last_event_id,
+            },
             "generated_for": self.generated_for,
             "reused": self.reused,
             "chunks": self.outcome.chunks,

@@ -4,12 +4,14 @@ The defaults are this harness's compact forms; `+experiment=trpc_repro` switches
 (UUID event ids, `<mode>-<question_id>` session ids, microsecond timestamps), which cost the model
 more tokens per search response (measured in docs/reproduction.md).
 """
+
 from __future__ import annotations
 
 import dataclasses
 import string
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from harness.data.longmemeval import EVENT_ID_STYLES, TIMESTAMP_STYLES
 from harness.session.events import Session
@@ -44,28 +46,36 @@ class WireShape:
             raise ValueError(f"wire.timestamps: {self.timestamps!r} is not one of {list(TIMESTAMP_STYLES)}")
         fields = _fields(self.session_id_format, "session_id")
         if self.session_header is not None and _fields(self.session_header, "session_header") != {"date"}:
-            raise ValueError(f"wire.session_header: {self.session_header!r} must contain {{date}} and no other "
-                             f"placeholder")
+            raise ValueError(
+                f"wire.session_header: {self.session_header!r} must contain {{date}} and no other placeholder"
+            )
         if self.question_template is not None:
             qf = _fields(self.question_template, "question_template")
             if "question" not in qf or not qf <= _QUESTION_FIELDS:
-                raise ValueError(f"wire.question_template: {self.question_template!r} must contain {{question}} and "
-                                 f"no placeholder other than {sorted(_QUESTION_FIELDS)}")
+                raise ValueError(
+                    f"wire.question_template: {self.question_template!r} must contain {{question}} and "
+                    f"no placeholder other than {sorted(_QUESTION_FIELDS)}"
+                )
         if "question_id" not in fields or not fields <= _SESSION_ID_FIELDS:
-            raise ValueError(f"wire.session_id: {self.session_id_format!r} must contain {{question_id}} and no "
-                             f"placeholder other than {sorted(_SESSION_ID_FIELDS)}")
+            raise ValueError(
+                f"wire.session_id: {self.session_id_format!r} must contain {{question_id}} and no "
+                f"placeholder other than {sorted(_SESSION_ID_FIELDS)}"
+            )
 
     @classmethod
-    def from_config(cls, cfg: Mapping[str, Any] | None) -> "WireShape":
+    def from_config(cls, cfg: Mapping[str, Any] | None) -> WireShape:
         cfg = dict(cfg or {})
         unknown = set(cfg) - set(_KEYS)
         if unknown:
             raise ValueError(f"wire: unknown key(s) {sorted(unknown)}; allowed: {', '.join(_KEYS)}")
         d = cls()
         opt = {k: (None if cfg.get(k) is None else str(cfg[k])) for k in ("session_header", "question_template")}
-        return cls(event_ids=str(cfg.get("event_ids", d.event_ids)),
-                   session_id_format=str(cfg.get("session_id", d.session_id_format)),
-                   timestamps=str(cfg.get("timestamps", d.timestamps)), **opt)
+        return cls(
+            event_ids=str(cfg.get("event_ids", d.event_ids)),
+            session_id_format=str(cfg.get("session_id", d.session_id_format)),
+            timestamps=str(cfg.get("timestamps", d.timestamps)),
+            **opt,
+        )
 
     def question(self, question: str, question_date: str) -> str:
         """The question message's text: the question itself unless `question_template` is set."""
@@ -81,8 +91,7 @@ class WireShape:
     def case_session(self, case: Any) -> Session:
         """The case's events as one session, in this wire's shapes (run and plan build cases the same way)."""
         session = Session(id=self.session_id(case.question_id, ""), user_id=case.question_id)
-        session.extend(case.events(ids=self.event_ids, timestamps=self.timestamps,
-                                   session_header=self.session_header))
+        session.extend(case.events(ids=self.event_ids, timestamps=self.timestamps, session_header=self.session_header))
         return session
 
     def session_for(self, session: Session, mode: str) -> Session:

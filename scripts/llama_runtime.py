@@ -21,6 +21,7 @@ and would hand back a wheel built with other flags: the build always runs with -
 
 Standard library only: it runs before the project's dependencies are installed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,25 +40,45 @@ PROFILE_ENV = "LME_LLAMA_PROFILE"
 BUILD_INFO = "lme_build.json"  # written next to the installed llama_cpp package
 
 # Parts of llama.cpp the harness never uses; leaving them out cuts the compile time.
-COMMON_FLAGS = ("-DLLAVA_BUILD=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
-                "-DLLAMA_BUILD_TOOLS=OFF", "-DLLAMA_BUILD_SERVER=OFF")
+COMMON_FLAGS = (
+    "-DLLAVA_BUILD=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_BUILD_TOOLS=OFF",
+    "-DLLAMA_BUILD_SERVER=OFF",
+)
 NO_AMX = ("-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF")
 PROFILES: dict[str, tuple[str, ...]] = {
-    "portable": ("-DGGML_NATIVE=OFF", "-DGGML_CPU_ALL_VARIANTS=OFF", "-DGGML_BACKEND_DL=OFF",
-                 "-DGGML_SSE42=ON", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON",
-                 "-DGGML_BMI2=ON", "-DGGML_AVX_VNNI=OFF", "-DGGML_AVX512=OFF", "-DGGML_AVX512_VBMI=OFF",
-                 "-DGGML_AVX512_VNNI=OFF", "-DGGML_AVX512_BF16=OFF", *NO_AMX),
+    "portable": (
+        "-DGGML_NATIVE=OFF",
+        "-DGGML_CPU_ALL_VARIANTS=OFF",
+        "-DGGML_BACKEND_DL=OFF",
+        "-DGGML_SSE42=ON",
+        "-DGGML_AVX=ON",
+        "-DGGML_AVX2=ON",
+        "-DGGML_FMA=ON",
+        "-DGGML_F16C=ON",
+        "-DGGML_BMI2=ON",
+        "-DGGML_AVX_VNNI=OFF",
+        "-DGGML_AVX512=OFF",
+        "-DGGML_AVX512_VBMI=OFF",
+        "-DGGML_AVX512_VNNI=OFF",
+        "-DGGML_AVX512_BF16=OFF",
+        *NO_AMX,
+    ),
     "native": ("-DGGML_NATIVE=ON", *NO_AMX),
 }
 
 # What x86-64-v3 code never contains, as objdump prints it (AT&T syntax).
 _AMX = r"\b(ldtilecfg|sttilecfg|tilerelease|tilezero|tileloadd\w*|tilestored|tdp\w+)\b"
-_AVX512 = (r"%zmm\d|%k[1-7]\b|\{1to\d+\}|\b(vpternlog\w|vperm[it]2\w+|v?p?compress\w+|v?p?expand\w+|vpro[lr]v?[dq]"
-           r"|vpmovu?s?(db|dw|qb|qd|qw|wb)|vpmov[bwdq]2m|vpmovm2\w|vpmullq|vpabsq|vpm(ax|in)[su]q|vpsra[v]?q"
-           r"|vrange\w+|vreduce\w+|vrndscale\w+|vscalef\w+|vgetexp\w+|vgetmant\w+|vfixupimm\w+|vfpclass\w+"
-           r"|vpconflict\w|vplzcnt\w|v(insert|extract)[if](32x4|64x2|32x8|64x4)|vbroadcast[if](32x[248]|64x[24])"
-           r"|vshuf[if](32x4|64x2)|valign[dq]|v?p?blendm\w+|vptestn?m\w|vcvtu\w+|vcvtt?p[sd]2u\w+"
-           r"|vdpbf16ps|vcvtne2?ps2bf16|vpdpbusds?|vpdpwssds?|vpopcnt[bwdq]|vpmultishiftqb|vpermb|vpshldv?\w|vpshrdv?\w)\b")
+_AVX512 = (
+    r"%zmm\d|%k[1-7]\b|\{1to\d+\}|\b(vpternlog\w|vperm[it]2\w+|v?p?compress\w+|v?p?expand\w+|vpro[lr]v?[dq]"
+    r"|vpmovu?s?(db|dw|qb|qd|qw|wb)|vpmov[bwdq]2m|vpmovm2\w|vpmullq|vpabsq|vpm(ax|in)[su]q|vpsra[v]?q"
+    r"|vrange\w+|vreduce\w+|vrndscale\w+|vscalef\w+|vgetexp\w+|vgetmant\w+|vfixupimm\w+|vfpclass\w+"
+    r"|vpconflict\w|vplzcnt\w|v(insert|extract)[if](32x4|64x2|32x8|64x4)|vbroadcast[if](32x[248]|64x[24])"
+    r"|vshuf[if](32x4|64x2)|valign[dq]|v?p?blendm\w+|vptestn?m\w|vcvtu\w+|vcvtt?p[sd]2u\w+"
+    r"|vdpbf16ps|vcvtne2?ps2bf16|vpdpbusds?|vpdpwssds?|vpopcnt[bwdq]|vpmultishiftqb|vpermb|vpshldv?\w|vpshrdv?\w)\b"
+)
 FORBIDDEN: dict[str, dict[str, str]] = {
     "portable": {"AMX tile instruction": _AMX, "AVX-512 / AVX-VNNI instruction or register": _AVX512},
     "native": {"AMX tile instruction": _AMX},
@@ -104,11 +125,23 @@ def build(profile: str) -> Path:
     tmp = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    env = {**os.environ, "CMAKE_ARGS": " ".join(cmake_args(profile)),
-           "CMAKE_BUILD_PARALLEL_LEVEL": os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))}
+    env = {
+        **os.environ,
+        "CMAKE_ARGS": " ".join(cmake_args(profile)),
+        "CMAKE_BUILD_PARALLEL_LEVEL": os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2)),
+    }
     print(f"llama_runtime: building llama-cpp-python {VERSION} ({profile}: {env['CMAKE_ARGS']})", flush=True)
-    _pip("wheel", "--no-deps", "--no-cache-dir", "--no-binary", "llama-cpp-python", "-w", str(tmp),
-         f"llama-cpp-python=={VERSION}", env=env)
+    _pip(
+        "wheel",
+        "--no-deps",
+        "--no-cache-dir",
+        "--no-binary",
+        "llama-cpp-python",
+        "-w",
+        str(tmp),
+        f"llama-cpp-python=={VERSION}",
+        env=env,
+    )
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     return sorted(out.glob("llama_cpp_python-*.whl"))[0]
@@ -139,8 +172,14 @@ def install(profile: str) -> dict:
     pkg = package_dir()
     if pkg is None:
         raise SystemExit("llama_runtime: llama_cpp is not importable after installing " + str(wheel))
-    info = {"version": VERSION, "profile": profile, "key": build_key(profile), "cmake_args": cmake_args(profile),
-            "wheel": str(wheel), "wheel_sha256": hashlib.sha256(wheel.read_bytes()).hexdigest()}
+    info = {
+        "version": VERSION,
+        "profile": profile,
+        "key": build_key(profile),
+        "cmake_args": cmake_args(profile),
+        "wheel": str(wheel),
+        "wheel_sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
+    }
     (pkg / BUILD_INFO).write_text(json.dumps(info, indent=2) + "\n")
     return info
 
@@ -159,8 +198,9 @@ def scan(lib: Path, profile: str, limit: int = 5) -> dict[str, list[str]]:
         raise SystemExit("llama_runtime: objdump not found (Debian package binutils): cannot check the build")
     patterns = {k: re.compile(v) for k, v in FORBIDDEN[profile].items()}
     found: dict[str, list[str]] = {k: [] for k in patterns}
-    proc = subprocess.Popen([objdump, "-d", "--no-show-raw-insn", str(lib)], stdout=subprocess.PIPE, text=True,
-                            errors="replace")
+    proc = subprocess.Popen(
+        [objdump, "-d", "--no-show-raw-insn", str(lib)], stdout=subprocess.PIPE, text=True, errors="replace"
+    )
     assert proc.stdout is not None
     for line in proc.stdout:
         if "\t" not in line:  # labels and headers: instructions are tab-separated
@@ -176,8 +216,11 @@ def scan(lib: Path, profile: str, limit: int = 5) -> dict[str, list[str]]:
 def check(profile: str | None = None) -> int:
     info = installed_info()
     if info is None:
-        print("llama_runtime: no llama_cpp built by this script is installed (run: python scripts/llama_runtime.py "
-              "install)", file=sys.stderr)
+        print(
+            "llama_runtime: no llama_cpp built by this script is installed (run: python scripts/llama_runtime.py "
+            "install)",
+            file=sys.stderr,
+        )
         return 1
     profile = profile or info["profile"]
     bad = 0
@@ -186,8 +229,10 @@ def check(profile: str | None = None) -> int:
         for kind, lines in scan(lib, profile).items():
             bad += 1
             print(f"{lib.name}: {kind} outside the {profile} profile, e.g.:", *lines, sep="\n  ", file=sys.stderr)
-    print(f"llama_runtime: {len(libs)} libraries checked against the {profile} profile: "
-          f"{'clean' if not bad else 'NOT clean'}")
+    print(
+        f"llama_runtime: {len(libs)} libraries checked against the {profile} profile: "
+        f"{'clean' if not bad else 'NOT clean'}"
+    )
     return 1 if bad or not libs else 0
 
 

@@ -41,12 +41,23 @@ def s_path() -> Path:
 
 
 def make_row(qid="q1", answer="Paris", question="Where did I go?", sessions=None, qtype="single-session-user"):
-    sessions = sessions or [[{"role": "user", "content": "I went to Paris last May.", "has_answer": True},
-                             {"role": "assistant", "content": "Nice trip!"}]]
-    return {"question_id": qid, "question_type": qtype, "question": question, "answer": answer,
-            "question_date": "2023/05/30", "haystack_session_ids": [f"s{i}" for i in range(len(sessions))],
-            "haystack_dates": ["2023/05/01"] * len(sessions), "haystack_sessions": sessions,
-            "answer_session_ids": ["s0"]}
+    sessions = sessions or [
+        [
+            {"role": "user", "content": "I went to Paris last May.", "has_answer": True},
+            {"role": "assistant", "content": "Nice trip!"},
+        ]
+    ]
+    return {
+        "question_id": qid,
+        "question_type": qtype,
+        "question": question,
+        "answer": answer,
+        "question_date": "2023/05/30",
+        "haystack_session_ids": [f"s{i}" for i in range(len(sessions))],
+        "haystack_dates": ["2023/05/01"] * len(sessions),
+        "haystack_sessions": sessions,
+        "answer_session_ids": ["s0"],
+    }
 
 
 @pytest.fixture
@@ -59,13 +70,22 @@ def write_dataset(tmp_path):
             data = json.dumps(rows).encode()
             p.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
         return p
+
     return _write
 
 
 # Record fields that legitimately differ when the same inputs run again: wall times and cache flags.
 # A cached re-run replays model latencies (latency_s, generation_ms), so those stay comparable there.
-CACHED_RERUN_VOLATILE = ("cached", "cache_hits", "wall_ms", "build_ms", "query_ms", "latency_ms",
-                         "query_ms_reference", "append_embed_ms")  # local embedders: wall time
+CACHED_RERUN_VOLATILE = (
+    "cached",
+    "cache_hits",
+    "wall_ms",
+    "build_ms",
+    "query_ms",
+    "latency_ms",
+    "query_ms_reference",
+    "append_embed_ms",
+)  # local embedders: wall time
 RERUN_VOLATILE = CACHED_RERUN_VOLATILE + ("latency_s", "generation_ms")
 
 

@@ -1,6 +1,7 @@
 """Module structure: no import cycles between the harness's modules, no private names imported across modules.
 
 Imports inside functions count: a lazy import hides a cycle from the interpreter, not from the reader."""
+
 from __future__ import annotations
 
 import ast

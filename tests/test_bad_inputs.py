@@ -3,6 +3,7 @@
 "Clean": a run that cannot start leaves nothing but a failure note (FAILED.txt) beside what Hydra itself
 writes before the task starts (.hydra/ and its job log).
 """
+
 import gzip
 import json
 import socket
@@ -24,9 +25,20 @@ def free_port() -> int:
 
 
 def run(tmp_path, *overrides, base_url="http://127.0.0.1:9/v1"):
-    return main(["run", f"hydra.run.dir={tmp_path / 'run'}", "model=endpoint", f"model.base_url={base_url}",
-                 "model.model=fake-model", f"cache.path={tmp_path / 'cache.sqlite'}", "run.progress=false",
-                 "retrieval=bm25", "judge=none", *overrides])
+    return main(
+        [
+            "run",
+            f"hydra.run.dir={tmp_path / 'run'}",
+            "model=endpoint",
+            f"model.base_url={base_url}",
+            "model.model=fake-model",
+            f"cache.path={tmp_path / 'cache.sqlite'}",
+            "run.progress=false",
+            "retrieval=bm25",
+            "judge=none",
+            *overrides,
+        ]
+    )
 
 
 def left_behind(tmp_path) -> set[str]:
@@ -60,14 +72,17 @@ def data_file(tmp_path, write_dataset, kind: str):
     raise AssertionError(kind)
 
 
-@pytest.mark.parametrize("kind,message", [
-    ("truncated_gzip", "corrupt gzip data"),
-    ("corrupt_json", "invalid JSON"),
-    ("not_a_list", "expected a JSON array"),
-    ("missing_field", "missing field 'question'"),
-    ("wrong_type", "haystack_sessions[0][0]"),
-    ("bad_role", "'robot'"),
-])
+@pytest.mark.parametrize(
+    "kind,message",
+    [
+        ("truncated_gzip", "corrupt gzip data"),
+        ("corrupt_json", "invalid JSON"),
+        ("not_a_list", "expected a JSON array"),
+        ("missing_field", "missing field 'question'"),
+        ("wrong_type", "haystack_sessions[0][0]"),
+        ("bad_role", "'robot'"),
+    ],
+)
 def test_bad_data_files(tmp_path, write_dataset, capsys, kind, message):
     path = data_file(tmp_path, write_dataset, kind)
     with FakeOpenAIServer(FakeModel()) as srv:
@@ -86,15 +101,18 @@ def test_dataset_checksum_mismatch(tmp_path, write_dataset, capsys):
     assert left_behind(tmp_path) == {"FAILED.txt"}
 
 
-@pytest.mark.parametrize("override,culprit", [
-    ("mode=[long_context,bogus]", "mode/bogus"),
-    ("model=bogus", "model/bogus"),
-    ("judge=bogus", "judge/bogus"),
-    ("prompt=bogus", "prompt/bogus"),
-    ("dataset=bogus", "dataset/bogus"),
-    ("retrieval=bogus", "retrieval/bogus"),
-    ("run.bogus=1", "bogus"),
-])
+@pytest.mark.parametrize(
+    "override,culprit",
+    [
+        ("mode=[long_context,bogus]", "mode/bogus"),
+        ("model=bogus", "model/bogus"),
+        ("judge=bogus", "judge/bogus"),
+        ("prompt=bogus", "prompt/bogus"),
+        ("dataset=bogus", "dataset/bogus"),
+        ("retrieval=bogus", "retrieval/bogus"),
+        ("run.bogus=1", "bogus"),
+    ],
+)
 def test_unknown_config_values_are_refused_before_anything_is_written(tmp_path, capsys, override, culprit):
     code = main(["run", f"hydra.run.dir={tmp_path / 'run'}", override])
     err = capsys.readouterr().err
@@ -102,13 +120,16 @@ def test_unknown_config_values_are_refused_before_anything_is_written(tmp_path, 
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("override,culprit", [
-    ("run.concurrency=0", "run.concurrency must be an integer >= 1, got 0"),
-    ("client.concurrency=abc", "client.concurrency must be an integer >= 1, got 'abc'"),
-    ("client.timeout_s=-1", "client.timeout_s must be a number"),
-    ("client.max_retries=1.5", "client.max_retries must be an integer"),
-    ("mode=[]", "no mode selected"),
-])
+@pytest.mark.parametrize(
+    "override,culprit",
+    [
+        ("run.concurrency=0", "run.concurrency must be an integer >= 1, got 0"),
+        ("client.concurrency=abc", "client.concurrency must be an integer >= 1, got 'abc'"),
+        ("client.timeout_s=-1", "client.timeout_s must be a number"),
+        ("client.max_retries=1.5", "client.max_retries must be an integer"),
+        ("mode=[]", "no mode selected"),
+    ],
+)
 def test_bad_run_settings_name_their_key(tmp_path, capsys, override, culprit):
     assert run(tmp_path, override) == 2
     assert culprit in one_error_line(capsys.readouterr().err)
@@ -125,8 +146,7 @@ def test_unreachable_endpoint_is_one_error_not_a_failed_record_per_case(tmp_path
 
 
 def test_a_failed_start_does_not_block_the_next_one(tmp_path, capsys):
-    assert run(tmp_path, "dataset.limit=1", "mode=[long_context]",
-               base_url=f"http://127.0.0.1:{free_port()}/v1") == 2
+    assert run(tmp_path, "dataset.limit=1", "mode=[long_context]", base_url=f"http://127.0.0.1:{free_port()}/v1") == 2
     with FakeOpenAIServer(FakeModel()) as srv:
         assert run(tmp_path, "dataset.limit=1", "mode=[long_context]", base_url=srv.base_url) == 0
     assert not (tmp_path / "run" / "FAILED.txt").exists()
@@ -135,8 +155,17 @@ def test_a_failed_start_does_not_block_the_next_one(tmp_path, capsys):
 
 def test_hosted_endpoint_without_an_api_key(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    code = main(["run", f"hydra.run.dir={tmp_path / 'run'}", "model=openai", "run.progress=false", "judge=none",
-                 "retrieval=bm25", f"cache.path={tmp_path / 'cache.sqlite'}"])
+    code = main(
+        [
+            "run",
+            f"hydra.run.dir={tmp_path / 'run'}",
+            "model=openai",
+            "run.progress=false",
+            "judge=none",
+            "retrieval=bm25",
+            f"cache.path={tmp_path / 'cache.sqlite'}",
+        ]
+    )
     line = one_error_line(capsys.readouterr().err)
     assert code == 2 and "OPENAI_API_KEY" in line and "'openai'" in line
     assert left_behind(tmp_path) == {"FAILED.txt"}

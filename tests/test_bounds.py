@@ -1,5 +1,6 @@
 """Bounded work and output: chunking cost is linear in the text; one event, one reply, one record and one
 report cell each have a bound, and hitting it is said (a warning and a field), never silent."""
+
 import json
 import logging
 
@@ -35,8 +36,14 @@ def _summarize_one_event(n_words: int, **kw):
     session.append(ev(0, "user", " ".join(f"w{i}" for i in range(n_words))))
     counter = WorkCounter()
     model = ScriptedModel(lambda m: "s")
-    out = Summarizer(model, SummaryPrompt("{conversation_text}"), context_window=2000, token_counter=counter,
-                     output_reserve=100, **kw).summarize(session, force=True)
+    out = Summarizer(
+        model,
+        SummaryPrompt("{conversation_text}"),
+        context_window=2000,
+        token_counter=counter,
+        output_reserve=100,
+        **kw,
+    ).summarize(session, force=True)
     return out, counter, model, len(session.events[0].content)
 
 
@@ -79,13 +86,21 @@ def test_tool_call_arguments_over_max_event_chars_are_cut_with_a_note_and_a_warn
     counter = WorkCounter()
     model = ScriptedModel(lambda m: "s")
     with caplog.at_level(logging.WARNING):
-        out = Summarizer(model, SummaryPrompt("{conversation_text}"), context_window=2000, token_counter=counter,
-                         output_reserve=100, max_event_chars=5_000).summarize(session, force=True)
+        out = Summarizer(
+            model,
+            SummaryPrompt("{conversation_text}"),
+            context_window=2000,
+            token_counter=counter,
+            output_reserve=100,
+            max_event_chars=5_000,
+        ).summarize(session, force=True)
     sent = "".join(c["messages"][0]["content"].removeprefix("system: s\n") for c in model.calls)
     flat = sent.replace(" ", "").replace("\n", "")  # a split line may gain or lose a space where it was split
     assert args[:5_000].replace(" ", "") in flat and args[:5_100].replace(" ", "") not in flat
-    assert (f"{args[4_900:5_000]}\n[... {len(args) - 5_000} more characters cut: these tool-call arguments exceed "
-            f"summarizer.max_event_chars=5000") in sent
+    assert (
+        f"{args[4_900:5_000]}\n[... {len(args) - 5_000} more characters cut: these tool-call arguments exceed "
+        f"summarizer.max_event_chars=5000"
+    ) in sent
     assert out.truncated_events == 1 and "summarizer.max_event_chars=5000" in caplog.text
     assert counter.chars < 50 * 5_000  # the work depends on the bound, not on the arguments' size
 
@@ -96,14 +111,23 @@ def test_the_event_bound_has_a_default():
 
 def test_a_record_over_its_bounds_is_cut_and_says_so(caplog):
     reply = "a" * 1000
-    rec = {"question_id": "q1", "mode": "m", "prediction": reply, "calls": [{"content": reply}],
-           "final_messages": [{"role": "user", "content": "u" * 500}, {"role": "user", "content": "short"}],
-           "summary": {"calls": [{"content": "s" * 300}], "text": "t" * 50}}
+    rec = {
+        "question_id": "q1",
+        "mode": "m",
+        "prediction": reply,
+        "calls": [{"content": reply}],
+        "final_messages": [{"role": "user", "content": "u" * 500}, {"role": "user", "content": "short"}],
+        "summary": {"calls": [{"content": "s" * 300}], "text": "t" * 50},
+    }
     with caplog.at_level(logging.WARNING):
         out = bound_record(rec, RecordBounds(max_reply_chars=100, max_field_chars=400))
     assert out["truncated"] is True
-    assert out["truncated_fields"] == {"prediction": 1000, "calls[0].content": 1000,
-                                       "final_messages[0].content": 500, "summary.calls[0].content": 300}
+    assert out["truncated_fields"] == {
+        "prediction": 1000,
+        "calls[0].content": 1000,
+        "final_messages[0].content": 500,
+        "summary.calls[0].content": 300,
+    }
     assert out["prediction"].startswith("a" * 100) and "900 more characters cut" in out["prediction"]
     assert "run.max_reply_chars=100" in out["prediction"]
     assert "run.max_record_field_chars=400" in out["final_messages"][0]["content"]
@@ -116,8 +140,10 @@ def test_a_huge_model_reply_gives_a_bounded_record(tmp_path):
     huge = "word " * 400_000  # 2 MB
     model = FakeModel(answer=lambda req: huge)
     with FakeOpenAIServer(model) as srv:
-        assert run(tmp_path, "dataset.limit=1", "mode=[long_context]", "run.max_reply_chars=1000",
-                   base_url=srv.base_url) == 0
+        assert (
+            run(tmp_path, "dataset.limit=1", "mode=[long_context]", "run.max_reply_chars=1000", base_url=srv.base_url)
+            == 0
+        )
     records = tmp_path / "run" / "records.jsonl"
     rec = json.loads(records.read_text().splitlines()[0])
     assert rec["truncated"] is True and rec["truncated_fields"]["prediction"] >= len(huge.strip())

@@ -1,4 +1,5 @@
 """The LLM layer against a real loopback HTTP server through the openai SDK."""
+
 import pytest
 
 from harness.llm.cache import ResponseCache
@@ -15,8 +16,18 @@ def client(srv, tmp_path=None, **kw):
 
 
 def test_usage_latency_and_tool_calls_are_reported():
-    with FakeOpenAIServer(scripted([completion(None, [{"name": "session_search", "arguments": {"query": "x"}}],
-                                               prompt_tokens=42, completion_tokens=7)])) as srv:
+    with FakeOpenAIServer(
+        scripted(
+            [
+                completion(
+                    None,
+                    [{"name": "session_search", "arguments": {"query": "x"}}],
+                    prompt_tokens=42,
+                    completion_tokens=7,
+                )
+            ]
+        )
+    ) as srv:
         r = client(srv).chat(MSGS, tools=[{"type": "function", "function": {"name": "session_search"}}], temperature=0)
     assert r.usage.prompt_tokens == 42 and r.usage.completion_tokens == 7
     assert r.tool_calls[0]["function"]["name"] == "session_search"
@@ -52,8 +63,11 @@ def test_cache_namespace_survives_a_new_port(tmp_path):
 
 
 def test_retries_429_honouring_retry_after_then_succeeds():
-    replies = [Reply(status=429, body={"error": {"message": "slow down"}}, headers={"Retry-After": "0.05"}),
-               Reply(status=503, body={"error": {"message": "busy"}}), completion("ok")]
+    replies = [
+        Reply(status=429, body={"error": {"message": "slow down"}}, headers={"Retry-After": "0.05"}),
+        Reply(status=503, body={"error": {"message": "busy"}}),
+        completion("ok"),
+    ]
     with FakeOpenAIServer(scripted(replies)) as srv:
         c = client(srv)
         assert c.chat(MSGS).content == "ok"

@@ -1,4 +1,5 @@
 """`client.timeout_s` bounds a whole attempt (not each read), and long retry waits are announced."""
+
 import logging
 import socket
 import threading
@@ -80,8 +81,9 @@ def test_a_trickling_endpoint_fails_within_timeout_s_and_the_connection_is_dropp
 @pytest.mark.timeout(30)
 def test_each_retry_gets_its_own_total_deadline():
     with TrickleServer(0.1) as srv:
-        c = LLMClient(base_url=srv.base_url, model="m", timeout_s=0.5, max_retries=1, backoff_base_s=0.0,
-                      backoff_max_s=0.0)
+        c = LLMClient(
+            base_url=srv.base_url, model="m", timeout_s=0.5, max_retries=1, backoff_base_s=0.0, backoff_max_s=0.0
+        )
         t0 = time.monotonic()
         with pytest.raises(LLMError, match="timeout_s=0.5"):
             c.chat(MSGS)
@@ -98,8 +100,10 @@ def test_a_normal_call_is_unaffected_and_its_connection_is_reused():
 def test_a_long_retry_after_wait_is_announced(monkeypatch, caplog):
     slept: list[float] = []
     monkeypatch.setattr("harness.llm.client._sleep", slept.append)
-    replies = [Reply(status=429, body={"error": {"message": "slow down"}}, headers={"Retry-After": "12"}),
-               completion("ok")]
+    replies = [
+        Reply(status=429, body={"error": {"message": "slow down"}}, headers={"Retry-After": "12"}),
+        completion("ok"),
+    ]
     with FakeOpenAIServer(scripted(replies)) as srv, caplog.at_level(logging.WARNING, logger="harness.llm.client"):
         c = LLMClient(base_url=srv.base_url, model="m", max_retries=2)
         assert c.chat(MSGS).content == "ok"
@@ -111,8 +115,10 @@ def test_a_long_retry_after_wait_is_announced(monkeypatch, caplog):
 
 def test_a_short_retry_wait_is_not_announced(monkeypatch, caplog):
     monkeypatch.setattr("harness.llm.client._sleep", lambda s: None)
-    replies = [Reply(status=429, body={"error": {"message": "slow down"}}, headers={"Retry-After": "2"}),
-               completion("ok")]
+    replies = [
+        Reply(status=429, body={"error": {"message": "slow down"}}, headers={"Retry-After": "2"}),
+        completion("ok"),
+    ]
     with FakeOpenAIServer(scripted(replies)) as srv, caplog.at_level(logging.WARNING, logger="harness.llm.client"):
         assert LLMClient(base_url=srv.base_url, model="m").chat(MSGS).content == "ok"
     assert not [r for r in caplog.records if r.name == "harness.llm.client"]

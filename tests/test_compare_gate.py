@@ -1,4 +1,5 @@
 """`lme-harness compare` (paired statistics between runs, sweeps included) and `lme-harness gate` (baseline checks)."""
+
 from __future__ import annotations
 
 import json
@@ -6,21 +7,25 @@ from pathlib import Path
 
 import pytest
 import yaml
+from report_fixtures import meta, standard_run, write_run
 
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, completion
-from report_fixtures import meta, standard_run, write_run
 from reports.compare import compare_runs, expand_run_dirs, load_runs
-from reports.gate import Check, evaluate, load_baseline, GateError
+from reports.gate import Check, GateError, evaluate, load_baseline
 from runners.cli import main
-
 
 # --- compare ---------------------------------------------------------------------------------------------------
 
+
 def two_prompt_runs(tmp_path: Path) -> tuple[Path, Path]:
     a = standard_run(tmp_path / "sweep" / "prompt=trpc_default", ondemand_em=(0, 0, 0, 1), prompt="trpc_default")
-    b = standard_run(tmp_path / "sweep" / "prompt=state_recovery", ondemand_em=(1, 1, 1, 1), summary_tokens=300,
-                     prompt="state_recovery")
+    b = standard_run(
+        tmp_path / "sweep" / "prompt=state_recovery",
+        ondemand_em=(1, 1, 1, 1),
+        summary_tokens=300,
+        prompt="state_recovery",
+    )
     return a, b
 
 
@@ -35,8 +40,15 @@ def test_compare_prints_the_paired_table(tmp_path, capsys):
     assert "| 4 | 0.2500 | 1.0000 | +0.7500 [" in line and "| 3/1/0 | 0/3, p=0.25; agree 25%, κ=0.00 |" in line
     tokens = next(l for l in out.splitlines() if l.startswith("| summary | prompt tokens ↓"))
     assert "-100 [-100, -100] ▲" in tokens and "| 4/0/0 |" in tokens  # fewer tokens: a win, CI excludes 0
-    for name in ("compare.md", "compare.html", "compare.json", "pair1_deltas.png", "pair1_deltas.svg",
-                 "pair1_win_loss_tie.png", "pair1_win_loss_tie.svg"):
+    for name in (
+        "compare.md",
+        "compare.html",
+        "compare.json",
+        "pair1_deltas.png",
+        "pair1_deltas.svg",
+        "pair1_win_loss_tie.png",
+        "pair1_win_loss_tie.svg",
+    ):
         assert (tmp_path / "cmp" / name).exists(), name
     rows = json.loads((tmp_path / "cmp" / "compare.json").read_text())[0]["rows"]
     em = next(r for r in rows if r["group"] == "summary_ondemand" and r["metric"] == "em")
@@ -60,8 +72,10 @@ def test_compare_three_runs_uses_the_first_as_baseline(tmp_path):
     a, b = two_prompt_runs(tmp_path)
     c = standard_run(tmp_path / "sweep" / "prompt=fact_keeper", prompt="fact_keeper")
     pairs = compare_runs(load_runs([a, b, c]))
-    assert [(p.a.label, p.b.label) for p in pairs] == [("prompt.name=trpc_default", "prompt.name=state_recovery"),
-                                                      ("prompt.name=trpc_default", "prompt.name=fact_keeper")]
+    assert [(p.a.label, p.b.label) for p in pairs] == [
+        ("prompt.name=trpc_default", "prompt.name=state_recovery"),
+        ("prompt.name=trpc_default", "prompt.name=fact_keeper"),
+    ]
 
 
 def test_compare_pairs_only_cases_scored_in_both_and_warns(tmp_path):
@@ -86,6 +100,7 @@ def test_compare_input_errors(tmp_path, capsys):
 
 # --- gate ------------------------------------------------------------------------------------------------------
 
+
 def write_baseline(tmp_path: Path, run: Path) -> Path:
     path = tmp_path / "baseline.yaml"
     assert main(["gate", str(run), "--baseline", str(path), "--write-baseline"]) == 0
@@ -105,8 +120,13 @@ def test_gate_passes_on_its_own_baseline_and_writes_a_diff(tmp_path, capsys):
     base = write_baseline(tmp_path, run)
     doc = yaml.safe_load(base.read_text())
     metrics = {(c["mode"], c["metric"]) for c in doc["checks"]}
-    assert {("summary", "em"), ("summary", "final_prompt_tokens"), ("summary", "cost_total"),
-            ("summary", "failed"), ("summary", "lme_acc")} <= metrics
+    assert {
+        ("summary", "em"),
+        ("summary", "final_prompt_tokens"),
+        ("summary", "cost_total"),
+        ("summary", "failed"),
+        ("summary", "lme_acc"),
+    } <= metrics
     assert doc["source"]["dataset_sha256"] == "d" * 64
     capsys.readouterr()
     assert main(["gate", str(run), "--baseline", str(base)]) == 0
@@ -115,11 +135,14 @@ def test_gate_passes_on_its_own_baseline_and_writes_a_diff(tmp_path, capsys):
     assert (run / "gate.md").read_text().startswith("# Gate passed")
 
 
-@pytest.mark.parametrize("metric, stricter, looser", [
-    ("em", {"baseline": 0.9, "abs": 0.0}, {"baseline": 0.5, "abs": 0.0}),                      # higher is better
-    ("final_prompt_tokens", {"baseline": 1000, "rel": 0.05}, {"baseline": 1100, "rel": 0.0}),  # lower is better
-    ("cost_total", {"baseline": 1e-6, "rel": 0.0}, {"baseline": 1.0, "rel": 0.0}),            # lower is better
-])
+@pytest.mark.parametrize(
+    "metric, stricter, looser",
+    [
+        ("em", {"baseline": 0.9, "abs": 0.0}, {"baseline": 0.5, "abs": 0.0}),  # higher is better
+        ("final_prompt_tokens", {"baseline": 1000, "rel": 0.05}, {"baseline": 1100, "rel": 0.0}),  # lower is better
+        ("cost_total", {"baseline": 1e-6, "rel": 0.0}, {"baseline": 1.0, "rel": 0.0}),  # lower is better
+    ],
+)
 def test_gate_fails_when_the_baseline_is_stricter_and_passes_when_looser(tmp_path, capsys, metric, stricter, looser):
     run = standard_run(tmp_path / "run")  # summary_ondemand: em 0.75, final prompt tokens 1000
     mode = "summary_ondemand" if metric != "final_prompt_tokens" else "summary"  # summary: 400 tokens
@@ -159,11 +182,14 @@ def test_gate_missing_metric_fails_and_bad_baselines_are_errors(tmp_path, capsys
     base.write_text(yaml.safe_dump({"checks": [{"mode": "summary", "metric": "llm_score", "baseline": 0.5}]}))
     assert main(["gate", str(run), "--baseline", str(base)]) == 1
     assert "metric missing in the run" in capsys.readouterr().out
-    for doc, msg in [({"checks": []}, "non-empty"), ({"checks": [{"mode": "x"}]}, "needs 'mode' and 'metric'"),
-                     ({"checks": [{"mode": "x", "metric": "em"}]}, "needs 'baseline'"),
-                     ({"checks": [{"mode": "x", "metric": "zzz", "baseline": 1}]}, "unknown metric direction"),
-                     ({"checks": [{"mode": "x", "metric": "em", "baseline": 1, "tol": 1}]}, "unknown keys"),
-                     ({"checks": [{"mode": "x", "metric": "em", "baseline": "high"}]}, "not a number")]:
+    for doc, msg in [
+        ({"checks": []}, "non-empty"),
+        ({"checks": [{"mode": "x"}]}, "needs 'mode' and 'metric'"),
+        ({"checks": [{"mode": "x", "metric": "em"}]}, "needs 'baseline'"),
+        ({"checks": [{"mode": "x", "metric": "zzz", "baseline": 1}]}, "unknown metric direction"),
+        ({"checks": [{"mode": "x", "metric": "em", "baseline": 1, "tol": 1}]}, "unknown keys"),
+        ({"checks": [{"mode": "x", "metric": "em", "baseline": "high"}]}, "not a number"),
+    ]:
         base.write_text(yaml.safe_dump(doc))
         with pytest.raises(GateError, match=msg):
             load_baseline(base)
@@ -180,6 +206,7 @@ def test_committed_ci_baseline_is_valid():
 
 # --- end to end: a Hydra sweep over prompt variants on the loopback fake endpoint -------------------------------
 
+
 def responder(req):
     text = json.dumps(req["messages"])
     if "Answer yes or no only" in text:
@@ -191,14 +218,29 @@ def responder(req):
 
 def test_sweep_over_prompt_variants_then_compare_and_gate(tmp_path, capsys, monkeypatch):
     with FakeOpenAIServer(responder) as srv:
-        code = main(["run", "-m", "prompt=trpc_default,state_recovery", "mode=[summary]", "judge=longmemeval",
-                     f"hydra.sweep.dir={tmp_path / 'sweep'}", "hydra.sweep.subdir=${hydra.job.num}", "model=endpoint", f"model.base_url={srv.base_url}",
-                     "model.model=fake-model", f"cache.path={tmp_path / 'cache.sqlite'}", "run.progress=false",
-                     "dataset.limit=2"])
+        code = main(
+            [
+                "run",
+                "-m",
+                "prompt=trpc_default,state_recovery",
+                "mode=[summary]",
+                "judge=longmemeval",
+                f"hydra.sweep.dir={tmp_path / 'sweep'}",
+                "hydra.sweep.subdir=${hydra.job.num}",
+                "model=endpoint",
+                f"model.base_url={srv.base_url}",
+                "model.model=fake-model",
+                f"cache.path={tmp_path / 'cache.sqlite'}",
+                "run.progress=false",
+                "dataset.limit=2",
+            ]
+        )
     assert code == 0
     sweep = tmp_path / "sweep"
-    runs = sorted((d for d in sweep.iterdir() if (d / "records.jsonl").exists()),
-                  key=lambda d: json.loads((d / "run.json").read_text())["config"]["prompt"]["name"])
+    runs = sorted(
+        (d for d in sweep.iterdir() if (d / "records.jsonl").exists()),
+        key=lambda d: json.loads((d / "run.json").read_text())["config"]["prompt"]["name"],
+    )
     assert len(runs) == 2 and all(len(load_records(d / "records.jsonl")) == 2 for d in runs)
     capsys.readouterr()
     assert main(["compare", str(sweep)]) == 0  # the whole sweep directory: job 0 is A
@@ -208,7 +250,9 @@ def test_sweep_over_prompt_variants_then_compare_and_gate(tmp_path, capsys, monk
     assert "| summary | summary gen tokens ↓ | 2 |" in out
     # gate: a run passes its own baseline, and fails once the baseline asks for fewer prompt tokens
     fake_prices = tmp_path / "prices.yaml"
-    fake_prices.write_text('date: "2026-01-01"\nmodels:\n  fake-model: {input: 0.15, cached_input: 0.075, output: 0.6}\n')
+    fake_prices.write_text(
+        'date: "2026-01-01"\nmodels:\n  fake-model: {input: 0.15, cached_input: 0.075, output: 0.6}\n'
+    )
     run = runs[1]
     base = tmp_path / "baseline.yaml"
     assert main(["gate", str(run), "--baseline", str(base), "--write-baseline", "--pricing", str(fake_prices)]) == 0

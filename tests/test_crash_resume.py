@@ -3,6 +3,7 @@
 Finished (case, mode) pairs make no model call on the rerun, a torn last record line is discarded,
 and the final records equal those of an uninterrupted run (except wall times and cache flags).
 """
+
 import json
 import os
 import signal
@@ -27,12 +28,18 @@ def dataset(tmp_path: Path) -> Path:
     rows = []
     for i in range(N_CASES):
         tag = f"case-q{i}"
-        sessions = [[{"role": "user", "content": f"[{tag}] In session {s} I bought item {s} for my {tag} project."},
-                     {"role": "assistant", "content": f"[{tag}] Noted, item {s}."},
-                     {"role": "user", "content": f"[{tag}] Also, my dog is called Rex{s}."},
-                     {"role": "assistant", "content": f"[{tag}] Rex{s} is a nice name."}] for s in range(3)]
-        rows.append(make_row(qid=f"q{i}", question=f"[{tag}] What did I buy in session 1?", answer="item 1",
-                             sessions=sessions))
+        sessions = [
+            [
+                {"role": "user", "content": f"[{tag}] In session {s} I bought item {s} for my {tag} project."},
+                {"role": "assistant", "content": f"[{tag}] Noted, item {s}."},
+                {"role": "user", "content": f"[{tag}] Also, my dog is called Rex{s}."},
+                {"role": "assistant", "content": f"[{tag}] Rex{s} is a nice name."},
+            ]
+            for s in range(3)
+        ]
+        rows.append(
+            make_row(qid=f"q{i}", question=f"[{tag}] What did I buy in session 1?", answer="item 1", sessions=sessions)
+        )
     p = tmp_path / "data.json"
     p.write_text(json.dumps(rows))
     return p
@@ -64,9 +71,20 @@ def answer(req) -> str:
 
 
 def args(tmp_path: Path, base_url: str, data: Path, name: str) -> list[str]:
-    return ["run", f"hydra.run.dir={tmp_path / name}", "model=endpoint", f"model.base_url={base_url}",
-            "model.model=fake-model", f"dataset.path={data}", "dataset.sha256=null", "dataset.limit=null",
-            "cache.enabled=false", "run.progress=false", "run.concurrency=1", "retrieval=bm25"]
+    return [
+        "run",
+        f"hydra.run.dir={tmp_path / name}",
+        "model=endpoint",
+        f"model.base_url={base_url}",
+        "model.model=fake-model",
+        f"dataset.path={data}",
+        "dataset.sha256=null",
+        "dataset.limit=null",
+        "cache.enabled=false",
+        "run.progress=false",
+        "run.concurrency=1",
+        "retrieval=bm25",
+    ]
 
 
 def _stable(obj):
@@ -92,8 +110,13 @@ def test_sigkill_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path):
     with FakeOpenAIServer(responder) as srv:
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         with open(tmp_path / "stderr.txt", "wb") as stderr:
-            proc = subprocess.Popen([sys.executable, "-m", "runners.cli", *args(tmp_path, srv.base_url, data, "run")],
-                                    cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "runners.cli", *args(tmp_path, srv.base_url, data, "run")],
+                cwd=REPO,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+            )
         try:
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline and proc.poll() is None:

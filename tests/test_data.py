@@ -32,15 +32,18 @@ def test_sha256_mismatch_names_the_file(write_dataset):
 
 
 def test_numeric_answer_keeps_its_json_text():
-    cases = parse_cases(b'[' + __import__("json").dumps(make_row(answer=3)).encode() + b']', "x.json")
+    cases = parse_cases(b"[" + __import__("json").dumps(make_row(answer=3)).encode() + b"]", "x.json")
     assert cases[0].answer == "3"
 
 
-@pytest.mark.parametrize("raw, message", [
-    (b"\x1f\x8b\x08\x00garbage", "corrupt gzip"),
-    (gzip.compress(b"[{not json"), "invalid JSON"),
-    (gzip.compress(b'{"a": 1}'), "expected a JSON array"),
-])
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        (b"\x1f\x8b\x08\x00garbage", "corrupt gzip"),
+        (gzip.compress(b"[{not json"), "invalid JSON"),
+        (gzip.compress(b'{"a": 1}'), "expected a JSON array"),
+    ],
+)
 def test_bad_files_give_one_clear_error(write_dataset, raw, message):
     p = write_dataset(None, raw=raw)
     with pytest.raises(DataError, match=message) as e:
@@ -67,8 +70,12 @@ def test_missing_file_is_named(tmp_path):
 
 
 def test_events_are_flattened_in_file_order_with_stable_ids():
-    row = make_row(sessions=[[{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}],
-                             [{"role": "user", "content": "c", "has_answer": True}]])
+    row = make_row(
+        sessions=[
+            [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}],
+            [{"role": "user", "content": "c", "has_answer": True}],
+        ]
+    )
     case = parse_cases(__import__("json").dumps([row]).encode(), "x")[0]
     ev = case.events()
     assert [e.content for e in ev] == ["a", "b", "c"]

@@ -3,6 +3,7 @@
 The stand-in answers the two requests `huggingface_hub.hf_hub_download` makes (HEAD for metadata, GET for
 the bytes) at `/datasets/<repo>/resolve/<revision>/<file>`, so the real client code runs end to end offline.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -34,7 +35,7 @@ class FakeHub:
                 prefix = f"/datasets/{REPO}/resolve/"
                 body = None
                 if self.path.startswith(prefix):
-                    revision, _, name = self.path[len(prefix):].partition("/")
+                    revision, _, name = self.path[len(prefix) :].partition("/")
                     if revision in ("main", COMMIT):
                         body = hub.files.get(name)
                 if body is None:
@@ -82,8 +83,7 @@ def hub(monkeypatch, tmp_path):
 
 
 def hub_source(fake: FakeHub, **kw) -> LongMemEvalSource:
-    base = dict(name="hub", filename=None, hf_repo=REPO, hf_filename="longmemeval_s_cleaned.json",
-                hf_endpoint=fake.url)
+    base = dict(name="hub", filename=None, hf_repo=REPO, hf_filename="longmemeval_s_cleaned.json", hf_endpoint=fake.url)
     return LongMemEvalSource(**{**base, **kw})
 
 

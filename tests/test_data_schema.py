@@ -1,5 +1,6 @@
 """The whole dataset schema is checked once at load time: every problem names the file, the record
 (index and question_id) and the field; all problems are collected, the first ones reported."""
+
 import glob
 import json
 
@@ -19,20 +20,23 @@ def _turns(**extra):
     return [[{"role": "user", "content": "hi", **extra}, {"role": "assistant", "content": "hello"}]]
 
 
-@pytest.mark.parametrize("patch,field", [
-    ({"haystack_session_ids": "s0"}, "field 'haystack_session_ids' has type str"),
-    ({"haystack_session_ids": [0]}, "field 'haystack_session_ids[0]' has type int"),
-    ({"answer_session_ids": 7}, "field 'answer_session_ids' has type int"),
-    ({"answer_session_ids": [None]}, "field 'answer_session_ids[0]' has type null"),
-    ({"haystack_dates": {"a": 1}}, "field 'haystack_dates' has type dict"),
-    ({"haystack_dates": [20230501]}, "field 'haystack_dates[0]' has type int"),
-    ({"question_date": 20230530}, "field 'question_date' has type int"),
-    ({"haystack_sessions": _turns(has_answer="yes")}, "field 'haystack_sessions[0][0].has_answer' has type str"),
-    ({"haystack_sessions": [[{"role": 1, "content": "x"}]]}, "field 'haystack_sessions[0][0]' needs string"),
-    ({"haystack_sessions": [[{"role": "user", "content": ["x"]}]]}, "field 'haystack_sessions[0][0]' needs string"),
-    ({"question_id": ""}, "field 'question_id' is empty"),
-    ({"haystack_dates": ["d1", "d2"]}, "field 'haystack_dates' has 2 entries for 1 haystack_sessions"),
-])
+@pytest.mark.parametrize(
+    "patch,field",
+    [
+        ({"haystack_session_ids": "s0"}, "field 'haystack_session_ids' has type str"),
+        ({"haystack_session_ids": [0]}, "field 'haystack_session_ids[0]' has type int"),
+        ({"answer_session_ids": 7}, "field 'answer_session_ids' has type int"),
+        ({"answer_session_ids": [None]}, "field 'answer_session_ids[0]' has type null"),
+        ({"haystack_dates": {"a": 1}}, "field 'haystack_dates' has type dict"),
+        ({"haystack_dates": [20230501]}, "field 'haystack_dates[0]' has type int"),
+        ({"question_date": 20230530}, "field 'question_date' has type int"),
+        ({"haystack_sessions": _turns(has_answer="yes")}, "field 'haystack_sessions[0][0].has_answer' has type str"),
+        ({"haystack_sessions": [[{"role": 1, "content": "x"}]]}, "field 'haystack_sessions[0][0]' needs string"),
+        ({"haystack_sessions": [[{"role": "user", "content": ["x"]}]]}, "field 'haystack_sessions[0][0]' needs string"),
+        ({"question_id": ""}, "field 'question_id' is empty"),
+        ({"haystack_dates": ["d1", "d2"]}, "field 'haystack_dates' has 2 entries for 1 haystack_sessions"),
+    ],
+)
 def test_wrong_types_in_optional_fields_name_record_and_field(patch, field):
     row = {**make_row(qid="q9"), **patch}
     with pytest.raises(DataError) as e:

@@ -1,4 +1,5 @@
 """`lme-harness export`: answers as LongMemEval hypothesis files, failed pairs named, never written empty."""
+
 import json
 
 from runners.cli import main
@@ -10,15 +11,21 @@ def lines(path):
 
 
 def test_export_writes_one_upstream_hypothesis_file_per_mode(tmp_path, capsys):
-    run = write_run(tmp_path / "run", [
-        rec("q2", "summary", prediction="Tokyo"), rec("q1", "summary", prediction="Paris, in May"),
-        rec("q1", "long_context", prediction=""),  # an empty answer is an answer (scored as such in the run)
-        rec("q2", "long_context", status="failed", error="LLMError: 503"),
-    ])
+    run = write_run(
+        tmp_path / "run",
+        [
+            rec("q2", "summary", prediction="Tokyo"),
+            rec("q1", "summary", prediction="Paris, in May"),
+            rec("q1", "long_context", prediction=""),  # an empty answer is an answer (scored as such in the run)
+            rec("q2", "long_context", status="failed", error="LLMError: 503"),
+        ],
+    )
     assert main(["export", str(run)]) == 3  # something is missing: same exit status as a run with failed pairs
     out, err = capsys.readouterr()
     assert lines(run / "export" / "summary.jsonl") == [
-        {"question_id": "q1", "hypothesis": "Paris, in May"}, {"question_id": "q2", "hypothesis": "Tokyo"}]
+        {"question_id": "q1", "hypothesis": "Paris, in May"},
+        {"question_id": "q2", "hypothesis": "Tokyo"},
+    ]
     assert lines(run / "export" / "long_context.jsonl") == [{"question_id": "q1", "hypothesis": ""}]
     assert "no answer for q2 / long_context (failed: LLMError: 503)" in err
     assert "summary: 2 hypotheses" in out and "evaluate_qa.py" in out
@@ -39,12 +46,19 @@ def test_export_dataset_writes_the_per_case_table_as_a_hf_dataset_and_parquet(tm
     import datasets
     import pandas as pd
 
-    run = write_run(tmp_path / "run", [rec("q1", "summary", em=1.0, prediction="Paris"),
-                                       rec("q2", "summary", status="failed", error="LLMError: 503")])
+    run = write_run(
+        tmp_path / "run",
+        [
+            rec("q1", "summary", em=1.0, prediction="Paris"),
+            rec("q2", "summary", status="failed", error="LLMError: 503"),
+        ],
+    )
     assert main(["export", str(run), "--dataset"]) == 3
     ds = datasets.load_from_disk(str(run / "export" / "cases"))
     rows = {r["question_id"]: r for r in ds}
-    assert rows["q1"]["em"] == 1.0 and rows["q1"]["prediction"] == "Paris" and rows["q1"]["question"] == "Where did I go?"
+    assert (
+        rows["q1"]["em"] == 1.0 and rows["q1"]["prediction"] == "Paris" and rows["q1"]["question"] == "Where did I go?"
+    )
     assert rows["q2"]["status"] == "failed" and rows["q2"]["prediction"] is None  # failed pairs stay visible
     assert len(pd.read_parquet(run / "export" / "cases.parquet")) == 2
 
@@ -56,7 +70,9 @@ def test_a_scoring_failed_pair_is_exported_with_its_answer(tmp_path, capsys):
     run = write_run(tmp_path / "run", [answered, rec("q2", "summary", prediction="Tokyo")])
     assert main(["export", str(run)]) == 0
     assert lines(run / "export" / "summary.jsonl") == [
-        {"question_id": "q1", "hypothesis": "Paris"}, {"question_id": "q2", "hypothesis": "Tokyo"}]
+        {"question_id": "q1", "hypothesis": "Paris"},
+        {"question_id": "q2", "hypothesis": "Tokyo"},
+    ]
     assert "no answer" not in capsys.readouterr().err
 
 

@@ -1,4 +1,5 @@
 """The one in-process fake model (harness/testing/faults.FakeModel.chat) the unit tests share."""
+
 import pytest
 
 from harness.llm.types import LLMError, Usage
@@ -6,8 +7,13 @@ from harness.testing.faults import FakeModel, ToolStep
 
 
 def test_script_steps_in_order_then_the_fallback_and_every_call_recorded():
-    m = FakeModel(script=["a", ToolStep("session_search", '{"query": "x"}'), LLMError("down")],
-                  then=lambda n: f"after {n}", usage=Usage(7, 3), latency_s=0.2, model="m")
+    m = FakeModel(
+        script=["a", ToolStep("session_search", '{"query": "x"}'), LLMError("down")],
+        then=lambda n: f"after {n}",
+        usage=Usage(7, 3),
+        latency_s=0.2,
+        model="m",
+    )
     first = m.chat([{"role": "user", "content": "q"}], temperature=0)
     assert (first.content, first.usage, first.latency_s, first.model) == ("a", Usage(7, 3), 0.2, "m")
     tool = m.chat([{"role": "user", "content": "q"}], tools=[{"type": "function"}], purpose="answer")

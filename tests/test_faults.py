@@ -4,6 +4,7 @@ A fault-injecting OpenAI-compatible server on loopback (harness/testing/faults.p
 429 + Retry-After, 500/503, hangs past the client's timeout, connections reset mid-body, malformed
 JSON, empty content and bad tool calls at the real client and the real modes.
 """
+
 import json
 import time
 from pathlib import Path
@@ -13,22 +14,44 @@ import pytest
 from harness.llm.client import LLMClient
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer
-from harness.testing.faults import (CONTENT_FAULTS, FAULTS, TRANSPORT_FAULTS, UNKNOWN_TOOL, FakeModel, FaultInjector,
-                                    FaultMix)
+from harness.testing.faults import (
+    CONTENT_FAULTS,
+    FAULTS,
+    TRANSPORT_FAULTS,
+    UNKNOWN_TOOL,
+    FakeModel,
+    FaultInjector,
+    FaultMix,
+)
 from runners.cli import main
 from tests.conftest import RERUN_VOLATILE, without_keys
 
 MODES = ("long_context", "summary", "summary_ondemand")
 MAX_RETRIES = 2
-FAST_CLIENT = ["client.timeout_s=0.5", f"client.max_retries={MAX_RETRIES}", "+client.backoff_base_s=0.01",
-               "+client.backoff_max_s=0.02"]
+FAST_CLIENT = [
+    "client.timeout_s=0.5",
+    f"client.max_retries={MAX_RETRIES}",
+    "+client.backoff_base_s=0.01",
+    "+client.backoff_max_s=0.02",
+]
 N_CASES = 3
 
 
 def run(tmp_path, base_url, *overrides, name="run"):
-    args = ["run", f"hydra.run.dir={tmp_path / name}", "model=endpoint", f"model.base_url={base_url}",
-            "model.model=fake-model", f"cache.path={tmp_path / (name + '-cache.sqlite')}", "run.progress=false",
-            f"dataset.limit={N_CASES}", "run.concurrency=3", "retrieval=bm25", *FAST_CLIENT, *overrides]
+    args = [
+        "run",
+        f"hydra.run.dir={tmp_path / name}",
+        "model=endpoint",
+        f"model.base_url={base_url}",
+        "model.model=fake-model",
+        f"cache.path={tmp_path / (name + '-cache.sqlite')}",
+        "run.progress=false",
+        f"dataset.limit={N_CASES}",
+        "run.concurrency=3",
+        "retrieval=bm25",
+        *FAST_CLIENT,
+        *overrides,
+    ]
     return main(args)
 
 
@@ -56,8 +79,10 @@ def check_outcomes(run_dir: Path, code: int, modes=MODES) -> list[dict]:
     report = (run_dir / "report.md").read_text()
     rows = [ln for ln in report.splitlines() if ln.startswith("| ")]
     for r in failed:  # every failed pair is listed, in the row of its (status, error) group
-        assert any(f"{r['question_id']} / {r['mode']}" in ln and f" | {r['status']} | " in ln for ln in rows), \
-            (r["question_id"], r["mode"])
+        assert any(f"{r['question_id']} / {r['mode']}" in ln and f" | {r['status']} | " in ln for ln in rows), (
+            r["question_id"],
+            r["mode"],
+        )
     return recs
 
 
@@ -72,12 +97,19 @@ def by_key(recs):
 
 # --- the client alone: each transport fault is retried, boundedly -----------------------------------
 
+
 @pytest.mark.parametrize("fault", TRANSPORT_FAULTS + ("slow",))
 def test_each_transport_fault_is_retried_then_answered(fault):
     inj = FaultInjector(FakeModel(), FaultMix(rates={fault: 1.0}, max_transient=MAX_RETRIES, hang_s=1.0, slow_s=0.1))
     with FakeOpenAIServer(inj) as srv:
-        c = LLMClient(base_url=srv.base_url, model="m", timeout_s=0.3, max_retries=MAX_RETRIES,
-                      backoff_base_s=0.01, backoff_max_s=0.02)
+        c = LLMClient(
+            base_url=srv.base_url,
+            model="m",
+            timeout_s=0.3,
+            max_retries=MAX_RETRIES,
+            backoff_base_s=0.01,
+            backoff_max_s=0.02,
+        )
         t0 = time.perf_counter()
         r = c.chat([{"role": "user", "content": "hi"}])
     assert r.content.startswith("I am not sure")
@@ -90,13 +122,25 @@ def test_each_transport_fault_is_retried_then_answered(fault):
 def test_a_persistent_fault_gives_up_after_max_retries_with_the_cause(fault):
     inj = FaultInjector(FakeModel(), FaultMix(persistent=1.0, persistent_fault=fault, hang_s=1.0))
     with FakeOpenAIServer(inj) as srv:
-        c = LLMClient(base_url=srv.base_url, model="m", timeout_s=0.3, max_retries=MAX_RETRIES,
-                      backoff_base_s=0.01, backoff_max_s=0.02)
+        c = LLMClient(
+            base_url=srv.base_url,
+            model="m",
+            timeout_s=0.3,
+            max_retries=MAX_RETRIES,
+            backoff_base_s=0.01,
+            backoff_max_s=0.02,
+        )
         with pytest.raises(Exception) as info:
             c.chat([{"role": "user", "content": "hi"}])
     assert len(srv.requests) == MAX_RETRIES + 1
-    cause = {"429": "RateLimit", "500": "InternalServer", "503": "InternalServer", "timeout": "Timeout",
-             "reset": "Connection", "malformed_json": "not JSON"}[fault]
+    cause = {
+        "429": "RateLimit",
+        "500": "InternalServer",
+        "503": "InternalServer",
+        "timeout": "Timeout",
+        "reset": "Connection",
+        "malformed_json": "not JSON",
+    }[fault]
     assert srv.base_url in str(info.value) and cause in str(info.value)
 
 
@@ -111,8 +155,13 @@ def test_retry_after_is_honoured():
 
 # --- whole runs -------------------------------------------------------------------------------------
 
-TRANSIENT = FaultMix(cycle=("slow", "429", "500", "503", "timeout", "reset", "malformed_json", None),
-                     max_transient=MAX_RETRIES, hang_s=1.0, slow_s=0.1, retry_after_s=0.05)
+TRANSIENT = FaultMix(
+    cycle=("slow", "429", "500", "503", "timeout", "reset", "malformed_json", None),
+    max_transient=MAX_RETRIES,
+    hang_s=1.0,
+    slow_s=0.1,
+    retry_after_s=0.05,
+)
 
 
 def test_transient_faults_leave_exactly_the_records_of_a_clean_run(tmp_path):
@@ -130,8 +179,13 @@ def test_transient_faults_leave_exactly_the_records_of_a_clean_run(tmp_path):
 
 
 def test_persistent_failures_are_recorded_listed_and_retried_next_run(tmp_path, capsys):
-    mix = FaultMix(rates={"429": 0.1, "500": 0.1, "reset": 0.1}, persistent=0.12, persistent_fault="503",
-                   max_transient=MAX_RETRIES, seed=5)
+    mix = FaultMix(
+        rates={"429": 0.1, "500": 0.1, "reset": 0.1},
+        persistent=0.12,
+        persistent_fault="503",
+        max_transient=MAX_RETRIES,
+        seed=5,
+    )
     model = FakeModel()
     inj = FaultInjector(model, mix)
     with FakeOpenAIServer(inj) as srv:
@@ -180,8 +234,19 @@ def test_content_faults_are_scored_or_failed_never_dropped(tmp_path):
 
 def test_every_fault_at_once_with_concurrency(tmp_path):
     rates = {"500": 0.05, "reset": 0.05, "empty_content": 0.05}
-    inj = FaultInjector(FakeModel(), FaultMix(cycle=FAULTS, rates=rates, persistent=0.05, max_transient=MAX_RETRIES,
-                                              hang_s=1.0, slow_s=0.1, retry_after_s=0.05, seed=11))
+    inj = FaultInjector(
+        FakeModel(),
+        FaultMix(
+            cycle=FAULTS,
+            rates=rates,
+            persistent=0.05,
+            max_transient=MAX_RETRIES,
+            hang_s=1.0,
+            slow_s=0.1,
+            retry_after_s=0.05,
+            seed=11,
+        ),
+    )
     t0 = time.perf_counter()
     with FakeOpenAIServer(inj) as srv:
         code = run(tmp_path, srv.base_url, "run.concurrency=3", "client.concurrency=3")
@@ -199,7 +264,6 @@ def test_all_modes_fail_cleanly_when_every_call_fails(tmp_path):
     assert "Failed or errored cases" in (tmp_path / "run" / "report.md").read_text()
     # every logical call was tried exactly max_retries + 1 times
     assert all(n % (MAX_RETRIES + 1) == 0 for n in inj.attempts.values())
-
 
 
 def test_the_shared_embedder_is_safe_under_concurrent_cases():
@@ -222,8 +286,16 @@ def test_the_shared_embedder_is_safe_under_concurrent_cases():
 
 def test_concurrent_cases_with_the_default_retriever(tmp_path):
     with FakeOpenAIServer(FakeModel()) as srv:
-        code = run(tmp_path, srv.base_url, "retrieval=default", "dataset.limit=8", "run.concurrency=8",
-                   "client.concurrency=8", "mode=[summary_ondemand]", "judge=none")
+        code = run(
+            tmp_path,
+            srv.base_url,
+            "retrieval=default",
+            "dataset.limit=8",
+            "run.concurrency=8",
+            "client.concurrency=8",
+            "mode=[summary_ondemand]",
+            "judge=none",
+        )
     recs = load_records(tmp_path / "run" / "records.jsonl")
     assert code == 0 and len(recs) == 8 and all(r["status"] == "ok" for r in recs), [r.get("error") for r in recs]
 

@@ -1,4 +1,5 @@
 """Local model configs force summary_ondemand's first search (a labelled deviation); hosted models keep `auto`."""
+
 from __future__ import annotations
 
 import json
@@ -6,8 +7,8 @@ import json
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
-
 from report_fixtures import meta, standard_run
+
 from reports.deviations import protocol_deviations
 from reports.render import build_report
 from runners.cli import CONFIG_DIR
@@ -26,7 +27,9 @@ def test_local_models_default_to_a_required_first_search(model):
     assert _mode(*([f"model={model}"] if model else [])).first_tool_choice == "required"
 
 
-@pytest.mark.parametrize("overrides", [["model=openai"], ["model=endpoint", "model.model=m", "model.base_url=http://x"]])
+@pytest.mark.parametrize(
+    "overrides", [["model=openai"], ["model=endpoint", "model.model=m", "model.base_url=http://x"]]
+)
 def test_hosted_models_keep_the_reference_auto(overrides):
     assert _mode(*overrides).first_tool_choice is None  # None: no tool_choice sent = the reference's auto
 

@@ -1,10 +1,11 @@
 """Malformed gate baselines (issue #11): one clear error naming the file, exit 2 from `lme-harness gate` (never a pass)."""
+
 from __future__ import annotations
 
 import pytest
 import yaml
-
 from report_fixtures import standard_run
+
 from reports.gate import GateError, load_baseline
 from runners.cli import main
 
@@ -16,24 +17,39 @@ def run(tmp_path_factory):
     return standard_run(tmp_path_factory.mktemp("gate") / "run")
 
 
-@pytest.mark.parametrize("content, msg", [
-    (yaml.safe_dump([GOOD]), "must be a mapping with a 'checks' list, not a list"),
-    (b"checks:\n  - {mode: summary, metric: em, baseline: 0.0, abs: 0.0}  # caf\xe9\n", "not UTF-8 text"),
-    (yaml.safe_dump({"checks": [{**GOOD, "baseline": float("nan")}]}), r"baseline: nan is not a finite number"),
-    ("checks:\n  - {mode: summary, metric: em, baseline: .inf, abs: 0.0}\n", "baseline: inf is not a finite number"),
-    ("checks:\n  - {mode: summary, metric: em, baseline: 0.5, abs: .nan}\n", "abs: nan is not a finite number"),
-    (yaml.safe_dump({"checks": [{**GOOD, "higher_is_better": "false"}]}), "higher_is_better: must be true or false"),
-    (yaml.safe_dump({"checks": [{**GOOD, "baseline": True}]}), "baseline: True is not a number"),
-    (yaml.safe_dump({"checks": [GOOD], "chekcs": []}), r"unknown top-level keys \['chekcs'\]"),
-    (yaml.safe_dump({"checks": [{**GOOD, "metric": "emm"}]}), r"check summary/emm: unknown metric"),
-    (yaml.safe_dump({"checks": [{**GOOD, "mode": 3}]}), "'mode' and 'metric' must be non-empty strings"),
-    (yaml.safe_dump({"checks": [{"metric": "em", "baseline": 1}]}), "needs 'mode' and 'metric'"),
-    (yaml.safe_dump({"checks": [{"mode": "summary", "metric": "em", "exact": True, "max": 1}]}), "'exact' needs a 'baseline'"),
-    (yaml.safe_dump({"checks": [GOOD, GOOD]}), "a second check of the same metric"),
-    (yaml.safe_dump({"checks": [{"mode": "summary", "metric": "failed", "min": 2, "max": 0}]}), "min 2.0 > max 0.0"),
-    (yaml.safe_dump({"policy": "lenient", "checks": [GOOD]}), "policy 'lenient' is not one of"),
-    ("", "must be a mapping"),
-])
+@pytest.mark.parametrize(
+    "content, msg",
+    [
+        (yaml.safe_dump([GOOD]), "must be a mapping with a 'checks' list, not a list"),
+        (b"checks:\n  - {mode: summary, metric: em, baseline: 0.0, abs: 0.0}  # caf\xe9\n", "not UTF-8 text"),
+        (yaml.safe_dump({"checks": [{**GOOD, "baseline": float("nan")}]}), r"baseline: nan is not a finite number"),
+        (
+            "checks:\n  - {mode: summary, metric: em, baseline: .inf, abs: 0.0}\n",
+            "baseline: inf is not a finite number",
+        ),
+        ("checks:\n  - {mode: summary, metric: em, baseline: 0.5, abs: .nan}\n", "abs: nan is not a finite number"),
+        (
+            yaml.safe_dump({"checks": [{**GOOD, "higher_is_better": "false"}]}),
+            "higher_is_better: must be true or false",
+        ),
+        (yaml.safe_dump({"checks": [{**GOOD, "baseline": True}]}), "baseline: True is not a number"),
+        (yaml.safe_dump({"checks": [GOOD], "chekcs": []}), r"unknown top-level keys \['chekcs'\]"),
+        (yaml.safe_dump({"checks": [{**GOOD, "metric": "emm"}]}), r"check summary/emm: unknown metric"),
+        (yaml.safe_dump({"checks": [{**GOOD, "mode": 3}]}), "'mode' and 'metric' must be non-empty strings"),
+        (yaml.safe_dump({"checks": [{"metric": "em", "baseline": 1}]}), "needs 'mode' and 'metric'"),
+        (
+            yaml.safe_dump({"checks": [{"mode": "summary", "metric": "em", "exact": True, "max": 1}]}),
+            "'exact' needs a 'baseline'",
+        ),
+        (yaml.safe_dump({"checks": [GOOD, GOOD]}), "a second check of the same metric"),
+        (
+            yaml.safe_dump({"checks": [{"mode": "summary", "metric": "failed", "min": 2, "max": 0}]}),
+            "min 2.0 > max 0.0",
+        ),
+        (yaml.safe_dump({"policy": "lenient", "checks": [GOOD]}), "policy 'lenient' is not one of"),
+        ("", "must be a mapping"),
+    ],
+)
 def test_malformed_baseline_is_one_error_naming_the_file(tmp_path, run, capsys, content, msg):
     base = tmp_path / "bad.yaml"
     (base.write_bytes if isinstance(content, bytes) else base.write_text)(content)

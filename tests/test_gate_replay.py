@@ -3,6 +3,7 @@
 Offline and fast: the fixture is recorded here from a scripted loopback "model" through the same recording proxy
 `make gate-baseline` puts in front of the embedded model; then every run replays it.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,14 @@ from runners.cli import main
 from runners.gate_replay import replay_main
 
 ROOT = Path(__file__).resolve().parents[1]
-ARGS = ["model=smollm2_135m", "dataset.limit=2", "generation.max_tokens=48", "judge=longmemeval",
-        "cache.enabled=false", "run.progress=false"]
+ARGS = [
+    "model=smollm2_135m",
+    "dataset.limit=2",
+    "generation.max_tokens=48",
+    "judge=longmemeval",
+    "cache.enabled=false",
+    "run.progress=false",
+]
 
 
 def model(req):
@@ -29,9 +36,12 @@ def model(req):
     if "Answer yes or no only" in text:
         return completion("yes" if "Paris" in text else "no", prompt_tokens=len(text) // 4, completion_tokens=1)
     if req.get("tools") and not any(m["role"] == "tool" for m in msgs):
-        return completion(None, [{"id": "call_1", "name": "session_search",
-                                  "arguments": {"query": last[:80], "scope": "current_hidden"}}],
-                          prompt_tokens=len(text) // 4, completion_tokens=12)
+        return completion(
+            None,
+            [{"id": "call_1", "name": "session_search", "arguments": {"query": last[:80], "scope": "current_hidden"}}],
+            prompt_tokens=len(text) // 4,
+            completion_tokens=12,
+        )
     if req.get("tools"):
         return completion(f"The answer: {last[:60]}", prompt_tokens=len(text) // 4, completion_tokens=15)
     return completion(f"Summary of the talk: {last[-200:]}", prompt_tokens=len(text) // 4, completion_tokens=40)
@@ -43,8 +53,14 @@ def recorded(tmp_path_factory):
     d = tmp_path_factory.mktemp("replay")
     fx = d / "fixture.jsonl"
     with FakeOpenAIServer(model) as upstream:
-        assert replay_main(fx, [f"hydra.run.dir={d / 'rec'}", *ARGS, "model.kind=remote",
-                                f"++model.base_url={upstream.base_url}"], record=True) == 0
+        assert (
+            replay_main(
+                fx,
+                [f"hydra.run.dir={d / 'rec'}", *ARGS, "model.kind=remote", f"++model.base_url={upstream.base_url}"],
+                record=True,
+            )
+            == 0
+        )
     assert replay_main(fx, [f"hydra.run.dir={d / 'base'}", *ARGS]) == 0
     base = d / "replay.yaml"
     assert main(["gate", str(d / "base"), "--baseline", str(base), "--write-baseline", "--policy", "exact"]) == 0
@@ -73,7 +89,9 @@ def test_the_unchanged_harness_passes_and_the_fixture_is_canonical(recorded, tmp
 def test_a_changed_prompt_text_fails(recorded, tmp_path, monkeypatch, capsys):
     from harness.prompts import ondemand as ondemand_texts
 
-    monkeypatch.setattr(ondemand_texts, "ONDEMAND_SESSION_OVERVIEW", ondemand_texts.ONDEMAND_SESSION_OVERVIEW + " Be brief.")
+    monkeypatch.setattr(
+        ondemand_texts, "ONDEMAND_SESSION_OVERVIEW", ondemand_texts.ONDEMAND_SESSION_OVERVIEW + " Be brief."
+    )
     assert gate(recorded, tmp_path, expect_run=3) == 1  # exit 3: the unrecorded requests failed their cases
     out = capsys.readouterr().out
     assert "replay: " in out and "not in" in out
@@ -111,8 +129,10 @@ def test_a_scorer_change_fails(recorded, tmp_path, monkeypatch, capsys):
 
 def test_an_unrecorded_request_is_an_error_naming_it(tmp_path):
     fx = ResponseFixture()
-    fx.add({"model": "m", "messages": [{"role": "user", "content": "hi"}]},
-           {"choices": [{"message": {"content": "hello"}, "finish_reason": "stop"}], "usage": {}, "model": "m"})
+    fx.add(
+        {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+        {"choices": [{"message": {"content": "hello"}, "finish_reason": "stop"}], "usage": {}, "model": "m"},
+    )
     path = fx.save(tmp_path / "f.jsonl")
     back = ResponseFixture.load(path)
     assert back.lookup({"model": "m", "messages": [{"role": "user", "content": "hi"}]})["content"] == "hello"

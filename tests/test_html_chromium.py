@@ -2,6 +2,7 @@
 
 Skipped when no chromium binary is found, unless LME_REQUIRE_CHROMIUM=1 (set by .ci/run), where it fails.
 """
+
 from __future__ import annotations
 
 import os
@@ -12,12 +13,20 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-
 from report_fixtures import standard_run
+
 from reports.render import build_report
 
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
 HOSTILE = "I don't know <script>alert(1)</script>"  # the summary-mode prediction of standard_run
 
 
@@ -32,9 +41,19 @@ def _chromium() -> str:
 
 
 def dump_dom(html_file: Path, tmp_path: Path) -> str:
-    proc = subprocess.run([_chromium(), *FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
-                           "--virtual-time-budget=2000", "--dump-dom", html_file.resolve().as_uri()],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            _chromium(),
+            *FLAGS,
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--virtual-time-budget=2000",
+            "--dump-dom",
+            html_file.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip(), f"empty DOM; stderr: {proc.stderr[-2000:]}"
     return proc.stdout
@@ -92,8 +111,15 @@ def test_dom_after_scripts_has_tables_plots_and_drilldown(report, tmp_path):
     assert len(imgs) == 4 and all(a["src"].startswith("data:image/png;base64,") for a in imgs)
     # per-case drill-down: question, reference, prediction, summary and tool trace
     case = dom.text_of("case-q1")
-    for text in ("Where did I go?", "Paris", "You went to Paris.", "User went to Paris.", "session_search",
-                 "tool trace (1 calls)", HOSTILE):
+    for text in (
+        "Where did I go?",
+        "Paris",
+        "You went to Paris.",
+        "User went to Paris.",
+        "session_search",
+        "tool trace (1 calls)",
+        HOSTILE,
+    ):
         assert text in case, text
     # model text stays text: no element came out of the hostile prediction
     assert len(dom.tags("script")) == 1

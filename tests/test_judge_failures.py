@@ -1,5 +1,6 @@
 """A failing judge endpoint is a failure of the pair's *scoring*: visible, counted (exit 3), never scored as 0,
 and the next run (or rescore) asks the judge again for exactly those pairs, never the answer model."""
+
 import json
 from collections import Counter
 
@@ -76,19 +77,26 @@ def test_run_with_a_failing_judge_exits_3_keeps_answers_then_only_scoring_is_red
 
 def _csv(path):
     import csv
+
     with open(path) as f:
         return list(csv.DictReader(f))
 
 
 def judge_yes_no(req):
     prompt = req["messages"][-1]["content"]
-    return completion("yes" if "Model Response: You went to Paris" in prompt else "no", prompt_tokens=120,
-                      completion_tokens=1, model="fake-judge")
+    return completion(
+        "yes" if "Model Response: You went to Paris" in prompt else "no",
+        prompt_tokens=120,
+        completion_tokens=1,
+        model="fake-judge",
+    )
 
 
 def test_rescore_with_a_failing_judge_exits_3_then_rescores_only_those_pairs(tmp_path, capsys):
-    src = write_run(tmp_path / "src", [rec("q1", "summary", prediction="You went to Paris."),
-                                       rec("q2", "summary", prediction="Rome, I think.")])
+    src = write_run(
+        tmp_path / "src",
+        [rec("q1", "summary", prediction="You went to Paris."), rec("q2", "summary", prediction="Rome, I think.")],
+    )
     out = tmp_path / "rescored"
     state = {"down": True}
 
@@ -97,9 +105,17 @@ def test_rescore_with_a_failing_judge_exits_3_then_rescores_only_those_pairs(tmp
             return Reply(status=503, body={"error": {"message": "judge overloaded"}})
         return judge_yes_no(req)
 
-    argv = ["rescore", str(src), f"hydra.run.dir={out}", "model=endpoint", "model.model=fake-judge",
-            "judge=longmemeval", "run.progress=false", f"cache.path={tmp_path / 'cache.sqlite'}",
-            "client.max_retries=0"]
+    argv = [
+        "rescore",
+        str(src),
+        f"hydra.run.dir={out}",
+        "model=endpoint",
+        "model.model=fake-judge",
+        "judge=longmemeval",
+        "run.progress=false",
+        f"cache.path={tmp_path / 'cache.sqlite'}",
+        "client.max_retries=0",
+    ]
     with FakeOpenAIServer(responder) as srv:
         argv.append(f"model.base_url={srv.base_url}")
         assert main(argv) == 3
@@ -127,9 +143,22 @@ def test_rescore_scores_a_source_pair_whose_judge_failed(tmp_path):
     src = write_run(tmp_path / "src", [r])
     out = tmp_path / "rescored"
     with FakeOpenAIServer(judge_yes_no) as srv:
-        assert main(["rescore", str(src), f"hydra.run.dir={out}", "model=endpoint", f"model.base_url={srv.base_url}",
-                     "model.model=fake-judge", "judge=longmemeval", "run.progress=false",
-                     f"cache.path={tmp_path / 'cache.sqlite'}"]) == 0
+        assert (
+            main(
+                [
+                    "rescore",
+                    str(src),
+                    f"hydra.run.dir={out}",
+                    "model=endpoint",
+                    f"model.base_url={srv.base_url}",
+                    "model.model=fake-judge",
+                    "judge=longmemeval",
+                    "run.progress=false",
+                    f"cache.path={tmp_path / 'cache.sqlite'}",
+                ]
+            )
+            == 0
+        )
         assert len(srv.requests) == 1
     (new,) = load_records(out / "records.jsonl")
     assert new["status"] == "ok" and new["metrics"]["lme_acc"] == 1.0 and "scoring_error" not in new

@@ -1,4 +1,5 @@
 """LongMemEvalJudge: official per-type prompts, `_abs` routing, upstream and strict parses, fail-closed not_run."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -6,11 +7,10 @@ from typing import Any
 import pytest
 
 from harness.llm.types import LLMError, Usage
-from harness.testing.faults import FakeModel
-from harness.scoring import Scorer, ScoreInput
 from harness.prompts.judges import LME_ABSTENTION_PROMPT, LME_JUDGE_PROMPTS
-from harness.scoring.judges import (LongMemEvalJudge, parse_lme_official,
-                                    parse_lme_strict)
+from harness.scoring import ScoreInput, Scorer
+from harness.scoring.judges import LongMemEvalJudge, parse_lme_official, parse_lme_strict
+from harness.testing.faults import FakeModel
 
 
 def judge_model(*script: str | Exception) -> FakeModel:
@@ -38,25 +38,34 @@ def test_request_is_the_official_prompt_with_official_params():
     (c,) = model.calls
     assert c["purpose"] == "judge" and c["tools"] is None
     assert c["params"] == {"temperature": 0, "max_tokens": 10}
-    assert c["messages"] == [{"role": "user", "content": (
-        "I will give you a question, a correct answer, and a response from a model. Please answer yes if the response "
-        "contains the correct answer. Otherwise, answer no. If the response is equivalent to the correct answer or "
-        "contains all the intermediate steps to get the correct answer, you should also answer yes. If the response "
-        "only contains a subset of the information required by the answer, answer no. \n\nQuestion: Where did I "
-        "travel?\n\nCorrect Answer: Kyoto\n\nModel Response: You went to Kyoto.\n\nIs the model response correct? "
-        "Answer yes or no only.")}]
+    assert c["messages"] == [
+        {
+            "role": "user",
+            "content": (
+                "I will give you a question, a correct answer, and a response from a model. Please answer yes if the response "
+                "contains the correct answer. Otherwise, answer no. If the response is equivalent to the correct answer or "
+                "contains all the intermediate steps to get the correct answer, you should also answer yes. If the response "
+                "only contains a subset of the information required by the answer, answer no. \n\nQuestion: Where did I "
+                "travel?\n\nCorrect Answer: Kyoto\n\nModel Response: You went to Kyoto.\n\nIs the model response correct? "
+                "Answer yes or no only."
+            ),
+        }
+    ]
     assert res.values == {"lme_acc": 1.0, "lme_acc_strict": 1.0}
     assert res.details["verdict"] == "correct" and res.details["prompt_kind"] == "single-session-user"
     assert res.details["usage"]["usage"]["prompt_tokens"] == 150
 
 
-@pytest.mark.parametrize("qtype, marker", [
-    ("temporal-reasoning", "do not penalize off-by-one errors"),
-    ("knowledge-update", "as long as the updated answer is the required answer"),
-    ("single-session-preference", "\n\nRubric: Kyoto\n\n"),
-    ("multi-session", "contains all the intermediate steps"),
-    ("single-session-assistant", "contains all the intermediate steps"),
-])
+@pytest.mark.parametrize(
+    "qtype, marker",
+    [
+        ("temporal-reasoning", "do not penalize off-by-one errors"),
+        ("knowledge-update", "as long as the updated answer is the required answer"),
+        ("single-session-preference", "\n\nRubric: Kyoto\n\n"),
+        ("multi-session", "contains all the intermediate steps"),
+        ("single-session-assistant", "contains all the intermediate steps"),
+    ],
+)
 def test_each_question_type_gets_its_template(qtype, marker):
     judge, model = judge_with("no")
     judge.score(item(qtype=qtype))
@@ -69,7 +78,8 @@ def test_abstention_is_routed_by_abs_in_the_question_id():
     judge, model = judge_with("yes", "yes")
     res = judge.score(item(qid="0862e8bf_abs"))
     assert model.calls[0]["messages"][0]["content"] == LME_ABSTENTION_PROMPT.format(
-        "Where did I travel?", "Kyoto", "You went to Kyoto.")
+        "Where did I travel?", "Kyoto", "You went to Kyoto."
+    )
     assert "correctly identifies the question as unanswerable" in model.calls[0]["messages"][0]["content"]
     assert "Explanation: Kyoto" in model.calls[0]["messages"][0]["content"]
     assert res.details["prompt_kind"] == "abstention"
@@ -78,17 +88,20 @@ def test_abstention_is_routed_by_abs_in_the_question_id():
     assert "unanswerable" not in model.calls[1]["messages"][0]["content"]
 
 
-@pytest.mark.parametrize("reply, official, strict", [
-    ("Yes", 1.0, 1.0),
-    ("yes.", 1.0, 1.0),
-    ("  **Yes**, it matches", 1.0, 1.0),
-    ("No", 0.0, 0.0),
-    ("no.", 0.0, 0.0),
-    ("No, not yes.", 1.0, 0.0),              # upstream parse: 'yes' occurs, so parity says correct; strict says no
-    ("The eyes have it", 1.0, None),         # 'yes' inside "eyes": parity 1, strict unparsable
-    ("The response is correct.", 0.0, None),  # no yes/no: parity 0, strict not_run
-    ("", 0.0, None),                          # empty reply: upstream label False; strict not_run
-])
+@pytest.mark.parametrize(
+    "reply, official, strict",
+    [
+        ("Yes", 1.0, 1.0),
+        ("yes.", 1.0, 1.0),
+        ("  **Yes**, it matches", 1.0, 1.0),
+        ("No", 0.0, 0.0),
+        ("no.", 0.0, 0.0),
+        ("No, not yes.", 1.0, 0.0),  # upstream parse: 'yes' occurs, so parity says correct; strict says no
+        ("The eyes have it", 1.0, None),  # 'yes' inside "eyes": parity 1, strict unparsable
+        ("The response is correct.", 0.0, None),  # no yes/no: parity 0, strict not_run
+        ("", 0.0, None),  # empty reply: upstream label False; strict not_run
+    ],
+)
 def test_official_and_strict_parses(reply, official, strict):
     judge, _ = judge_with(reply)
     res = judge.score(item())
@@ -166,10 +179,23 @@ def test_a_separate_judge_endpoint_gets_the_judge_calls(tmp_path):
         return completion("yes", prompt_tokens=80, completion_tokens=1, model="judge-model")
 
     with FakeOpenAIServer(answers) as ans, FakeOpenAIServer(verdicts) as jud:
-        code = main(["run", f"hydra.run.dir={tmp_path / 'run'}", "model=endpoint", f"model.base_url={ans.base_url}",
-                     "model.model=answer-model", "judge=longmemeval", "+model@judge.endpoint=endpoint",
-                     f"judge.endpoint.base_url={jud.base_url}", "judge.endpoint.model=judge-model", "mode=[summary]",
-                     f"cache.path={tmp_path / 'cache.sqlite'}", "run.progress=false", "dataset.limit=1"])
+        code = main(
+            [
+                "run",
+                f"hydra.run.dir={tmp_path / 'run'}",
+                "model=endpoint",
+                f"model.base_url={ans.base_url}",
+                "model.model=answer-model",
+                "judge=longmemeval",
+                "+model@judge.endpoint=endpoint",
+                f"judge.endpoint.base_url={jud.base_url}",
+                "judge.endpoint.model=judge-model",
+                "mode=[summary]",
+                f"cache.path={tmp_path / 'cache.sqlite'}",
+                "run.progress=false",
+                "dataset.limit=1",
+            ]
+        )
         assert code == 0
         assert all("Answer yes or no only" not in json.dumps(r["messages"]) for r in ans.requests)
         assert len(jud.requests) == 1 and jud.requests[0]["model"] == "judge-model"

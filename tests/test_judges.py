@@ -1,4 +1,5 @@
 """TrpcJudge: reference LLMScore semantics and the strict variant, with a scripted model."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -6,9 +7,9 @@ from typing import Any
 import pytest
 
 from harness.llm.types import LLMError, Usage
-from harness.scoring import Scorer, ScoreInput, TrpcJudge
-from harness.testing.faults import FakeModel
+from harness.scoring import ScoreInput, Scorer, TrpcJudge
 from harness.scoring.judges import parse_trpc_judge_reply, render_trpc_judge_prompt
+from harness.testing.faults import FakeModel
 
 
 def judge_model(*script: str | Exception) -> FakeModel:
@@ -46,8 +47,9 @@ def test_request_is_the_reference_prompt_as_one_user_message():
     (call,) = model.calls
     assert call["purpose"] == "judge" and call["tools"] is None
     assert call["params"] == {}  # the reference sets no temperature
-    assert call["messages"] == [{"role": "user", "content": render_trpc_judge_prompt(
-        "Where did I travel?", "Kyoto", "You went to Tokyo.")}]
+    assert call["messages"] == [
+        {"role": "user", "content": render_trpc_judge_prompt("Where did I travel?", "Kyoto", "You went to Tokyo.")}
+    ]
     assert call["messages"][0]["content"] == (
         "You are an expert evaluator for query-based meeting summarization.\n\n"
         "Query: Where did I travel?\nReference Answer: Kyoto\nPredicted Answer: You went to Tokyo.\n\n"
@@ -88,12 +90,15 @@ def test_json_verdict_incorrect_scores_zero():
     assert res.details["verdict"] == "incorrect" and res.details["confidence"] == 0.95
 
 
-@pytest.mark.parametrize("reply,expected", [
-    ('{"correct": true, "confidence": -0.7}', 0.7),   # negative -> absolute value
-    ('{"correct": true, "confidence": 3}', 1.0),      # > 1 -> 1
-    ('{"correct": true, "confidence": -4.5}', 1.0),   # abs first, then clamp
-    ('{"correct": true, "confidence": 1.0}', 1.0),
-])
+@pytest.mark.parametrize(
+    "reply,expected",
+    [
+        ('{"correct": true, "confidence": -0.7}', 0.7),  # negative -> absolute value
+        ('{"correct": true, "confidence": 3}', 1.0),  # > 1 -> 1
+        ('{"correct": true, "confidence": -4.5}', 1.0),  # abs first, then clamp
+        ('{"correct": true, "confidence": 1.0}', 1.0),
+    ],
+)
 def test_confidence_clamp(reply, expected):
     judge, _ = judge_with(reply)
     res = judge.score(item())
@@ -111,14 +116,17 @@ def test_fallback_reads_incorrect_as_correct_but_strict_does_not():
     assert d["verdict_strict"] == "not_run" and "unparsable" in d["strict_reason"]
 
 
-@pytest.mark.parametrize("reply,ref_score", [
-    ("true", 0.5),                     # no braces: whole text, not a JSON object -> fallback
-    ("No, not correct.", 0.5),
-    ("The answers differ.", 0.0),      # fallback, neither "true" nor "correct"
-    ("", 0.0),
-    ('{"correct": "true", "confidence": 0.9}', 0.5),  # wrong JSON type is a decode error in Go
-    ('{"correct": true, "confidence": 0.9, "reason": "a"', 0.5),  # truncated JSON
-])
+@pytest.mark.parametrize(
+    "reply,ref_score",
+    [
+        ("true", 0.5),  # no braces: whole text, not a JSON object -> fallback
+        ("No, not correct.", 0.5),
+        ("The answers differ.", 0.0),  # fallback, neither "true" nor "correct"
+        ("", 0.0),
+        ('{"correct": "true", "confidence": 0.9}', 0.5),  # wrong JSON type is a decode error in Go
+        ('{"correct": true, "confidence": 0.9, "reason": "a"', 0.5),  # truncated JSON
+    ],
+)
 def test_unparsable_replies(reply, ref_score):
     judge, _ = judge_with(reply)
     res = judge.score(item())
@@ -156,18 +164,21 @@ def test_an_unparsable_reply_is_a_score_not_a_scoring_failure():
 class TestParserGoParity:
     """Cases checked against the reference Go parser (parseQMSumJudgeResponse, go1.19)."""
 
-    @pytest.mark.parametrize("reply,correct,confidence,mode", [
-        ('{"Correct": true, "CONFIDENCE": 0.6}', True, 0.6, "json"),          # case-insensitive keys
-        ('{"correct": true, "correct": false, "confidence": 0.6}', False, 0.6, "json"),  # last key wins
-        ('{"correct": true, "Correct": null, "confidence": 0.6}', True, 0.6, "json"),    # null is a no-op
-        ('```json\n{"correct": true, "confidence": 0.95, "reason": "x"}\n```', True, 0.95, "json"),
-        ('{"correct": true, "confidence": 0.7, "reason": 5}', True, 0.5, "fallback"),  # any type error
-        ('{"correct": true, "confidence": NaN}', True, 0.5, "fallback"),
-        ('{"correct": true, "confidence": 1e400}', True, 0.5, "fallback"),  # out of float64 range
-        ('{"correct": true} {"x": 1}', True, 0.5, "fallback"),  # two objects: first { to last }
-        ("null", False, 0.0, "json"),
-        ("İNCORRECT", True, 0.5, "fallback"),
-    ])
+    @pytest.mark.parametrize(
+        "reply,correct,confidence,mode",
+        [
+            ('{"Correct": true, "CONFIDENCE": 0.6}', True, 0.6, "json"),  # case-insensitive keys
+            ('{"correct": true, "correct": false, "confidence": 0.6}', False, 0.6, "json"),  # last key wins
+            ('{"correct": true, "Correct": null, "confidence": 0.6}', True, 0.6, "json"),  # null is a no-op
+            ('```json\n{"correct": true, "confidence": 0.95, "reason": "x"}\n```', True, 0.95, "json"),
+            ('{"correct": true, "confidence": 0.7, "reason": 5}', True, 0.5, "fallback"),  # any type error
+            ('{"correct": true, "confidence": NaN}', True, 0.5, "fallback"),
+            ('{"correct": true, "confidence": 1e400}', True, 0.5, "fallback"),  # out of float64 range
+            ('{"correct": true} {"x": 1}', True, 0.5, "fallback"),  # two objects: first { to last }
+            ("null", False, 0.0, "json"),
+            ("İNCORRECT", True, 0.5, "fallback"),
+        ],
+    )
     def test_cases(self, reply, correct, confidence, mode):
         v = parse_trpc_judge_reply(reply)
         assert (v.correct, v.confidence, v.parse_mode) == (correct, confidence, mode)
@@ -177,8 +188,9 @@ def test_hydra_instantiation_gives_plain_params():
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
-    cfg = OmegaConf.create({"_target_": "harness.scoring.judges.TrpcJudge",
-                            "params": {"temperature": 0, "extra_body": {"seed": [1, 2]}}})
+    cfg = OmegaConf.create(
+        {"_target_": "harness.scoring.judges.TrpcJudge", "params": {"temperature": 0, "extra_body": {"seed": [1, 2]}}}
+    )
     model = judge_model('{"correct": true, "confidence": 0.5}')
     judge = instantiate(cfg, model=model)
     assert type(judge.params) is dict and judge.params == {"temperature": 0, "extra_body": {"seed": [1, 2]}}

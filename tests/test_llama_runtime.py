@@ -3,6 +3,7 @@
 The check runs on every machine, including ones whose CPU would happily execute AVX-512 or AMX code: a build that
 contains such code crashes elsewhere (a guest that advertises AMX but faults on `ldtilecfg`).
 """
+
 from __future__ import annotations
 
 import os
@@ -51,11 +52,14 @@ def test_scan_accepts_x86_64_v3_code(tmp_path):
 
 
 @needs_tools
-@pytest.mark.parametrize("name,code,flags,kind", [
-    ("zmm", AVX512_CODE, ["-mavx512f"], "AVX-512 / AVX-VNNI instruction or register"),
-    ("evex_ymm", AVX512VL_CODE, ["-mavx512f", "-mavx512vl"], "AVX-512 / AVX-VNNI instruction or register"),
-    ("amx", AMX_CODE, ["-mamx-tile"], "AMX tile instruction"),
-])
+@pytest.mark.parametrize(
+    "name,code,flags,kind",
+    [
+        ("zmm", AVX512_CODE, ["-mavx512f"], "AVX-512 / AVX-VNNI instruction or register"),
+        ("evex_ymm", AVX512VL_CODE, ["-mavx512f", "-mavx512vl"], "AVX-512 / AVX-VNNI instruction or register"),
+        ("amx", AMX_CODE, ["-mamx-tile"], "AMX tile instruction"),
+    ],
+)
 def test_scan_flags_code_outside_the_baseline(tmp_path, name, code, flags, kind):
     lib = _shared_lib(tmp_path, name, code, flags)
     found = rt.scan(lib, "portable")
@@ -73,8 +77,17 @@ def test_portable_profile_is_the_default_and_pins_the_baseline(monkeypatch):
     monkeypatch.delenv(rt.PROFILE_ENV, raising=False)
     assert rt.profile_name() == "portable"
     args = rt.cmake_args("portable")
-    for flag in ("-DGGML_NATIVE=OFF", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON", "-DGGML_BMI2=ON",
-                 "-DGGML_AVX512=OFF", "-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AVX_VNNI=OFF"):
+    for flag in (
+        "-DGGML_NATIVE=OFF",
+        "-DGGML_AVX2=ON",
+        "-DGGML_FMA=ON",
+        "-DGGML_F16C=ON",
+        "-DGGML_BMI2=ON",
+        "-DGGML_AVX512=OFF",
+        "-DGGML_AMX_TILE=OFF",
+        "-DGGML_AMX_INT8=OFF",
+        "-DGGML_AVX_VNNI=OFF",
+    ):
         assert flag in args
     assert not any(a.startswith("-DGGML_NATIVE=ON") for a in args)
     with pytest.raises(SystemExit, match="not a profile"):

@@ -1,4 +1,5 @@
 """Local server lifecycle (with a tiny fake server), tool-call parsing, and one slow real-model test."""
+
 from __future__ import annotations
 
 import asyncio
@@ -20,7 +21,7 @@ from harness.llm import local_server as ls
 from harness.llm.local_server import LlamaServer, LocalServerError, llama_server_args, parse_tool_calls
 from harness.llm.models import ModelIntegrityError, ModelSpec, load_spec
 
-FAKE_SERVER = textwrap.dedent('''
+FAKE_SERVER = textwrap.dedent("""
     import http.server, json, signal, sys, time
     port, mode = int(sys.argv[1]), sys.argv[2]
     print("fake server starting", flush=True)
@@ -43,7 +44,7 @@ FAKE_SERVER = textwrap.dedent('''
             pass
 
     http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
-''')
+""")
 
 
 def alive(pid: int) -> bool:
@@ -70,16 +71,25 @@ def model(tmp_path, monkeypatch) -> ModelSpec:
     data = b"not really a gguf"
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "fake.gguf").write_bytes(data)
-    return ModelSpec.from_config({"name": "fake", "kind": "local", "model": "fake-model", "file": "fake.gguf",
-                                  "sha256": hashlib.sha256(data).hexdigest(), "size": len(data), "n_ctx": 512,
-                                  "chat_format": "template-tools"})
+    return ModelSpec.from_config(
+        {
+            "name": "fake",
+            "kind": "local",
+            "model": "fake-model",
+            "file": "fake.gguf",
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "size": len(data),
+            "n_ctx": 512,
+            "chat_format": "template-tools",
+        }
+    )
 
 
 @pytest.fixture
 def fake(tmp_path):
     script = tmp_path / "fake_server.py"
     script.write_text(FAKE_SERVER)
-    return lambda mode: (lambda port: [sys.executable, str(script), str(port), mode])
+    return lambda mode: lambda port: [sys.executable, str(script), str(port), mode]
 
 
 def test_start_ready_stop(model, fake, tmp_path):
@@ -135,7 +145,7 @@ def test_refuses_model_that_fails_verification(model, fake, tmp_path):
 
 
 def test_watchdog_exits_when_parent_dies():
-    parent = textwrap.dedent('''
+    parent = textwrap.dedent("""
         import os, subprocess, sys, time
         child = subprocess.Popen([sys.executable, "-c",
             "import os, time; from harness.llm.local_server import _watch_parent; "
@@ -143,7 +153,7 @@ def test_watchdog_exits_when_parent_dies():
             env={**os.environ, "PARENT": str(os.getpid())})
         print(child.pid, flush=True)
         time.sleep(60)
-    ''')
+    """)
     env = {**os.environ, "PYTHONPATH": str(ls.REPO_ROOT)}
     proc = subprocess.Popen([sys.executable, "-c", parent], stdout=subprocess.PIPE, text=True, env=env)
     child = int(proc.stdout.readline())
@@ -156,26 +166,38 @@ def test_watchdog_exits_when_parent_dies():
 def test_server_args_use_llama_cpp_flags(model):
     args = llama_server_args(model, Path("/m/fake.gguf"), 8123, 2)
     pairs = dict(zip(args[::2], args[1::2]))
-    assert pairs == {"--model": "/m/fake.gguf", "--model_alias": "fake-model", "--host": "127.0.0.1",
-                     "--port": "8123", "--n_ctx": "512", "--n_threads": "2", "--n_threads_batch": "2",
-                     "--logits_all": "false", "--chat_format": "template-tools"}
+    assert pairs == {
+        "--model": "/m/fake.gguf",
+        "--model_alias": "fake-model",
+        "--host": "127.0.0.1",
+        "--port": "8123",
+        "--n_ctx": "512",
+        "--n_threads": "2",
+        "--n_threads_batch": "2",
+        "--logits_all": "false",
+        "--chat_format": "template-tools",
+    }
     extra = ModelSpec.from_config({**model.__dict__, "sources": [], "server_args": {"flash_attn": True}})
     assert llama_server_args(extra, Path("/m"), 1, 1)[-2:] == ["--flash_attn", "true"]
 
 
 # ------------------------------------------------------------------ tool-call parsing
 
+
 def test_parse_tagged_and_untagged_calls():
     rest, calls = parse_tool_calls(
         'Let me look.\n<tool_call>\n{"name": "session_search", "arguments": {"query": "degree"}}\n</tool_call>',
-        ["session_search"])
+        ["session_search"],
+    )
     assert rest == "Let me look."
     assert calls[0]["function"] == {"name": "session_search", "arguments": '{"query": "degree"}'}
     assert calls[0]["type"] == "function" and calls[0]["id"].startswith("call_")
     # wrong wrapper tags, string arguments, two calls
     rest, calls = parse_tool_calls(
         '<tools>\n{"name": "session_search", "arguments": "{\\"query\\": \\"x\\"}"}\n</tools>'
-        '{"name": "session_load", "arguments": {"event_id": "e1"}}', ["session_search", "session_load"])
+        '{"name": "session_load", "arguments": {"event_id": "e1"}}',
+        ["session_search", "session_load"],
+    )
     assert rest == "" and [c["function"]["name"] for c in calls] == ["session_search", "session_load"]
     assert calls[0]["function"]["arguments"] == '{"query": "x"}'
 
@@ -196,23 +218,46 @@ class FakeLlama:
 
     def base(self, **kw: Any) -> dict[str, Any]:
         self.seen = kw
-        return {"choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": self.reply}}]}
+        return {
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": self.reply}}]
+        }
 
 
-TOOLS = [{"type": "function", "function": {"name": "session_search", "parameters": {
-    "type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "session_search",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+        },
+    }
+]
 # Bounded arguments so that a tiny model's forced call always completes within a few tokens.
-CITY_TOOL = [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city", "parameters": {
-    "type": "object", "properties": {"city": {"enum": ["Paris", "Rome"]}}, "required": ["city"]}}}]
+CITY_TOOL = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather in a city",
+            "parameters": {"type": "object", "properties": {"city": {"enum": ["Paris", "Rome"]}}, "required": ["city"]},
+        },
+    }
+]
 
 
 def test_template_handler_converts_calls_and_normalizes_history():
     llama = FakeLlama('<tool_call>\n{"name": "session_search", "arguments": {"query": "q"}}\n</tool_call>')
-    history = [{"role": "user", "content": "hi"},
-               {"role": "assistant", "content": None, "tool_calls": [
-                   {"id": "c1", "type": "function", "function": {"name": "session_search", "arguments": '{"query": "a"}'}}]},
-               {"role": "tool", "tool_call_id": "c1", "content": "{}"}]
+    history = [
+        {"role": "user", "content": "hi"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "session_search", "arguments": '{"query": "a"}'}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "{}"},
+    ]
     resp = ls.template_tools_handler(llama=llama, messages=history, tools=TOOLS, tool_choice="auto", temperature=0)
     choice = resp["choices"][0]
     assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] is None
@@ -225,16 +270,18 @@ def test_template_handler_converts_calls_and_normalizes_history():
 
 def test_template_handler_without_tools_passes_text_through():
     llama = FakeLlama("Paris")
-    resp = ls.template_tools_handler(llama=llama, messages=[{"role": "user", "content": "?"}], tools=TOOLS,
-                                     tool_choice="none")
+    resp = ls.template_tools_handler(
+        llama=llama, messages=[{"role": "user", "content": "?"}], tools=TOOLS, tool_choice="none"
+    )
     assert resp["choices"][0]["message"]["content"] == "Paris" and "tools" not in llama.seen
 
 
 def test_required_tool_choice_constrains_with_a_grammar():
     pytest.importorskip("llama_cpp")
     llama = FakeLlama('<tool_call>\n{"name": "session_search", "arguments": {"query": "q"}}\n</tool_call>')
-    resp = ls.template_tools_handler(llama=llama, messages=[{"role": "user", "content": "?"}], tools=TOOLS,
-                                     tool_choice="required")
+    resp = ls.template_tools_handler(
+        llama=llama, messages=[{"role": "user", "content": "?"}], tools=TOOLS, tool_choice="required"
+    )
     assert llama.seen["grammar"] is not None
     assert 'root ::= "<tool_call>\\n" call' in llama.seen["grammar"]._grammar
     assert '"\\"session_search\\""' in llama.seen["grammar"]._grammar
@@ -242,8 +289,9 @@ def test_required_tool_choice_constrains_with_a_grammar():
 
 
 def test_null_assistant_content_is_dropped_for_llama_cpp_schema():
-    body = json.dumps({"messages": [{"role": "assistant", "content": None, "tool_calls": []},
-                                    {"role": "user", "content": "x"}]}).encode()
+    body = json.dumps(
+        {"messages": [{"role": "assistant", "content": None, "tool_calls": []}, {"role": "user", "content": "x"}]}
+    ).encode()
     assert json.loads(ls.fix_null_content(body))["messages"][0] == {"role": "assistant", "tool_calls": []}
     assert ls.fix_null_content(b"not json") == b"not json"
 
@@ -253,20 +301,27 @@ def test_null_assistant_content_is_dropped_for_llama_cpp_schema():
         seen["body"] = (await receive())["body"]
         seen["length"] = dict(scope["headers"])[b"content-length"]
 
-    parts = [{"type": "http.request", "body": body[:10], "more_body": True},
-             {"type": "http.request", "body": body[10:], "more_body": False}]
+    parts = [
+        {"type": "http.request", "body": body[:10], "more_body": True},
+        {"type": "http.request", "body": body[10:], "more_body": False},
+    ]
 
     async def receive():
         return parts.pop(0)
 
-    scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions",
-             "headers": [(b"content-length", str(len(body)).encode())]}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/chat/completions",
+        "headers": [(b"content-length", str(len(body)).encode())],
+    }
     asyncio.run(ls._NullContentFix(app)(scope, receive, None))
     assert json.loads(seen["body"])["messages"][0] == {"role": "assistant", "tool_calls": []}
     assert int(seen["length"]) == len(seen["body"])
 
 
 # ------------------------------------------------------------------ the real server (slow)
+
 
 @pytest.mark.slow
 def test_real_server_answers_and_calls_tools(tmp_path):
@@ -280,13 +335,17 @@ def test_real_server_answers_and_calls_tools(tmp_path):
         msgs = [{"role": "user", "content": "What is the capital of France? One word."}]
         r = client.chat.completions.create(model=srv.model, messages=msgs, temperature=0, max_tokens=8)
         assert r.choices[0].message.content.strip() and r.usage.prompt_tokens > 0
-        r = client.chat.completions.create(model=srv.model, messages=msgs, tools=CITY_TOOL, tool_choice="required",
-                                           temperature=0, max_tokens=96)
+        r = client.chat.completions.create(
+            model=srv.model, messages=msgs, tools=CITY_TOOL, tool_choice="required", temperature=0, max_tokens=96
+        )
         call = r.choices[0].message.tool_calls[0]
         assert call.function.name == "get_weather" and json.loads(call.function.arguments)["city"] in ("Paris", "Rome")
         # the OpenAI wire shape of a tool turn (content null) must be accepted
-        msgs += [{"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
-                 {"role": "tool", "tool_call_id": call.id, "content": '{"sky": "sunny"}'}]
-        r = client.chat.completions.create(model=srv.model, messages=msgs, tools=CITY_TOOL, tool_choice="auto",
-                                           temperature=0, max_tokens=16)
+        msgs += [
+            {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+            {"role": "tool", "tool_call_id": call.id, "content": '{"sky": "sunny"}'},
+        ]
+        r = client.chat.completions.create(
+            model=srv.model, messages=msgs, tools=CITY_TOOL, tool_choice="auto", temperature=0, max_tokens=16
+        )
         assert r.choices[0].finish_reason in ("stop", "length", "tool_calls")

@@ -1,5 +1,6 @@
 """Issue 13 item 1: a scorer's MetricSpec is the only declaration of its metrics. A scorer defined only here
 reaches report.md/html, compare and the gate with its direction, label and format, with no edit to reports/."""
+
 from __future__ import annotations
 
 import json
@@ -7,10 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
+from report_fixtures import meta, rec, write_run
 
 from harness.scoring.base import MetricSpec, ScoreInput, ScoreResult, specs_json
 from harness.scoring.lexical import LexicalScorer
-from report_fixtures import meta, rec, write_run
 from reports.aggregate import judge_table, load_run, scoreboard
 from reports.compare import compare_runs, load_runs
 from reports.gate import run_gate
@@ -44,9 +45,19 @@ def _run(path: Path, halluc: float, grounded: list[float | None]) -> Path:
 
 def test_run_json_keeps_each_spec_with_its_scorer():
     entries = specs_json([HallucinationScorer()])
-    assert entries[0] == {"scorer": "HallucinationScorer", "name": "halluc", "higher_is_better": False,
-                          "description": "share of invented facts", "label": "hallucination rate", "fmt": "{:.3f}",
-                          "judged": False, "binary": False, "quality": True, "task_averaged": False, "verdict": None}
+    assert entries[0] == {
+        "scorer": "HallucinationScorer",
+        "name": "halluc",
+        "higher_is_better": False,
+        "description": "share of invented facts",
+        "label": "hallucination rate",
+        "fmt": "{:.3f}",
+        "judged": False,
+        "binary": False,
+        "quality": True,
+        "task_averaged": False,
+        "verdict": None,
+    }
     cat = catalog_of({"metrics": entries})
     assert cat.higher_is_better("halluc") is False and cat.higher_is_better("halluc@all") is False
     assert cat.label("halluc") == "hallucination rate" and cat.fmt("halluc") == "{:.3f}"
@@ -89,12 +100,14 @@ def test_a_new_scorer_reaches_compare_in_its_direction(tmp_path):
 def test_a_new_scorer_reaches_the_gate_in_its_direction(tmp_path):
     run = _run(tmp_path / "r", 0.3, [1.0, 1.0, 1.0])
     baseline = tmp_path / "baseline.yaml"
-    baseline.write_text(yaml.safe_dump({"version": 1, "checks": [
-        {"mode": "summary", "metric": "halluc", "baseline": 0.2, "abs": 0.0}]}))
+    baseline.write_text(
+        yaml.safe_dump({"version": 1, "checks": [{"mode": "summary", "metric": "halluc", "baseline": 0.2, "abs": 0.0}]})
+    )
     res = run_gate(baseline, run)  # 0.31 > 0.2: worse for a lower-is-better metric
     assert [o.status for o in res.outcomes] == ["FAIL"] and "↓" in res.text()
-    baseline.write_text(yaml.safe_dump({"version": 1, "checks": [
-        {"mode": "summary", "metric": "halluc", "baseline": 0.5, "abs": 0.0}]}))
+    baseline.write_text(
+        yaml.safe_dump({"version": 1, "checks": [{"mode": "summary", "metric": "halluc", "baseline": 0.5, "abs": 0.0}]})
+    )
     assert [o.status for o in run_gate(baseline, run).outcomes] == ["better"]  # lower is better: an improvement
 
 
@@ -109,8 +122,9 @@ def test_a_run_json_without_specs_reports_with_the_builtin_scorers(tmp_path):
 
 def test_a_run_with_builtin_specs_reports_like_one_without(tmp_path):
     """The specs a new run writes to run.json (the built-in scorers') give the same CSVs as the fallback."""
-    from harness.scoring.judges import LongMemEvalJudge, TrpcJudge
     from report_fixtures import standard_run
+
+    from harness.scoring.judges import LongMemEvalJudge, TrpcJudge
 
     old = standard_run(tmp_path / "old")
     new = standard_run(tmp_path / "new")

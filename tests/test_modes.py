@@ -1,29 +1,39 @@
 """Modes against a scripted in-process model: what each sends, and how long_context fits the window."""
+
+import json
+
 from harness.data.longmemeval import parse_cases
 from harness.llm.types import Usage
-from harness.testing.faults import FakeModel, ToolStep
+from harness.prompts.answer import LME_INSTRUCTION
 from harness.session.events import Session
 from harness.session.tokens import o200k_counter
-from harness.prompts.answer import LME_INSTRUCTION
+from harness.testing.faults import FakeModel, ToolStep
 from runners.modes import CaseContext, LongContextMode
 from tests.conftest import make_row
-import json
 
 
 def Scripted(replies: list) -> FakeModel:
     """Answers `replies` in order, then "done"."""
-    return FakeModel(script=replies, then=lambda n: "done", usage=Usage(100, 5), latency_s=0.5, model="scripted",
-                     finish_reason=None)
+    return FakeModel(
+        script=replies, then=lambda n: "done", usage=Usage(100, 5), latency_s=0.5, model="scripted", finish_reason=None
+    )
 
 
 def _ctx(model, n_turns=40, window=100_000):
-    turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "word " * 50}
-             for i in range(n_turns)]
+    turns = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "word " * 50} for i in range(n_turns)
+    ]
     case = parse_cases(json.dumps([make_row(sessions=[turns])]).encode(), "x")[0]
     s = Session(id="s", user_id="u")
     s.extend(case.events())
-    return CaseContext(case=case, session=s, model=model, generation={"temperature": 0, "max_tokens": 64},
-                       context_window=window, token_counter=o200k_counter())
+    return CaseContext(
+        case=case,
+        session=s,
+        model=model,
+        generation={"temperature": 0, "max_tokens": 64},
+        context_window=window,
+        token_counter=o200k_counter(),
+    )
 
 
 def test_long_context_sends_instruction_every_turn_then_question():
@@ -70,8 +80,15 @@ from runners.summaries import SummaryProvider  # noqa: E402
 def ToolScripted(plan: list) -> FakeModel:
     """Summaries get a fixed text; answers follow `plan`: "search" → a session_search call, else the text."""
     steps = [ToolStep("session_search", '{"query": "turn 3"}') if p == "search" else f" {p} " for p in plan]
-    return FakeModel(script=steps, then=lambda n: " final ", fixed={"summary": "summary text"}, usage=Usage(100, 5),
-                     latency_s=0.2, model="scripted", finish_reason=None)
+    return FakeModel(
+        script=steps,
+        then=lambda n: " final ",
+        fixed={"summary": "summary text"},
+        usage=Usage(100, 5),
+        latency_s=0.2,
+        model="scripted",
+        finish_reason=None,
+    )
 
 
 def answer_calls(m: FakeModel) -> list[dict]:

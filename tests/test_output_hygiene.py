@@ -1,4 +1,5 @@
 """Report and CSV hygiene, safe run directory names, and the run/rescore paths a user takes by default."""
+
 import csv
 import json
 
@@ -13,9 +14,19 @@ FORMULA_LEAD = ("=", "+", "-", "@", "\t", "\r")
 
 def default_run(base_url, tmp_path, *overrides):
     """A run in its default directory (runs/<run.name>/<overrides>, relative to the cwd)."""
-    return main(["run", "model=endpoint", f"model.base_url={base_url}", "model.model=fake-model",
-                 f"cache.path={tmp_path / 'cache.sqlite'}", "run.progress=false", "retrieval=bm25",
-                 "client.max_retries=0", *overrides])
+    return main(
+        [
+            "run",
+            "model=endpoint",
+            f"model.base_url={base_url}",
+            "model.model=fake-model",
+            f"cache.path={tmp_path / 'cache.sqlite'}",
+            "run.progress=false",
+            "retrieval=bm25",
+            "client.max_retries=0",
+            *overrides,
+        ]
+    )
 
 
 def run_dirs(tmp_path):
@@ -34,8 +45,17 @@ def test_report_md_shows_html_from_errors_and_ids_as_text(tmp_path, monkeypatch,
         return model(req)
 
     with FakeOpenAIServer(html_errors) as srv:
-        assert default_run(srv.base_url, tmp_path, f"dataset.path={data}", "dataset.sha256=null",
-                           "mode=[long_context]", "judge=none") == 3
+        assert (
+            default_run(
+                srv.base_url,
+                tmp_path,
+                f"dataset.path={data}",
+                "dataset.sha256=null",
+                "mode=[long_context]",
+                "judge=none",
+            )
+            == 3
+        )
     [run] = run_dirs(tmp_path)
     md = (run / "report.md").read_text()
     assert "<script" not in md and "<img" not in md and "<b>" not in md
@@ -44,12 +64,23 @@ def test_report_md_shows_html_from_errors_and_ids_as_text(tmp_path, monkeypatch,
 
 def test_csv_cells_cannot_start_a_formula(tmp_path, monkeypatch, write_dataset):
     monkeypatch.chdir(tmp_path)
-    rows = [make_row(qid='=HYPERLINK("http://x","y")', question="+1+1 where did I go?", answer="@SUM(A1)"),
-            make_row(qid="-2+3", question="\tWhere?", answer="\rParis")]
+    rows = [
+        make_row(qid='=HYPERLINK("http://x","y")', question="+1+1 where did I go?", answer="@SUM(A1)"),
+        make_row(qid="-2+3", question="\tWhere?", answer="\rParis"),
+    ]
     data = write_dataset(rows, "formulas.json")
     with FakeOpenAIServer(FakeModel(answer=lambda req: "=cmd|' /C calc'!A0")) as srv:
-        assert default_run(srv.base_url, tmp_path, f"dataset.path={data}", "dataset.sha256=null",
-                           "mode=[long_context]", "judge=none") == 0
+        assert (
+            default_run(
+                srv.base_url,
+                tmp_path,
+                f"dataset.path={data}",
+                "dataset.sha256=null",
+                "mode=[long_context]",
+                "judge=none",
+            )
+            == 0
+        )
     [run] = run_dirs(tmp_path)
     for name in ("cases.csv", "summary.csv", "summary_ci.csv"):
         with open(run / name, newline="") as f:
@@ -57,7 +88,7 @@ def test_csv_cells_cannot_start_a_formula(tmp_path, monkeypatch, write_dataset):
         assert not [c for c in cells if c.startswith(FORMULA_LEAD)], name
     with open(run / "cases.csv", newline="") as f:
         cases = list(csv.DictReader(f))
-    assert {c["question_id"] for c in cases} == {"'=HYPERLINK(\"http://x\",\"y\")", "'-2+3"}
+    assert {c["question_id"] for c in cases} == {'\'=HYPERLINK("http://x","y")', "'-2+3"}
 
 
 def test_run_name_cannot_leave_runs(tmp_path, monkeypatch, capsys):
@@ -77,8 +108,9 @@ def test_run_name_from_a_config_file_is_checked_too(tmp_path, monkeypatch, capsy
     conf.mkdir(parents=True)
     (conf / "evil.yaml").write_text("# @package _global_\nrun:\n  name: ../../escaped\n")
     with FakeOpenAIServer(FakeModel()) as srv:
-        code = default_run(srv.base_url, tmp_path, f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "+run=evil",
-                           "dataset.limit=1")
+        code = default_run(
+            srv.base_url, tmp_path, f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "+run=evil", "dataset.limit=1"
+        )
     assert code != 0 and "run.name" in capsys.readouterr().err
     assert not (tmp_path.parent / "escaped").exists() and not (tmp_path / "escaped").exists()
 
@@ -86,8 +118,17 @@ def test_run_name_from_a_config_file_is_checked_too(tmp_path, monkeypatch, capsy
 def test_a_path_valued_override_names_one_directory(tmp_path, monkeypatch, oracle_path):
     monkeypatch.chdir(tmp_path)
     with FakeOpenAIServer(FakeModel()) as srv:
-        assert default_run(srv.base_url, tmp_path, f"dataset.path={oracle_path}", "dataset.limit=1",
-                           "mode=[long_context]", "judge=none") == 0
+        assert (
+            default_run(
+                srv.base_url,
+                tmp_path,
+                f"dataset.path={oracle_path}",
+                "dataset.limit=1",
+                "mode=[long_context]",
+                "judge=none",
+            )
+            == 0
+        )
     [run] = run_dirs(tmp_path)
     assert run.parent == tmp_path / "runs" / "quickstart"  # one directory, not one per path component
     assert "dataset.path=" + str(oracle_path).replace("/", "%2F") in run.name
@@ -114,8 +155,18 @@ def test_a_restarted_endpoint_on_a_new_port_resumes_its_run(tmp_path, monkeypatc
     [run] = run_dirs(tmp_path)
     assert len(load_records(run / "records.jsonl")) == 1  # resumed: nothing ran again
     with FakeOpenAIServer(FakeModel()) as third:  # another model is another result: refused
-        assert default_run(third.base_url, tmp_path, "dataset.limit=1", "mode=[long_context]", "judge=none",
-                           "model.model=other-model", f"hydra.run.dir='{run}'") == 2
+        assert (
+            default_run(
+                third.base_url,
+                tmp_path,
+                "dataset.limit=1",
+                "mode=[long_context]",
+                "judge=none",
+                "model.model=other-model",
+                f"hydra.run.dir='{run}'",
+            )
+            == 2
+        )
 
 
 def test_a_run_directory_of_the_previous_release_still_resumes(tmp_path, monkeypatch):
@@ -128,8 +179,9 @@ def test_a_run_directory_of_the_previous_release_still_resumes(tmp_path, monkeyp
 
     register_resolvers()
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["model=endpoint", "model.base_url=http://127.0.0.1:1/v1",
-                                                       "model.model=m"])
+        cfg = compose(
+            config_name="config", overrides=["model=endpoint", "model.base_url=http://127.0.0.1:1/v1", "model.model=m"]
+        )
     (tmp_path / "records.jsonl").write_text("")
     (tmp_path / "fingerprint.json").write_text(json.dumps({"fingerprint": fingerprint(cfg, legacy=True)}))
     check_fingerprint(tmp_path, fingerprint(cfg), fingerprint(cfg, legacy=True))

@@ -1,5 +1,6 @@
 """`lme-harness plan`: no model call, and totals within ±15 % of what the run then records (fake endpoint,
 o200k usage, the reference protocol's overrides); the response cache's share is read from the real cache keys."""
+
 import json
 
 import pytest
@@ -32,10 +33,20 @@ def fake():
 
 
 def overrides(tmp_path, srv, run_dir, limit=3):
-    return [f"hydra.run.dir={run_dir}", "dataset=s", f"dataset.limit={limit}", "model=endpoint",
-            f"model.base_url={srv.base_url}", "model.model=fake-model", "model.context_window=128000",
-            "run.share_summary=false", "retrieval=trpc_parity_openai", f"retrieval.embedder.base_url={srv.base_url}",
-            "run.progress=false", f"cache.path={tmp_path / 'responses.sqlite'}"]
+    return [
+        f"hydra.run.dir={run_dir}",
+        "dataset=s",
+        f"dataset.limit={limit}",
+        "model=endpoint",
+        f"model.base_url={srv.base_url}",
+        "model.model=fake-model",
+        "model.context_window=128000",
+        "run.share_summary=false",
+        "retrieval=trpc_parity_openai",
+        f"retrieval.embedder.base_url={srv.base_url}",
+        "run.progress=false",
+        f"cache.path={tmp_path / 'responses.sqlite'}",
+    ]
 
 
 @pytest.fixture

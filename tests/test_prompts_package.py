@@ -1,4 +1,5 @@
 """Prompt texts live in harness/prompts/, each marked verbatim-reference (with repo, file, symbol) or own."""
+
 import importlib
 
 import pytest
@@ -8,8 +9,11 @@ from harness.prompts.provenance import Source
 
 
 def _texts(module) -> dict[str, object]:
-    return {k: v for k, v in vars(module).items()
-            if k.isupper() and not k.startswith("_") and k != "SOURCES" and isinstance(v, (str, dict))}
+    return {
+        k: v
+        for k, v in vars(module).items()
+        if k.isupper() and not k.startswith("_") and k != "SOURCES" and isinstance(v, (str, dict))
+    }
 
 
 @pytest.mark.parametrize("name", MODULES)

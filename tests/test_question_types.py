@@ -1,4 +1,5 @@
 """Every LongMemEval question type runs in every mode, with the benchmark's dates (offline, fake endpoint)."""
+
 import gzip
 import json
 from pathlib import Path
@@ -47,10 +48,22 @@ class Recorder(FakeModel):
 
 
 def _run(tmp_path, subset, base_url, *extra):
-    return main(["run", f"hydra.run.dir={tmp_path / 'run'}", "model=endpoint", f"model.base_url={base_url}",
-                 "model.model=fake-model", f"cache.path={tmp_path / 'cache.sqlite'}", "run.progress=false",
-                 "retrieval=bm25", "+experiment=lme_official", f"dataset.path={subset}", "dataset.sha256=null",
-                 *extra])
+    return main(
+        [
+            "run",
+            f"hydra.run.dir={tmp_path / 'run'}",
+            "model=endpoint",
+            f"model.base_url={base_url}",
+            "model.model=fake-model",
+            f"cache.path={tmp_path / 'cache.sqlite'}",
+            "run.progress=false",
+            "retrieval=bm25",
+            "+experiment=lme_official",
+            f"dataset.path={subset}",
+            "dataset.sha256=null",
+            *extra,
+        ]
+    )
 
 
 def test_every_type_runs_in_every_mode_with_dates_and_abstention_judged_as_abstention(tmp_path, subset):
@@ -66,9 +79,15 @@ def test_every_type_runs_in_every_mode_with_dates_and_abstention_judged_as_abste
     judged = [r["metric_details"]["LongMemEvalJudge"] for r in recs if r["is_abstention"]]
     assert judged and all(d["prompt_kind"] == "abstention" for d in judged)
     # The answer prompts state the question's date; long_context shows each session's date.
-    answers = [q for q in model.requests if q.get("messages") and q["messages"][-1]["role"] == "user"
-               and "Question:" in (q["messages"][-1]["content"] or "") and "Answer yes or no" not in q["messages"][-1]["content"]]
-    for qid, row in cases.items():
+    answers = [
+        q
+        for q in model.requests
+        if q.get("messages")
+        and q["messages"][-1]["role"] == "user"
+        and "Question:" in (q["messages"][-1]["content"] or "")
+        and "Answer yes or no" not in q["messages"][-1]["content"]
+    ]
+    for row in cases.values():
         mine = [q for q in answers if row["question"] in q["messages"][-1]["content"]]
         assert mine and all(f"Current Date: {row['question_date']}" in q["messages"][-1]["content"] for q in mine)
         joined = "\n".join(json.dumps(q["messages"]) for q in mine)
@@ -117,8 +136,8 @@ def test_all_types_configs_select_every_type():
 
 
 def test_per_type_report_scoreboard_and_gate(tmp_path, subset):
-    from reports.by_type import type_table
     from reports.aggregate import read_run, scoreboard
+    from reports.by_type import type_table
     from reports.gate import run_gate
     from reports.render import build_report
 
@@ -138,9 +157,11 @@ def test_per_type_report_scoreboard_and_gate(tmp_path, subset):
     board = scoreboard(read_run(run_dir).df)
     assert board[("summary", "lme_acc@type:multi-session")] == 0.0
     base = tmp_path / "gate.yaml"
-    base.write_text("checks:\n"
-                    "  - {mode: summary, metric: lme_acc, question_type: temporal-reasoning, baseline: 0.0, abs: 0.0}\n"
-                    "  - {mode: summary, metric: lme_acc, question_type: multi-session, min: 0.5}\n")
+    base.write_text(
+        "checks:\n"
+        "  - {mode: summary, metric: lme_acc, question_type: temporal-reasoning, baseline: 0.0, abs: 0.0}\n"
+        "  - {mode: summary, metric: lme_acc, question_type: multi-session, min: 0.5}\n"
+    )
     res = run_gate(base, run_dir)
     assert [o.failed for o in res.outcomes] == [False, True]
     assert "lme_acc@type:multi-session" in res.markdown()
@@ -162,11 +183,13 @@ def test_a_single_type_run_has_no_per_type_section(tmp_path):
 
 def test_compare_pairs_per_question_type_only_when_several_types(tmp_path):
     from reports.compare import compare_runs, load_runs, pair_markdown
-    from tests.report_fixtures import rec, write_run, meta
+    from tests.report_fixtures import meta, rec, write_run
 
     def run(name, em):
-        recs = [rec(f"q{i}", "summary", em=em[i], lme=em[i], qtype=t)
-                for i, t in enumerate(["multi-session", "multi-session", "temporal-reasoning", "temporal-reasoning"])]
+        recs = [
+            rec(f"q{i}", "summary", em=em[i], lme=em[i], qtype=t)
+            for i, t in enumerate(["multi-session", "multi-session", "temporal-reasoning", "temporal-reasoning"])
+        ]
         return write_run(tmp_path / name, recs, meta())
 
     a, b = run("a", [1, 1, 0, 0]), run("b", [1, 1, 1, 1])

@@ -1,5 +1,6 @@
 """A failed (case, mode) is one line on the console; its traceback goes to RUN_DIR/cli.log. The report lists
 identical errors once, with a count and the (question_id, mode) pairs."""
+
 from __future__ import annotations
 
 import json
@@ -25,10 +26,24 @@ def test_a_failed_case_is_one_console_line_and_its_traceback_lands_in_cli_log(tm
     data = tmp_path / "data.json"
     data.write_text(json.dumps([make_row(qid="q1"), make_row(qid="q2")]))
     with FakeOpenAIServer(responder) as srv:
-        code = main(["run", f"dataset.path={data}", "dataset.sha256=null", f"hydra.run.dir={tmp_path / 'run'}", "model=endpoint", f"model.base_url={srv.base_url}",
-                     "model.model=fake-model", "cache.enabled=false", "run.progress=false", "dataset.limit=2",
-                     "mode=[long_context]", "run.max_consecutive_failures=0", "retrieval=bm25",
-                     "judge=none"])
+        code = main(
+            [
+                "run",
+                f"dataset.path={data}",
+                "dataset.sha256=null",
+                f"hydra.run.dir={tmp_path / 'run'}",
+                "model=endpoint",
+                f"model.base_url={srv.base_url}",
+                "model.model=fake-model",
+                "cache.enabled=false",
+                "run.progress=false",
+                "dataset.limit=2",
+                "mode=[long_context]",
+                "run.max_consecutive_failures=0",
+                "retrieval=bm25",
+                "judge=none",
+            ]
+        )
     assert code == EXIT_FAILED_CASES
     out = capsys.readouterr()
     console = out.out + out.err
@@ -85,16 +100,21 @@ def test_the_report_has_one_row_per_distinct_error(tmp_path):
 
 
 def test_group_failures_orders_by_count_and_keeps_ok_rows_with_an_error():
-    df = pd.DataFrame([
-        {"question_id": "q1", "mode": "a", "status": "failed", "error": "E: one"},
-        {"question_id": "q2", "mode": "a", "status": "ok", "error": "empty answer  from the model"},
-        {"question_id": "q3", "mode": "b", "status": "ok", "error": "empty answer from\nthe model"},
-        {"question_id": "q4", "mode": "b", "status": "ok", "error": None},
-    ])
+    df = pd.DataFrame(
+        [
+            {"question_id": "q1", "mode": "a", "status": "failed", "error": "E: one"},
+            {"question_id": "q2", "mode": "a", "status": "ok", "error": "empty answer  from the model"},
+            {"question_id": "q3", "mode": "b", "status": "ok", "error": "empty answer from\nthe model"},
+            {"question_id": "q4", "mode": "b", "status": "ok", "error": None},
+        ]
+    )
     groups = group_failures(df)
     assert [(g.count, g.status, g.error) for g in groups] == [
-        (2, "ok", "empty answer from the model"), (1, "failed", "E: one")]
+        (2, "ok", "empty answer from the model"),
+        (1, "failed", "E: one"),
+    ]
     assert groups[0].pairs == [("q2", "a"), ("q3", "b")]
-    many = group_failures(pd.DataFrame([{"question_id": f"q{i:02d}", "mode": "a", "status": "failed", "error": "E"}
-                                        for i in range(20)]))
+    many = group_failures(
+        pd.DataFrame([{"question_id": f"q{i:02d}", "mode": "a", "status": "failed", "error": "E"} for i in range(20)])
+    )
     assert many[0].pairs_text(limit=3) == "q00 / a, q01 / a, q02 / a, … and 17 more"

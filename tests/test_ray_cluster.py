@@ -3,6 +3,7 @@
 
 Needs the `ray` extra (ray, hydra-ray-launcher) and PostgreSQL with pgvector (the `pg_server` fixture).
 """
+
 import importlib.util
 import os
 import shutil
@@ -38,11 +39,27 @@ def ray_head():
             pytest.fail(f"CI needs them: {why}")
         pytest.skip(why)
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-           "RAY_USAGE_STATS_ENABLED": "0"}
-    subprocess.run([ray, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=2",
-                    "--include-dashboard=false", "--disable-usage-stats"], env=env, check=True,
-                   capture_output=True, timeout=180)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        "RAY_USAGE_STATS_ENABLED": "0",
+    }
+    subprocess.run(
+        [
+            ray,
+            "start",
+            "--head",
+            "--node-ip-address=127.0.0.1",
+            f"--port={port}",
+            "--num-cpus=2",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=180,
+    )
     try:
         yield f"127.0.0.1:{port}"
     finally:
@@ -57,11 +74,28 @@ def test_ray_sweep_and_shards_with_the_postgres_store_equal_the_serial_runs(tmp_
         # without run / hydra.run.dir; job directories named by job number (the override names are too long here)
         base = args(tmp_path, srv.base_url, data, "unused")[2:] + ["judge=none", "hydra.sweep.subdir=${hydra.job.num}"]
         assert main(["run", "-m", f"hydra.sweep.dir={tmp_path / 'serial'}", *base, sweep]) == 0
-        ray = ["hydra/launcher=ray_cluster", f"hydra.launcher.ray.init.address={ray_head}", "store=postgres",
-               f"store.dsn={dsn}", "cache.enabled=true"]
+        ray = [
+            "hydra/launcher=ray_cluster",
+            f"hydra.launcher.ray.init.address={ray_head}",
+            "store=postgres",
+            f"store.dsn={dsn}",
+            "cache.enabled=true",
+        ]
         assert main(["run", "-m", f"hydra.sweep.dir={tmp_path / 'ray'}", *base, *ray, sweep]) == 0
-        assert main(["run", "-m", f"hydra.sweep.dir={tmp_path / 'shards'}", *base, *ray,
-                     "generation.max_tokens=100", "dataset.shard=0/2,1/2"]) == 0
+        assert (
+            main(
+                [
+                    "run",
+                    "-m",
+                    f"hydra.sweep.dir={tmp_path / 'shards'}",
+                    *base,
+                    *ray,
+                    "generation.max_tokens=100",
+                    "dataset.shard=0/2,1/2",
+                ]
+            )
+            == 0
+        )
     for job in ("0", "1", "2"):  # generation.max_tokens=100, 200, 300
         serial = stable_records(tmp_path / "serial" / job)
         assert len(serial) == N_CASES * len(MODES)

@@ -1,24 +1,41 @@
 """Issue 13 item 2: the record is declared once (harness.records.Record, schema in the module docstring);
 writers build it, readers use its attributes, and records.jsonl written by earlier versions still load."""
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
 import pytest
-
-from harness.records import (SCHEMA_VERSION, STATUS_FAILED, Record, RecordError, RecordWriter, has_answer, load_records,
-                             read_records)
 from report_fixtures import rec, summary_block
+
+from harness.records import (
+    SCHEMA_VERSION,
+    STATUS_FAILED,
+    Record,
+    RecordError,
+    RecordWriter,
+    has_answer,
+    load_records,
+    read_records,
+)
 
 LEGACY = Path(__file__).parent / "fixtures" / "records_legacy.jsonl"
 
 
 def test_todays_records_round_trip_byte_for_byte(tmp_path):
     """The typed record writes exactly the JSON the dict writers wrote (so reports and resumes are unchanged)."""
-    lines = [rec("q1", "summary", em=1.0, lme=1.0, summary=summary_block()), rec("q2", "long_context", status="failed"),
-             {**rec("q3", "summary_ondemand", lme=None, lme_verdict="not_run"), "status": "scoring_failed",
-              "scoring_error": "LongMemEvalJudge: judge call failed", "embedding_calls": [], "rescored_from": "/src"}]
+    lines = [
+        rec("q1", "summary", em=1.0, lme=1.0, summary=summary_block()),
+        rec("q2", "long_context", status="failed"),
+        {
+            **rec("q3", "summary_ondemand", lme=None, lme_verdict="not_run"),
+            "status": "scoring_failed",
+            "scoring_error": "LongMemEvalJudge: judge call failed",
+            "embedding_calls": [],
+            "rescored_from": "/src",
+        },
+    ]
     w = RecordWriter(tmp_path / "a.jsonl")
     for r in lines:
         w.append(r)
@@ -30,8 +47,21 @@ def test_todays_records_round_trip_byte_for_byte(tmp_path):
 
 def test_a_failed_record_has_no_answer_fields():
     r = Record("q1", "summary", status=STATUS_FAILED, error="boom", latency={"wall_ms": 1.0})
-    assert set(r.to_json()) == {"schema", "question_id", "question_type", "is_abstention", "mode", "question",
-                                "reference", "status", "error", "prediction", "metrics", "usage", "latency"}
+    assert set(r.to_json()) == {
+        "schema",
+        "question_id",
+        "question_type",
+        "is_abstention",
+        "mode",
+        "question",
+        "reference",
+        "status",
+        "error",
+        "prediction",
+        "metrics",
+        "usage",
+        "latency",
+    }
     r.status = "ok"
     assert {"calls", "metric_details", "summary", "final_messages"} <= set(r.to_json())
 

@@ -1,4 +1,5 @@
 """report.html carries the per question type section of report.md, only for a run holding several types."""
+
 import re
 
 from reports.render import build_report
@@ -9,8 +10,7 @@ EVIL = '<img src=x onerror="alert(1)">'
 
 def _multi_type_run(tmp_path):
     recs = []
-    for i, (qtype, ok) in enumerate([("multi-session", 1), ("multi-session", 0), ("temporal-reasoning", 1),
-                                     (EVIL, 0)]):
+    for i, (qtype, ok) in enumerate([("multi-session", 1), ("multi-session", 0), ("temporal-reasoning", 1), (EVIL, 0)]):
         for mode in ("long_context", "summary"):
             recs.append(rec(f"q{i}" + ("_abs" if i == 3 else ""), mode, em=float(ok), lme=float(ok), qtype=qtype))
     return write_run(tmp_path / "multi", recs, meta())
@@ -20,9 +20,9 @@ def test_report_html_has_the_per_type_tables_and_plot(tmp_path):
     out = build_report(_multi_type_run(tmp_path))
     page = out["html"].read_text()
     assert "<h2>Per question type</h2>" in page
-    section = page[page.index("<h2>Per question type</h2>"):]
-    table = section[section.index('<table class="sortable" id="by-type-lme_acc">'):]
-    table = table[:table.index("</table>")]
+    section = page[page.index("<h2>Per question type</h2>") :]
+    table = section[section.index('<table class="sortable" id="by-type-lme_acc">') :]
+    table = table[: table.index("</table>")]
     # One row per type (sorted), then abstention, overall and task_avg; a column per mode.
     heads = re.findall(r"<th>(.*?)</th>", table)
     assert heads == ["question type", "long_context", "summary"]

@@ -1,14 +1,24 @@
 """Aggregates from records: CIs, judges' not_run, savings (both definitions), tool use, cost, scoreboard."""
+
 from __future__ import annotations
 
 import math
 
 import pytest
-
 from report_fixtures import call, meta, rec, standard_run, summary_block, write_run
-from reports.aggregate import (cost_table, higher_is_better, judge_table, load_run, records_frame, savings, scoreboard,
-                               summarize_ci, tool_stats)
-from reports.cost import PriceTable, Price, load_price_table, PricingError
+
+from reports.aggregate import (
+    cost_table,
+    higher_is_better,
+    judge_table,
+    load_run,
+    records_frame,
+    savings,
+    scoreboard,
+    summarize_ci,
+    tool_stats,
+)
+from reports.cost import Price, PriceTable, PricingError, load_price_table
 
 
 def row(df, mode, **kw):
@@ -28,15 +38,18 @@ def test_means_with_bootstrap_ci_per_mode(tmp_path):
 
 
 def test_judge_not_run_is_kept_apart_from_wrong(tmp_path):
-    recs = [rec("q1", "summary", lme=1.0), rec("q2", "summary", lme=0.0), rec("q3", "summary", lme=None,
-                                                                                lme_verdict="not_run"),
-            rec("q4", "summary", lme=1.0, lme_strict=None)]
+    recs = [
+        rec("q1", "summary", lme=1.0),
+        rec("q2", "summary", lme=0.0),
+        rec("q3", "summary", lme=None, lme_verdict="not_run"),
+        rec("q4", "summary", lme=1.0, lme_strict=None),
+    ]
     df = load_run(write_run(tmp_path / "r", recs))
     jt = judge_table(df)
     parity, strict = row(jt, "summary", metric="lme_acc"), row(jt, "summary", metric="lme_acc_strict")
     assert (parity["judged"], parity["not_run"]) == (3, 1)
-    assert parity["accuracy"] == pytest.approx(2 / 3)       # without not_run
-    assert parity["accuracy_all"] == pytest.approx(2 / 4)   # full denominator: not_run counted as wrong
+    assert parity["accuracy"] == pytest.approx(2 / 3)  # without not_run
+    assert parity["accuracy_all"] == pytest.approx(2 / 4)  # full denominator: not_run counted as wrong
     assert (strict["judged"], strict["not_run"], strict["accuracy"], strict["accuracy_all"]) == (2, 2, 0.5, 0.25)
     ci = summarize_ci(df, ["lme_acc"])
     assert ci.iloc[0]["not_run"] == 1 and ci.iloc[0]["mean"] == pytest.approx(2 / 3)
@@ -46,27 +59,47 @@ def test_judge_not_run_is_kept_apart_from_wrong(tmp_path):
 
 
 def test_longmemeval_task_averaged_and_abstention_accuracy(tmp_path):
-    recs = [rec("a1", "summary", lme=1.0, qtype="temporal-reasoning"),
-            rec("a2", "summary", lme=1.0, qtype="temporal-reasoning"),
-            rec("a3", "summary", lme=0.0, qtype="temporal-reasoning"),
-            rec("b1", "summary", lme=0.0, qtype="knowledge-update"),
-            rec("b2_abs", "summary", lme=1.0, qtype="knowledge-update")]
+    recs = [
+        rec("a1", "summary", lme=1.0, qtype="temporal-reasoning"),
+        rec("a2", "summary", lme=1.0, qtype="temporal-reasoning"),
+        rec("a3", "summary", lme=0.0, qtype="temporal-reasoning"),
+        rec("b1", "summary", lme=0.0, qtype="knowledge-update"),
+        rec("b2_abs", "summary", lme=1.0, qtype="knowledge-update"),
+    ]
     jt = judge_table(load_run(write_run(tmp_path / "r", recs)))
     r = row(jt, "summary", metric="lme_acc")
-    assert r["accuracy"] == pytest.approx(3 / 5)             # overall
+    assert r["accuracy"] == pytest.approx(3 / 5)  # overall
     assert r["task_avg"] == pytest.approx((2 / 3 + 1 / 2) / 2)  # mean of per-type means
     assert (r["abstention"], r["abstention_n"]) == (1.0, 1)
 
 
 def test_trpc_binary_accuracy_handles_the_incorrect_trap(tmp_path):
-    em_skip = {"llm_score": 1.0, "llm_score_strict": 1.0,
-               "details": {"skipped": "exact_match", "verdict": "not_run", "verdict_strict": "not_run", "usage": None}}
-    trap = {"llm_score": 0.5, "llm_score_strict": None,  # "The predicted answer is incorrect." → lenient fallback
-            "details": {"skipped": None, "verdict": "correct", "verdict_strict": "not_run", "parse_mode": "fallback",
-                        "usage": call(100, 5, purpose="judge")}}
-    wrong = {"llm_score": 0.0, "llm_score_strict": 0.0,
-             "details": {"skipped": None, "verdict": "incorrect", "verdict_strict": "incorrect",
-                         "usage": call(100, 5, purpose="judge")}}
+    em_skip = {
+        "llm_score": 1.0,
+        "llm_score_strict": 1.0,
+        "details": {"skipped": "exact_match", "verdict": "not_run", "verdict_strict": "not_run", "usage": None},
+    }
+    trap = {
+        "llm_score": 0.5,
+        "llm_score_strict": None,  # "The predicted answer is incorrect." → lenient fallback
+        "details": {
+            "skipped": None,
+            "verdict": "correct",
+            "verdict_strict": "not_run",
+            "parse_mode": "fallback",
+            "usage": call(100, 5, purpose="judge"),
+        },
+    }
+    wrong = {
+        "llm_score": 0.0,
+        "llm_score_strict": 0.0,
+        "details": {
+            "skipped": None,
+            "verdict": "incorrect",
+            "verdict_strict": "incorrect",
+            "usage": call(100, 5, purpose="judge"),
+        },
+    }
     recs = [rec("q1", "summary", trpc=em_skip), rec("q2", "summary", trpc=trap), rec("q3", "summary", trpc=wrong)]
     df = load_run(write_run(tmp_path / "r", recs))
     assert list(df["llm_acc"]) == [1.0, 1.0, 0.0]
@@ -88,17 +121,32 @@ def test_prompt_savings_mean_of_percentages_and_ratio_of_means(tmp_path):
 
 
 def test_savings_pair_only_cases_scored_in_both(tmp_path):
-    recs = [rec("q1", "long_context", tokens=1000), rec("q1", "summary", tokens=100),
-            rec("q2", "long_context", status="failed"), rec("q2", "summary", tokens=900)]
+    recs = [
+        rec("q1", "long_context", tokens=1000),
+        rec("q1", "summary", tokens=100),
+        rec("q2", "long_context", status="failed"),
+        rec("q2", "summary", tokens=900),
+    ]
     s = savings(load_run(write_run(tmp_path / "r", recs))).iloc[0]
     assert s["pairs"] == 1 and s["savings_pct"] == pytest.approx(90.0)
 
 
 def test_tool_stats(tmp_path):
-    recs = [rec("q1", "summary_ondemand", n_search=2, n_load=1,
-                tool_calls=[{"name": "session_search", "ok": True}, {"name": "session_search", "ok": False},
-                            {"name": "session_load", "ok": True}]),
-            rec("q2", "summary_ondemand", n_search=1), rec("q3", "summary_ondemand")]
+    recs = [
+        rec(
+            "q1",
+            "summary_ondemand",
+            n_search=2,
+            n_load=1,
+            tool_calls=[
+                {"name": "session_search", "ok": True},
+                {"name": "session_search", "ok": False},
+                {"name": "session_load", "ok": True},
+            ],
+        ),
+        rec("q2", "summary_ondemand", n_search=1),
+        rec("q3", "summary_ondemand"),
+    ]
     t = tool_stats(load_run(write_run(tmp_path / "r", recs))).iloc[0]
     assert (t["cases_with_search"], t["cases_with_load"], t["search_total"], t["load_total"]) == (2, 1, 3, 1)
     assert t["search_mean"] == pytest.approx(1.0) and t["load_mean"] == pytest.approx(1 / 3) and t["tool_errors"] == 1
@@ -140,8 +188,9 @@ def test_local_models_are_free_and_unknown_models_are_unpriced_not_zero(tmp_path
     assert df.attrs["unpriced_models"] == ["mystery-model"]
     # a separately configured remote judge is priced even when the answer model is local
     recs = [rec("q1", "summary", lme=1.0, judge_model="gpt-4o-2024-08-06")]
-    df = load_run(write_run(tmp_path / "j", recs, meta(kind="local", model="x", judge={"kind": "remote",
-                                                                                       "model": "gpt-4o"})))
+    df = load_run(
+        write_run(tmp_path / "j", recs, meta(kind="local", model="x", judge={"kind": "remote", "model": "gpt-4o"}))
+    )
     c = cost_table(df).iloc[0]
     assert c["cost_answer"] == 0 and c["cost_judge"] == pytest.approx((200 * 2.5 + 1 * 10.0) / 1e6)
 
@@ -159,8 +208,9 @@ def test_price_table_lookup_and_validation(tmp_path):
     with pytest.raises(PricingError, match="'m'"):
         load_price_table(bad)
     custom = PriceTable("2026-01-01", "USD", "", {"fake-model": Price(1.0, 2.0)})
-    df = load_run(write_run(tmp_path / "c", [rec("q1", "summary", calls=[call(1000, 500, model="fake-model")])]),
-                  prices=custom)
+    df = load_run(
+        write_run(tmp_path / "c", [rec("q1", "summary", calls=[call(1000, 500, model="fake-model")])]), prices=custom
+    )
     assert cost_table(df).iloc[0]["cost_total"] == pytest.approx((1000 * 1 + 500 * 2) / 1e6)
 
 

@@ -1,4 +1,5 @@
 """`lme-harness rescore`: a run's answers scored again by another judge, with no answer call, resumable."""
+
 import json
 
 from harness.records import load_records
@@ -10,22 +11,41 @@ from tests.report_fixtures import rec, write_run
 def judge(req):
     """The official judge's yes/no: 'yes' when the response mentions Paris."""
     prompt = req["messages"][-1]["content"]
-    return completion("yes" if "Model Response: You went to Paris" in prompt else "no", prompt_tokens=120,
-                      completion_tokens=1, model="fake-judge")
+    return completion(
+        "yes" if "Model Response: You went to Paris" in prompt else "no",
+        prompt_tokens=120,
+        completion_tokens=1,
+        model="fake-judge",
+    )
 
 
 def source_run(tmp_path):
-    return write_run(tmp_path / "src", [
-        rec("q1", "summary", prediction="You went to Paris."), rec("q2", "summary", prediction="Rome, I think."),
-        rec("q1", "long_context", prediction="You went to Paris, France."),
-        rec("q2", "long_context", status="failed", error="LLMError: 503"),
-    ])
+    return write_run(
+        tmp_path / "src",
+        [
+            rec("q1", "summary", prediction="You went to Paris."),
+            rec("q2", "summary", prediction="Rome, I think."),
+            rec("q1", "long_context", prediction="You went to Paris, France."),
+            rec("q2", "long_context", status="failed", error="LLMError: 503"),
+        ],
+    )
 
 
 def rescore(src, out, base_url, *extra):
-    return main(["rescore", str(src), f"hydra.run.dir={out}", "model=endpoint", f"model.base_url={base_url}",
-                 "model.model=fake-judge", "judge=longmemeval", "run.progress=false",
-                 f"cache.path={out.parent / 'cache.sqlite'}", *extra])
+    return main(
+        [
+            "rescore",
+            str(src),
+            f"hydra.run.dir={out}",
+            "model=endpoint",
+            f"model.base_url={base_url}",
+            "model.model=fake-judge",
+            "judge=longmemeval",
+            "run.progress=false",
+            f"cache.path={out.parent / 'cache.sqlite'}",
+            *extra,
+        ]
+    )
 
 
 def test_rescore_judges_every_answer_once_keeps_the_rest_and_resumes(tmp_path):
@@ -37,7 +57,9 @@ def test_rescore_judges_every_answer_once_keeps_the_rest_and_resumes(tmp_path):
         assert all("Is the model response correct?" in r["messages"][-1]["content"] for r in srv.requests)
         new = {(r["question_id"], r["mode"]): r for r in load_records(out / "records.jsonl")}
         old = {(r["question_id"], r["mode"]): r for r in load_records(src / "records.jsonl")}
-        assert new[("q1", "summary")]["metrics"]["lme_acc"] == 1.0 and new[("q2", "summary")]["metrics"]["lme_acc"] == 0.0
+        assert (
+            new[("q1", "summary")]["metrics"]["lme_acc"] == 1.0 and new[("q2", "summary")]["metrics"]["lme_acc"] == 0.0
+        )
         assert "em" in new[("q1", "summary")]["metrics"]  # the configured lexical scorers ran too
         for key in (("q1", "summary"), ("q1", "long_context")):
             assert new[key]["calls"] == old[key]["calls"] and new[key]["prediction"] == old[key]["prediction"]
@@ -56,8 +78,21 @@ def test_rescore_judges_every_answer_once_keeps_the_rest_and_resumes(tmp_path):
 def test_rescore_defaults_to_a_directory_next_to_its_source(tmp_path):
     src = source_run(tmp_path)
     with FakeOpenAIServer(judge) as srv:
-        assert main(["rescore", str(src), "model=endpoint", f"model.base_url={srv.base_url}", "model.model=fake-judge",
-                     "judge=longmemeval", "run.progress=false", f"cache.path={tmp_path / 'c.sqlite'}"]) == 3
+        assert (
+            main(
+                [
+                    "rescore",
+                    str(src),
+                    "model=endpoint",
+                    f"model.base_url={srv.base_url}",
+                    "model.model=fake-judge",
+                    "judge=longmemeval",
+                    "run.progress=false",
+                    f"cache.path={tmp_path / 'c.sqlite'}",
+                ]
+            )
+            == 3
+        )
     (out,) = [p for p in (src / "rescore").iterdir() if p.is_dir()]
     assert "judge=longmemeval" in out.name and (out / "records.jsonl").exists()
 

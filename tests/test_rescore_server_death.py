@@ -3,6 +3,7 @@ record kept, nothing recorded as a scoring failure it did not have, and the same
 
 The judge server is the stand-in process of tests/test_server_death.py (the same process lifecycle as llama.cpp's).
 """
+
 from __future__ import annotations
 
 import time
@@ -16,14 +17,28 @@ N_PAIRS = 12
 
 
 def test_a_judge_server_killed_mid_rescore_stops_within_seconds_then_the_same_command_resumes(
-        tmp_path, weights, stand_in, capsys):  # noqa: F811
+    tmp_path,
+    weights,  # noqa: F811 (the imported fixture)
+    stand_in,  # noqa: F811
+    capsys,
+):
     servers = stand_in("ok")
-    src = write_run(tmp_path / "src", [rec(f"q{i}", "summary", prediction=f"You went to city {i}.")
-                                       for i in range(N_PAIRS)])
+    src = write_run(
+        tmp_path / "src", [rec(f"q{i}", "summary", prediction=f"You went to city {i}.") for i in range(N_PAIRS)]
+    )
     out = tmp_path / "rescored"
-    args = ["rescore", str(src), f"hydra.run.dir={out}", "model=smollm2_135m",
-            *[f"model.{k}={v}" for k, v in weights.items()], "judge=longmemeval", "cache.enabled=false",
-            "run.progress=false", "run.concurrency=1", "client.max_retries=0"]
+    args = [
+        "rescore",
+        str(src),
+        f"hydra.run.dir={out}",
+        "model=smollm2_135m",
+        *[f"model.{k}={v}" for k, v in weights.items()],
+        "judge=longmemeval",
+        "cache.enabled=false",
+        "run.progress=false",
+        "run.concurrency=1",
+        "client.max_retries=0",
+    ]
     records = out / "records.jsonl"
     killer, killed = sigsegv_after_records(records, 2, servers)
     code = main(args)

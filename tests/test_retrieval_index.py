@@ -1,4 +1,5 @@
 """Index, store, embedders, presets/configs, the retrieval metrics and the retrieval-eval runner."""
+
 from __future__ import annotations
 
 import json
@@ -86,8 +87,12 @@ def test_hashing_embedder_is_normalised_and_deterministic():
 
 @pytest.mark.parametrize(
     "query, expected",
-    [("What breed is my dog?", (1.0, 0.5)), ("What did you recommend for dinner?", (0.5, 1.0)),
-     ("What did you tell me about Rome?", (1.0, 1.0)), ("capital of France", (1.0, 1.0))],
+    [
+        ("What breed is my dog?", (1.0, 0.5)),
+        ("What did you recommend for dinner?", (0.5, 1.0)),
+        ("What did you tell me about Rome?", (1.0, 1.0)),
+        ("capital of France", (1.0, 1.0)),
+    ],
 )
 def test_speaker_prior_follows_the_question_person(query, expected):
     assert speaker_weights(query, 0.5) == expected
@@ -97,10 +102,21 @@ def test_speaker_prior_follows_the_question_person(query, expected):
 
 
 def test_default_ranking_prefers_the_users_own_statement():
-    events = [ev(0, "user", "Could you recommend resources for music theory and fingerpicking techniques? By the way, "
-                            "I've been practicing guitar for 30 minutes daily and it helps me progress nicely."),
-              ev(1, "assistant", "Guitar practice every day is great! Daily guitar practice time: guitar scales, guitar chords."),
-              ev(2, "user", "Thanks, unrelated: how do I cook rice?"), ev(3, "assistant", "Rinse the rice and simmer.")]
+    events = [
+        ev(
+            0,
+            "user",
+            "Could you recommend resources for music theory and fingerpicking techniques? By the way, "
+            "I've been practicing guitar for 30 minutes daily and it helps me progress nicely.",
+        ),
+        ev(
+            1,
+            "assistant",
+            "Guitar practice every day is great! Daily guitar practice time: guitar scales, guitar chords.",
+        ),
+        ev(2, "user", "Thanks, unrelated: how do I cook rice?"),
+        ev(3, "assistant", "Rinse the rice and simmer."),
+    ]
     from harness.session.events import Session
 
     s = Session(id="s", user_id="u")
@@ -123,17 +139,24 @@ def test_metrics_match_longmemeval_definitions():
     assert recall_all(ranked, {"a", "d"}, 3) == 0 and recall_all(ranked, {"a", "d"}, 4) == 1
     assert ndcg(ranked, {"a"}, 5) == 1.0
     assert ndcg(ranked, {"b"}, 5) == pytest.approx(1 / np.log2(3))
-    events = [Event("a", 0, "user", "x", 1.0, source_session="s1"), Event("b", 1, "user", "y", 2.0, source_session="s2", has_answer=True),
-              Event("c", 2, "user", "z", 3.0, source_session="s2")]
+    events = [
+        Event("a", 0, "user", "x", 1.0, source_session="s1"),
+        Event("b", 1, "user", "y", 2.0, source_session="s2", has_answer=True),
+        Event("c", 2, "user", "z", 3.0, source_session="s2"),
+    ]
     m = case_metrics(["c", "a", "b"], events)
     assert m["turn_recall_any@1"] == 0 and m["turn_recall_any@3"] == 1 and m["session_recall@1"] == 1
 
 
 def test_evidence_in_response_checks_full_text_and_ids():
     events = [Event("e1", 0, "user", "I live in Oslo.", 1.0, has_answer=True), Event("e2", 1, "assistant", "Nice", 2.0)]
-    assert evidence_in_response(json.dumps({"results": [{"event_id": "e1", "snippet": "I live in Oslo."}]}), events) == (True, True)
-    assert evidence_in_response(json.dumps({"results": [{"event_id": "e2", "snippet": "Nice",
-                                                         "context": [{"content": "I live in Oslo."}]}]}), events) == (True, False)
+    assert evidence_in_response(
+        json.dumps({"results": [{"event_id": "e1", "snippet": "I live in Oslo."}]}), events
+    ) == (True, True)
+    assert evidence_in_response(
+        json.dumps({"results": [{"event_id": "e2", "snippet": "Nice", "context": [{"content": "I live in Oslo."}]}]}),
+        events,
+    ) == (True, False)
     assert evidence_in_response("Error: x", events) == (False, False)
 
 
@@ -163,8 +186,14 @@ def _length_vectors(req):
     from harness.testing.fake_openai import Reply
 
     data = [{"object": "embedding", "index": i, "embedding": [float(len(t)), 1.0]} for i, t in enumerate(req["input"])]
-    return Reply(body={"object": "list", "data": data[::-1], "model": req["model"],
-                       "usage": {"prompt_tokens": 3 * len(data), "total_tokens": 3 * len(data)}})
+    return Reply(
+        body={
+            "object": "list",
+            "data": data[::-1],
+            "model": req["model"],
+            "usage": {"prompt_tokens": 3 * len(data), "total_tokens": 3 * len(data)},
+        }
+    )
 
 
 def test_openai_embedder_goes_through_the_client_layer_and_logs_its_calls(tmp_path):
@@ -223,19 +252,40 @@ def test_retrieval_eval_runner_on_a_tiny_dataset(tmp_path, write_dataset):
     from runners.retrieval_eval import run_retrieval_eval
 
     filler = [{"role": "user", "content": f"Tell me about topic {i} please."} for i in range(6)]
-    sessions = [[*filler[:3], {"role": "user", "content": "I went to Paris last May.", "has_answer": True},
-                 {"role": "assistant", "content": "Nice trip!"}], filler[3:]]
-    rows = [make_row(qid=f"q{i}", question="When did I go to Paris?", sessions=sessions) for i in range(3)] + [make_row(qid="q9_abs", sessions=[filler])]
+    sessions = [
+        [
+            *filler[:3],
+            {"role": "user", "content": "I went to Paris last May.", "has_answer": True},
+            {"role": "assistant", "content": "Nice trip!"},
+        ],
+        filler[3:],
+    ]
+    rows = [make_row(qid=f"q{i}", question="When did I go to Paris?", sessions=sessions) for i in range(3)] + [
+        make_row(qid="q9_abs", sessions=[filler])
+    ]
     path = write_dataset(rows)
-    cfg = OmegaConf.create({
-        "dataset": {"_target_": "harness.data.longmemeval.LongMemEvalSource", "path": str(path),
-                    "question_types": ["single-session-user"]},
-        "retrieval_eval": {"presets": ["bm25", "current"]},
-        "retrieval": {"_target_": "harness.retrieval.retriever.Retriever",
-                      "config": {"_target_": "harness.retrieval.tools.SearchConfig", "name": "mine",
-                                 "response_style": "compact", "fusion": "score", "assistant_weight": 0.5},
-                      "embedder": {"_target_": "harness.retrieval.embedders.HashingEmbedder"}, "store": None},
-    })
+    cfg = OmegaConf.create(
+        {
+            "dataset": {
+                "_target_": "harness.data.longmemeval.LongMemEvalSource",
+                "path": str(path),
+                "question_types": ["single-session-user"],
+            },
+            "retrieval_eval": {"presets": ["bm25", "current"]},
+            "retrieval": {
+                "_target_": "harness.retrieval.retriever.Retriever",
+                "config": {
+                    "_target_": "harness.retrieval.tools.SearchConfig",
+                    "name": "mine",
+                    "response_style": "compact",
+                    "fusion": "score",
+                    "assistant_weight": 0.5,
+                },
+                "embedder": {"_target_": "harness.retrieval.embedders.HashingEmbedder"},
+                "store": None,
+            },
+        }
+    )
     md = run_retrieval_eval(cfg, tmp_path / "out")
     summary = json.loads((tmp_path / "out" / "retrieval_eval.json").read_text())
     assert summary["cases"] == 3  # the abstention case has no evidence label

@@ -1,4 +1,5 @@
 """session_search / session_load: parameter rules, response shapes, windows, scopes and bad arguments."""
+
 from __future__ import annotations
 
 import json
@@ -6,10 +7,10 @@ import random
 
 import pytest
 
+from harness.prompts.ondemand import DEFAULT_POST_TOOL_PROMPT, ONDEMAND_SESSION_OVERVIEW, has_pending_tool_result
 from harness.retrieval import reference as ref
 from harness.retrieval import text as tx
 from harness.retrieval.embedders import HashingEmbedder
-from harness.prompts.ondemand import DEFAULT_POST_TOOL_PROMPT, ONDEMAND_SESSION_OVERVIEW, has_pending_tool_result
 from harness.retrieval.retriever import Retriever
 from harness.retrieval.tools import SearchConfig, normalize_window, preset, rfc3339
 from harness.session.boundary import SummaryBoundary
@@ -34,7 +35,9 @@ def make_session(texts: list[tuple[str, str]], sid="ondemand-q1", user="q1", app
     return s
 
 
-def haystack(n_filler_rounds: int = 6, fact: str = "I adopted a golden retriever named Max last spring.") -> list[tuple[str, str]]:
+def haystack(
+    n_filler_rounds: int = 6, fact: str = "I adopted a golden retriever named Max last spring."
+) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for i in range(n_filler_rounds):
         out.append(("user", FILLER[(2 * i) % len(FILLER)] + f" (round {i})"))
@@ -102,7 +105,20 @@ def test_ondemand_texts_and_post_tool_trigger():
 
 @pytest.mark.parametrize(
     "raw, used",
-    [(None, 5), (0, 5), (-3, 5), (1, 1), (7, 7), (10, 10), (11, 10), (999, 10), ("3", 3), (4.0, 4), (True, 5), ("x", 5)],
+    [
+        (None, 5),
+        (0, 5),
+        (-3, 5),
+        (1, 1),
+        (7, 7),
+        (10, 10),
+        (11, 10),
+        (999, 10),
+        ("3", 3),
+        (4.0, 4),
+        (True, 5),
+        ("x", 5),
+    ],
 )
 def test_top_k_default_cap_and_coercion(raw, used):
     t = tools_for(make_session(haystack(12)))
@@ -116,8 +132,15 @@ def test_top_k_default_cap_and_coercion(raw, used):
 
 @pytest.mark.parametrize(
     "raw, used",
-    [(None, "current_hidden"), ("", "current_hidden"), ("bogus", "current_hidden"), ("CURRENT_SESSION", "current_session"),
-     (" other_sessions ", "other_sessions"), ("all_sessions", "all_sessions"), (5, "current_hidden")],
+    [
+        (None, "current_hidden"),
+        ("", "current_hidden"),
+        ("bogus", "current_hidden"),
+        ("CURRENT_SESSION", "current_session"),
+        (" other_sessions ", "other_sessions"),
+        ("all_sessions", "all_sessions"),
+        (5, "current_hidden"),
+    ],
 )
 def test_scope_normalisation(raw, used):
     t = tools_for(make_session(haystack()))
@@ -144,9 +167,14 @@ def test_min_score_filters_dense_candidates():
 
 @pytest.mark.parametrize(
     "raw, cfg, used",
-    [(None, SearchConfig(), "hybrid"), ("dense", SearchConfig(), "dense"), ("KEYWORD", SearchConfig(), "keyword"),
-     ("fuzzy", SearchConfig(), "hybrid"), ("keyword", preset("trpc_parity"), "hybrid"),
-     (None, SearchConfig(default_mode="keyword"), "keyword")],
+    [
+        (None, SearchConfig(), "hybrid"),
+        ("dense", SearchConfig(), "dense"),
+        ("KEYWORD", SearchConfig(), "keyword"),
+        ("fuzzy", SearchConfig(), "hybrid"),
+        ("keyword", preset("trpc_parity"), "hybrid"),
+        (None, SearchConfig(default_mode="keyword"), "keyword"),
+    ],
 )
 def test_search_mode_rules(raw, cfg, used):
     t = tools_for(make_session(haystack()), config=cfg, embedder=HashingEmbedder())
@@ -164,8 +192,19 @@ def test_empty_query_returns_empty_result_in_current_hidden():
 
 @pytest.mark.parametrize(
     "before, after, expected",
-    [(0, 0, (1, 1)), (-2, -9, (1, 1)), (1, 1, (1, 1)), (2, 2, (2, 2)), (3, 3, (2, 2)), (0, 9, (0, 4)),
-     (9, 0, (4, 0)), (5, 1, (3, 1)), (2, 5, (2, 2)), (1, 4, (1, 3)), (0, 2, (0, 2))],
+    [
+        (0, 0, (1, 1)),
+        (-2, -9, (1, 1)),
+        (1, 1, (1, 1)),
+        (2, 2, (2, 2)),
+        (3, 3, (2, 2)),
+        (0, 9, (0, 4)),
+        (9, 0, (4, 0)),
+        (5, 1, (3, 1)),
+        (2, 5, (2, 2)),
+        (1, 4, (1, 3)),
+        (0, 2, (0, 2)),
+    ],
 )
 def test_load_window_normalisation(before, after, expected):
     assert normalize_window(before, after) == expected
@@ -415,9 +454,14 @@ def test_a_session_without_searchable_text_searches_without_error():
 
 @pytest.mark.parametrize(
     "name, args, fragment",
-    [("session_search", "{not json", "not valid JSON"), ("session_search", "[1, 2]", "must be a JSON object"),
-     ("session_search", '"golden"', "must be a JSON object"), ("session_load", "{", "not valid JSON"),
-     ("session_lookup", "{}", "tool not found"), ("", "{}", "tool not found")],
+    [
+        ("session_search", "{not json", "not valid JSON"),
+        ("session_search", "[1, 2]", "must be a JSON object"),
+        ("session_search", '"golden"', "must be a JSON object"),
+        ("session_load", "{", "not valid JSON"),
+        ("session_lookup", "{}", "tool not found"),
+        ("", "{}", "tool not found"),
+    ],
 )
 def test_bad_arguments_and_unknown_tools_become_errors(name, args, fragment):
     out = tools_for(make_session(haystack())).call(name, args)
@@ -439,8 +483,12 @@ def test_call_never_raises_on_random_input():
     values = [None, True, -1, 0, 3, 2**70, 1e308, float("nan"), "", "x", "current_hidden", [], {}, ["a"], {"a": 1}]
     for _ in range(300):
         name = rng.choice(["session_search", "session_load", "nope"])
-        args = {k: rng.choice(values) for k in rng.sample(["query", "scope", "top_k", "min_score", "search_mode",
-                                                               "event_id", "before", "after", "session_id"], 4)}
+        args = {
+            k: rng.choice(values)
+            for k in rng.sample(
+                ["query", "scope", "top_k", "min_score", "search_mode", "event_id", "before", "after", "session_id"], 4
+            )
+        }
         raw = json.dumps(args) if rng.random() < 0.5 else args
         out = t.call(name, raw)
         assert isinstance(out.content, str) and out.content

@@ -1,5 +1,6 @@
 """Retrieval that holds on every LongMemEval question type (issue 15 item 3): recall cues, whole hits in
 compact responses, and per-type retrieval-eval output."""
+
 from __future__ import annotations
 
 import json
@@ -27,13 +28,21 @@ def session_of(events):
     return s, SummaryBoundary(1, "", events[-1].timestamp, events[-1].id)
 
 
-@pytest.mark.parametrize("query, without_cues", [
-    ("Can you remind me of the name of the romantic Italian restaurant in Rome you recommended for dinner?", (1.0, 1.0)),
-    ("I remember you told me about the refining processes at CITGO. What kind of processes are used?", (1.0, 1.0)),
-    ("I wanted to follow up on our previous conversation about binaural beats. How many subjects were there?",
-     (1.0, 0.5)),
-    ("You mentioned some great resources for guided imagery, can you remind me of the first one?", (1.0, 1.0)),
-])
+@pytest.mark.parametrize(
+    "query, without_cues",
+    [
+        (
+            "Can you remind me of the name of the romantic Italian restaurant in Rome you recommended for dinner?",
+            (1.0, 1.0),
+        ),
+        ("I remember you told me about the refining processes at CITGO. What kind of processes are used?", (1.0, 1.0)),
+        (
+            "I wanted to follow up on our previous conversation about binaural beats. How many subjects were there?",
+            (1.0, 0.5),
+        ),
+        ("You mentioned some great resources for guided imagery, can you remind me of the first one?", (1.0, 1.0)),
+    ],
+)
 def test_a_recall_cue_flips_the_speaker_prior_to_the_assistant(query, without_cues):
     assert recall_cue(query)
     assert speaker_weights(query, 0.5, "user", recall_cues=True) == (0.5, 1.0)
@@ -41,11 +50,15 @@ def test_a_recall_cue_flips_the_speaker_prior_to_the_assistant(query, without_cu
     assert speaker_weights(query, 1.0, "user", recall_cues=True) == (1.0, 1.0)  # no prior at all stays off
 
 
-@pytest.mark.parametrize("query", [
-    "Can you suggest some activities that I can do in the evening?",   # a request for new advice, not recall
-    "What did I say my dog's name was?", "How many days passed since I started ukulele lessons?",
-    "Can you recommend a show for me to watch tonight?",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "Can you suggest some activities that I can do in the evening?",  # a request for new advice, not recall
+        "What did I say my dog's name was?",
+        "How many days passed since I started ukulele lessons?",
+        "Can you recommend a show for me to watch tonight?",
+    ],
+)
 def test_requests_and_first_person_questions_are_not_recall(query):
     assert not recall_cue(query)
     assert speaker_weights(query, 0.5, "user", recall_cues=True) == speaker_weights(query, 0.5, "user")
@@ -54,7 +67,8 @@ def test_requests_and_first_person_questions_are_not_recall(query):
 RECALL_EVENTS = [
     ev(0, "user", "Can you recommend a restaurant in Rome for dinner?"),
     ev(1, "assistant", "Roscioli is a romantic Italian restaurant in Rome, perfect for dinner."),
-    ev(2, "user", "Thanks! Also, how do I cook rice?"), ev(3, "assistant", "Rinse the rice, then simmer it."),
+    ev(2, "user", "Thanks! Also, how do I cook rice?"),
+    ev(3, "assistant", "Rinse the rice, then simmer it."),
 ]
 RECALL_QUERY = "Can you remind me of the romantic Italian restaurant in Rome you recommended for dinner?"
 
@@ -82,7 +96,11 @@ def test_compact_hit_that_fits_goes_out_verbatim_with_its_line_breaks():
 
 def test_top_hits_are_whole_up_to_top_hit_chars_without_eating_the_budget():
     long_reply = " ".join(f"Sentence {i} about Rome and its trattorias." for i in range(40))  # ~1,700 chars
-    events = [ev(0, "assistant", long_reply), ev(1, "user", "Short note about Rome."), ev(2, "user", "Another about Rome.")]
+    events = [
+        ev(0, "assistant", long_reply),
+        ev(1, "user", "Short note about Rome."),
+        ev(2, "user", "Another about Rome."),
+    ]
     idx = _index(events)
     hits = [(idx, 0, 1.0, None), (idx, 1, 0.9, None), (idx, 2, 0.8, None)]
     plain = render.compact_hits(hits, {"rome"}, budget_chars=900, hit_chars=700)
@@ -92,23 +110,29 @@ def test_top_hits_are_whole_up_to_top_hit_chars_without_eating_the_budget():
     assert [r["event_id"] for r in whole] == ["e0000", "e0001", "e0002"]  # later hits keep their share
     capped = render.compact_hits(hits, {"rome"}, budget_chars=900, hit_chars=700, top_hit_chars=1000)
     assert len(capped[0]["snippet"]) <= 1000  # over the cap: still an excerpt
-    second = render.compact_hits([hits[1], hits[0]], {"rome"}, budget_chars=900, hit_chars=700,
-                                 top_hit_chars=3000, top_hits=2)
+    second = render.compact_hits(
+        [hits[1], hits[0]], {"rome"}, budget_chars=900, hit_chars=700, top_hit_chars=3000, top_hits=2
+    )
     assert second[1]["snippet"] == long_reply
 
 
 def test_recall_queries_get_whole_assistant_replies():
     long_reply = "Try Roscioli, a romantic Italian restaurant in Rome. " + "It has a long wine list and more. " * 60
-    events = [ev(0, "user", "Can you recommend a romantic Italian restaurant in Rome for dinner?"),
-              ev(1, "assistant", long_reply, has_answer=True), ev(2, "user", "How do I cook rice?"),
-              ev(3, "assistant", "Rinse the rice, then simmer it.")]
+    events = [
+        ev(0, "user", "Can you recommend a romantic Italian restaurant in Rome for dinner?"),
+        ev(1, "assistant", long_reply, has_answer=True),
+        ev(2, "user", "How do I cook rice?"),
+        ev(3, "assistant", "Rinse the rice, then simmer it."),
+    ]
     s, b = session_of(events)
     cfg = preset("default", top_hit_chars=None, recall_chars=4000)
     tools = Retriever(cfg, embedder=HashingEmbedder()).tools(s, boundary=b)
     out = tools.call("session_search", {"query": RECALL_QUERY})
     assert evidence_in_response(out.content, events)[0]
     off = Retriever(preset("default", top_hit_chars=None, recall_chars=None), embedder=HashingEmbedder())
-    assert not evidence_in_response(off.tools(s, boundary=b).call("session_search", {"query": RECALL_QUERY}).content, events)[0]
+    assert not evidence_in_response(
+        off.tools(s, boundary=b).call("session_search", {"query": RECALL_QUERY}).content, events
+    )[0]
 
 
 def test_new_settings_are_validated_and_off_in_the_reference_presets():
@@ -123,14 +147,26 @@ def test_new_settings_are_validated_and_off_in_the_reference_presets():
 
 def test_summarize_by_type_groups_cases_and_names_a_missing_type():
     def res(qid, r1, has):
-        return CaseResult(qid, 3, 0.0, 1.0, [], {"turn_recall_any@1": r1, "turn_recall_any@5": 1.0},
-                          response_tokens=100, response_has_evidence=has)
+        return CaseResult(
+            qid,
+            3,
+            0.0,
+            1.0,
+            [],
+            {"turn_recall_any@1": r1, "turn_recall_any@5": 1.0},
+            response_tokens=100,
+            response_has_evidence=has,
+        )
 
-    out = summarize_by_type([res("a", 1.0, True), res("b", 0.0, False), res("c", 1.0, True)],
-                            {"a": "multi-session", "b": "multi-session", "c": "knowledge-update"})
+    out = summarize_by_type(
+        [res("a", 1.0, True), res("b", 0.0, False), res("c", 1.0, True)],
+        {"a": "multi-session", "b": "multi-session", "c": "knowledge-update"},
+    )
     assert list(out) == ["knowledge-update", "multi-session"]
     assert out["multi-session"]["cases"] == 2 and out["multi-session"]["turn_recall_any@1"] == 0.5
-    assert out["multi-session"]["response_has_evidence"] == 0.5 and out["knowledge-update"]["response_tokens_mean"] == 100
+    assert (
+        out["multi-session"]["response_has_evidence"] == 0.5 and out["knowledge-update"]["response_tokens_mean"] == 100
+    )
     with pytest.raises(KeyError, match="'c'"):
         summarize_by_type([res("c", 1.0, True)], {"a": "x"})
 
@@ -141,18 +177,40 @@ def test_retrieval_eval_writes_per_type_figures(tmp_path, write_dataset):
     from runners.retrieval_eval import run_retrieval_eval
 
     filler = [{"role": "user", "content": f"Tell me about topic {i} please."} for i in range(6)]
-    user_fact = [[*filler[:3], {"role": "user", "content": "I went to Paris last May.", "has_answer": True},
-                  {"role": "assistant", "content": "Nice trip!"}], filler[3:]]
-    reply_fact = [[*filler[:3], {"role": "user", "content": "Recommend a bakery in Lyon?"},
-                   {"role": "assistant", "content": "Try Boulangerie du Palais.", "has_answer": True}]]
-    rows = [make_row(qid="q1", question="When did I go to Paris?", sessions=user_fact, qtype="multi-session"),
-            make_row(qid="q2", question="Which bakery in Lyon did you recommend?", sessions=reply_fact,
-                     qtype="single-session-assistant")]
-    cfg = OmegaConf.create({
-        "dataset": {"_target_": "harness.data.longmemeval.LongMemEvalSource", "path": str(write_dataset(rows)),
-                    "question_types": None},
-        "retrieval_eval": {"presets": ["bm25"]},
-    })
+    user_fact = [
+        [
+            *filler[:3],
+            {"role": "user", "content": "I went to Paris last May.", "has_answer": True},
+            {"role": "assistant", "content": "Nice trip!"},
+        ],
+        filler[3:],
+    ]
+    reply_fact = [
+        [
+            *filler[:3],
+            {"role": "user", "content": "Recommend a bakery in Lyon?"},
+            {"role": "assistant", "content": "Try Boulangerie du Palais.", "has_answer": True},
+        ]
+    ]
+    rows = [
+        make_row(qid="q1", question="When did I go to Paris?", sessions=user_fact, qtype="multi-session"),
+        make_row(
+            qid="q2",
+            question="Which bakery in Lyon did you recommend?",
+            sessions=reply_fact,
+            qtype="single-session-assistant",
+        ),
+    ]
+    cfg = OmegaConf.create(
+        {
+            "dataset": {
+                "_target_": "harness.data.longmemeval.LongMemEvalSource",
+                "path": str(write_dataset(rows)),
+                "question_types": None,
+            },
+            "retrieval_eval": {"presets": ["bm25"]},
+        }
+    )
     md = run_retrieval_eval(cfg, tmp_path / "out")
     summary = json.loads((tmp_path / "out" / "retrieval_eval.json").read_text())
     by_type = summary["presets"]["bm25"]["by_type"]

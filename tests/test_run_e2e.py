@@ -1,4 +1,5 @@
 """The whole benchmark through the CLI against a scripted OpenAI-compatible server on loopback."""
+
 import csv
 import json
 
@@ -18,18 +19,38 @@ def responder(req):
     text = json.dumps(msgs)
     if "expert evaluator" in text:
         return completion('{"correct": false, "confidence": 0.9, "reason": "different"}')
-    if "Analyze the following conversation" in msgs[-1]["content"] if isinstance(msgs[-1].get("content"), str) else False:
+    if (
+        "Analyze the following conversation" in msgs[-1]["content"]
+        if isinstance(msgs[-1].get("content"), str)
+        else False
+    ):
         return completion("The user talked about their life.", prompt_tokens=300, completion_tokens=20)
     if req.get("tools") and not any(m["role"] == "tool" for m in msgs):
-        return completion(None, [{"id": "call_1", "name": "session_search",
-                                  "arguments": {"query": msgs[-1]["content"], "scope": "current_hidden"}}])
+        return completion(
+            None,
+            [
+                {
+                    "id": "call_1",
+                    "name": "session_search",
+                    "arguments": {"query": msgs[-1]["content"], "scope": "current_hidden"},
+                }
+            ],
+        )
     return completion("I am not sure.", prompt_tokens=500)
 
 
 def run(tmp_path, *overrides, base_url):
-    args = ["run", f"hydra.run.dir={tmp_path / 'run'}", "model=endpoint", f"model.base_url={base_url}",
-            "model.model=fake-model", f"cache.path={tmp_path / 'cache.sqlite'}", "run.progress=false",
-            "dataset.limit=2", *overrides]
+    args = [
+        "run",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        "model=endpoint",
+        f"model.base_url={base_url}",
+        "model.model=fake-model",
+        f"cache.path={tmp_path / 'cache.sqlite'}",
+        "run.progress=false",
+        "dataset.limit=2",
+        *overrides,
+    ]
     return main(args)
 
 
@@ -40,10 +61,17 @@ def test_run_writes_records_report_and_plot_then_resumes_without_model_calls(tmp
         run_dir = tmp_path / "run"
         recs = load_records(run_dir / "records.jsonl")
         assert sorted((r["question_id"], r["mode"]) for r in recs) == sorted(
-            (q, m) for q in {r["question_id"] for r in recs} for m in MODES)
+            (q, m) for q in {r["question_id"] for r in recs} for m in MODES
+        )
         assert len(recs) == 6 and all(r["status"] == "ok" for r in recs)
-        for name in ("report.md", "summary.csv", "cases.csv", "quality_vs_tokens.png", "run.json",
-                     ".hydra/config.yaml"):
+        for name in (
+            "report.md",
+            "summary.csv",
+            "cases.csv",
+            "quality_vs_tokens.png",
+            "run.json",
+            ".hydra/config.yaml",
+        ):
             assert (run_dir / name).exists(), name
         ond = [r for r in recs if r["mode"] == "summary_ondemand"]
         assert all(r["n_search"] == 1 and r["tool_calls"][0]["name"] == "session_search" for r in ond)
@@ -79,8 +107,12 @@ def test_fresh_run_dir_is_served_from_the_response_cache(tmp_path):
         n = len(srv.requests)
         assert run(tmp_path, f"hydra.run.dir={tmp_path / 'again'}", base_url=srv.base_url) == 0
         assert len(srv.requests) == n
-    a = sorted(map(_stable, load_records(tmp_path / "run" / "records.jsonl")), key=lambda r: (r["question_id"], r["mode"]))
-    b = sorted(map(_stable, load_records(tmp_path / "again" / "records.jsonl")), key=lambda r: (r["question_id"], r["mode"]))
+    a = sorted(
+        map(_stable, load_records(tmp_path / "run" / "records.jsonl")), key=lambda r: (r["question_id"], r["mode"])
+    )
+    b = sorted(
+        map(_stable, load_records(tmp_path / "again" / "records.jsonl")), key=lambda r: (r["question_id"], r["mode"])
+    )
     assert a == b
 
 
@@ -116,8 +148,17 @@ def test_a_run_dir_refuses_records_of_another_config(tmp_path, capsys):
 
 
 def test_bad_dataset_path_is_one_clear_error(tmp_path, capsys):
-    code = main(["run", f"hydra.run.dir={tmp_path / 'run'}", f"dataset.path={tmp_path / 'missing.json'}",
-                 "model=endpoint", "model.base_url=http://127.0.0.1:9/v1", "model.model=x", "run.progress=false"])
+    code = main(
+        [
+            "run",
+            f"hydra.run.dir={tmp_path / 'run'}",
+            f"dataset.path={tmp_path / 'missing.json'}",
+            "model=endpoint",
+            "model.base_url=http://127.0.0.1:9/v1",
+            "model.model=x",
+            "run.progress=false",
+        ]
+    )
     assert code == 2
     assert "missing.json: dataset file not found" in capsys.readouterr().err
 
@@ -130,16 +171,33 @@ def test_embedding_endpoint_calls_land_in_records_and_are_priced(tmp_path, monke
 
     def answer(req):
         if req["_path"].endswith("/embeddings"):
-            data = [{"object": "embedding", "index": i, "embedding": [1.0, float(len(t) % 7), 0.5]}
-                    for i, t in enumerate(req["input"])]
-            return Reply(body={"object": "list", "data": data, "model": "text-embedding-3-small",
-                               "usage": {"prompt_tokens": 10 * len(data), "total_tokens": 10 * len(data)}})
+            data = [
+                {"object": "embedding", "index": i, "embedding": [1.0, float(len(t) % 7), 0.5]}
+                for i, t in enumerate(req["input"])
+            ]
+            return Reply(
+                body={
+                    "object": "list",
+                    "data": data,
+                    "model": "text-embedding-3-small",
+                    "usage": {"prompt_tokens": 10 * len(data), "total_tokens": 10 * len(data)},
+                }
+            )
         return responder(req)
 
     with FakeOpenAIServer(answer) as srv:
         monkeypatch.setenv("OPENAI_EMBEDDING_BASE_URL", srv.base_url)
-        assert run(tmp_path, "retrieval=trpc_parity_openai", "mode=[summary_ondemand]", "judge=none",
-                   "run.concurrency=1", base_url=srv.base_url) == 0
+        assert (
+            run(
+                tmp_path,
+                "retrieval=trpc_parity_openai",
+                "mode=[summary_ondemand]",
+                "judge=none",
+                "run.concurrency=1",
+                base_url=srv.base_url,
+            )
+            == 0
+        )
         embed_requests = [r for r in srv.requests if r["_path"].endswith("/embeddings")]
     recs = load_records(tmp_path / "run" / "records.jsonl")
     assert len(recs) == 2 and all(r["status"] == "ok" for r in recs)
@@ -153,7 +211,9 @@ def test_embedding_endpoint_calls_land_in_records_and_are_priced(tmp_path, monke
     assert cost == pytest.approx(sum(c["usage"]["prompt_tokens"] for c in logged) * 0.02 / 1e6)
     assert "embedding $/case" in (tmp_path / "run" / "report.md").read_text()
     retrieval = json.loads((tmp_path / "run" / "run.json").read_text())["retrieval"]
-    assert retrieval["preset"] == "trpc_parity_openai" and retrieval["embedder"].startswith("openai:text-embedding-3-small")
+    assert retrieval["preset"] == "trpc_parity_openai" and retrieval["embedder"].startswith(
+        "openai:text-embedding-3-small"
+    )
 
 
 def test_fingerprint_ignores_null_settings_and_what_does_not_change_results():
@@ -161,7 +221,9 @@ def test_fingerprint_ignores_null_settings_and_what_does_not_change_results():
 
     from runners.replay import fingerprint
 
-    base = OmegaConf.create({"dataset": {"name": "s", "limit": 3}, "run": {"concurrency": 1}, "generation": {"seed": 0}})
+    base = OmegaConf.create(
+        {"dataset": {"name": "s", "limit": 3}, "run": {"concurrency": 1}, "generation": {"seed": 0}}
+    )
     same = OmegaConf.merge(base, {"dataset": {"sample_seed": None}, "run": {"concurrency": 8}})
     assert fingerprint(same) == fingerprint(base)  # a new optional key (null) and the concurrency change nothing
     assert fingerprint(OmegaConf.merge(base, {"dataset": {"sample_seed": 1}})) != fingerprint(base)

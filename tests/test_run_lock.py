@@ -1,4 +1,5 @@
 """One writer per run directory (flock on RUN_DIR/run.lock), and at most one scored record per (case, mode)."""
+
 import json
 import os
 import signal
@@ -19,8 +20,10 @@ from runners.cli import main
 from tests.test_crash_resume import MODES, N_CASES, answer, args, dataset
 
 REPO = Path(__file__).resolve().parents[1]
-HOLD = "import sys, time\nfrom harness.runlock import run_dir_lock\nwith run_dir_lock(sys.argv[1]):\n" \
-       "    print('locked', flush=True)\n    time.sleep(120)\n"
+HOLD = (
+    "import sys, time\nfrom harness.runlock import run_dir_lock\nwith run_dir_lock(sys.argv[1]):\n"
+    "    print('locked', flush=True)\n    time.sleep(120)\n"
+)
 
 
 def _spawn(argv, **kw) -> subprocess.Popen:
@@ -30,7 +33,9 @@ def _spawn(argv, **kw) -> subprocess.Popen:
 
 def test_second_holder_is_refused_naming_the_directory_and_the_pid(tmp_path):
     with run_dir_lock(tmp_path / "run"):
-        with pytest.raises(RunDirLocked, match=rf"{tmp_path / 'run'}: another lme-harness process \(pid {os.getpid()}\)"):
+        with pytest.raises(
+            RunDirLocked, match=rf"{tmp_path / 'run'}: another lme-harness process \(pid {os.getpid()}\)"
+        ):
             with run_dir_lock(tmp_path / "run"):
                 pass
     assert not (tmp_path / "run" / "run.lock").exists()  # removed on release: a run leaves no lock file behind
@@ -48,7 +53,9 @@ def test_a_lock_left_by_a_killed_process_does_not_block(tmp_path, capsys):
             assert holder.stdout.readline().strip() == "locked"
             assert main(argv) == 2
             assert f"{run_dir}: another lme-harness process (pid {holder.pid})" in capsys.readouterr().err
-            assert not srv.requests and not (run_dir / "records.jsonl").exists() and not (run_dir / "FAILED.txt").exists()
+            assert (
+                not srv.requests and not (run_dir / "records.jsonl").exists() and not (run_dir / "FAILED.txt").exists()
+            )
         finally:
             holder.send_signal(signal.SIGKILL)
             holder.wait()
@@ -72,7 +79,9 @@ def test_two_runs_on_one_directory_one_refuses_and_every_pair_is_run_and_recorde
             deadline = time.monotonic() + 120
             while not srv.requests and first.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.05)
-            assert srv.requests, f"the first run made no request: {first.stderr.read().decode() if first.poll() is not None else 'timeout'}"
+            assert srv.requests, (
+                f"the first run made no request: {first.stderr.read().decode() if first.poll() is not None else 'timeout'}"
+            )
             assert main(argv) == 2  # refused
             assert f"{tmp_path / 'run'}: another lme-harness process (pid {first.pid})" in capsys.readouterr().err
             assert first.wait(timeout=300) == 0
@@ -82,8 +91,11 @@ def test_two_runs_on_one_directory_one_refuses_and_every_pair_is_run_and_recorde
                 first.wait()
     # every model call of one run, once: long_context and summary answer once per case, summary_ondemand searches
     # then answers, one shared summary per case
-    assert Counter(request_kind(r) for r in srv.requests) == {"answer": 2 * N_CASES, "tool_answer": 2 * N_CASES,
-                                                              "summary": N_CASES}
+    assert Counter(request_kind(r) for r in srv.requests) == {
+        "answer": 2 * N_CASES,
+        "tool_answer": 2 * N_CASES,
+        "summary": N_CASES,
+    }
     lines = [json.loads(x) for x in (tmp_path / "run" / "records.jsonl").read_text().splitlines() if x.strip()]
     assert sorted(Counter((r["question_id"], r["mode"]) for r in lines).values()) == [1] * N_CASES * len(MODES)
 
@@ -104,9 +116,11 @@ def test_the_writer_refuses_a_second_scored_record_even_from_another_writer(tmp_
 
 def test_legacy_duplicates_are_read_deterministically_and_reported(tmp_path):
     path = tmp_path / "records.jsonl"
-    rows = [{"question_id": "q1", "mode": "m", "status": "ok", "prediction": "first"},
-            {"question_id": "q1", "mode": "m", "status": "ok", "prediction": "second"},
-            {"question_id": "q1", "mode": "m", "status": "failed"}]
+    rows = [
+        {"question_id": "q1", "mode": "m", "status": "ok", "prediction": "first"},
+        {"question_id": "q1", "mode": "m", "status": "ok", "prediction": "second"},
+        {"question_id": "q1", "mode": "m", "status": "failed"},
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -1,4 +1,5 @@
 """Lexical metrics: reference parity (tRPC benchmark §6) and library-metric sanity."""
+
 from __future__ import annotations
 
 import math
@@ -6,7 +7,7 @@ import math
 import pytest
 import sacrebleu
 
-from harness.scoring import LexicalScorer, Scorer, ScoreInput
+from harness.scoring import LexicalScorer, ScoreInput, Scorer
 from harness.scoring.lexical import (
     EOS_LITERAL,
     bleu1,
@@ -26,16 +27,40 @@ from harness.scoring.lexical import (
 # Columns: prediction, reference, f1, rouge1, rouge2, rouge_l, bleu1, em.
 GO_GOLDEN = [
     ("The cat sat on the mat.", "the cat", 0.5, 0.5, 0.33333333333333337, 0.5, 0.3333333333333333, True),
-    ("You mentioned that your sister Sarah lives in Portland, Oregon.", "Portland",
-     0.18181818181818182, 0.18181818181818182, 0.0, 0.18181818181818182, 0.1, True),
+    (
+        "You mentioned that your sister Sarah lives in Portland, Oregon.",
+        "Portland",
+        0.18181818181818182,
+        0.18181818181818182,
+        0.0,
+        0.18181818181818182,
+        0.1,
+        True,
+    ),
     ("I don't have that information.", "Business Administration", 0.0, 0.0, 0.0, 0.0, 0.0, False),
-    ("It took you 45 minutes (each way) to commute.", "45 minutes each way",
-     0.6153846153846153, 0.6153846153846153, 0.5454545454545454, 0.6153846153846153, 0.4444444444444444, False),
+    (
+        "It took you 45 minutes (each way) to commute.",
+        "45 minutes each way",
+        0.6153846153846153,
+        0.6153846153846153,
+        0.5454545454545454,
+        0.6153846153846153,
+        0.4444444444444444,
+        False,
+    ),
     ("the the the the", "the cat", 0.3333333333333333, 0.3333333333333333, 0.0, 0.3333333333333333, 0.25, False),
     ("c b a", "a b c", 1.0, 1.0, 0.0, 0.3333333333333333, 1.0, False),
     ("a x b y c", "a b c", 0.7499999999999999, 0.7499999999999999, 0.0, 0.7499999999999999, 0.6, False),
-    ("Café NAÏVE 東京 ٣ snake_case", "cafe naive 東京",
-     0.2222222222222222, 0.2222222222222222, 0.0, 0.2222222222222222, 0.16666666666666666, False),
+    (
+        "Café NAÏVE 東京 ٣ snake_case",
+        "cafe naive 東京",
+        0.2222222222222222,
+        0.2222222222222222,
+        0.0,
+        0.2222222222222222,
+        0.16666666666666666,
+        False,
+    ),
     ("ΟΔΟΣ İstanbul", "οδοσ istanbul", 1.0, 1.0, 1.0, 1.0, 1.0, True),
     ("answer<｜end▁of▁sentence｜>", "answer", 1.0, 1.0, 0.0, 1.0, 1.0, True),
     ("foo<｜end▁of▁sentence｜>bar", "foo bar", 1.0, 1.0, 1.0, 1.0, 1.0, False),
@@ -204,8 +229,13 @@ class TestLexicalScorer:
         assert all(m.higher_is_better and m.description for m in scorer.metrics)
 
     def test_score_values(self):
-        item = ScoreInput("q1", "single-session-user", "Where?", "Portland",
-                          "You mentioned that your sister Sarah lives in Portland, Oregon.")
+        item = ScoreInput(
+            "q1",
+            "single-session-user",
+            "Where?",
+            "Portland",
+            "You mentioned that your sister Sarah lives in Portland, Oregon.",
+        )
         res = LexicalScorer().score(item)
         assert set(res.values) == {m.name for m in LexicalScorer.metrics}
         assert res.values["em"] == 1.0

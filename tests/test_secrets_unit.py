@@ -1,4 +1,5 @@
 """harness/secrets.py: which names and URL parts are secrets, which overrides are refused, and the log/stream masks."""
+
 import io
 import logging
 
@@ -7,15 +8,46 @@ import pytest
 from harness import secrets
 
 
-@pytest.mark.parametrize("key", ["api_key", "model.api_key", "judge.endpoint.api_key", "apikey", "API_KEY", "token",
-                                 "auth_token", "access_token", "secret", "client_secret", "password", "db_password",
-                                 "authorization", "x-api-key", "secret_key", "private_key", "credentials"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "api_key",
+        "model.api_key",
+        "judge.endpoint.api_key",
+        "apikey",
+        "API_KEY",
+        "token",
+        "auth_token",
+        "access_token",
+        "secret",
+        "client_secret",
+        "password",
+        "db_password",
+        "authorization",
+        "x-api-key",
+        "secret_key",
+        "private_key",
+        "credentials",
+    ],
+)
 def test_secret_names(key):
     assert secrets.is_secret_name(key)
 
 
-@pytest.mark.parametrize("key", ["api_key_env", "retrieval.embedder.api_key_env", "max_tokens", "token_ratio",
-                                 "max_embed_tokens", "base_url", "model", "tokenizer", "keyword_require_all"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "api_key_env",
+        "retrieval.embedder.api_key_env",
+        "max_tokens",
+        "token_ratio",
+        "max_embed_tokens",
+        "base_url",
+        "model",
+        "tokenizer",
+        "keyword_require_all",
+    ],
+)
 def test_not_secret_names(key):
     assert not secrets.is_secret_name(key)
 
@@ -37,16 +69,33 @@ def test_url_secrets_and_redaction():
     assert secrets.scrub_urls(f"failed at {url}.") == "failed at http://***@host:8000/v1?api_key=***&model=m&token=***."
 
 
-@pytest.mark.parametrize("arg", ["model.api_key=sk-literal", "model.api_key='${oc.decode:\"sk-x\"}'",
-                                 "+judge.endpoint.api_key=${oc.env:K,'sk-default-literal'}", "+foo.password=hunter22",
-                                 "model.base_url=http://h/v1?key=${oc.decode:'sk'}", "model.base_url=${oc.decode:x}"])
+@pytest.mark.parametrize(
+    "arg",
+    [
+        "model.api_key=sk-literal",
+        "model.api_key='${oc.decode:\"sk-x\"}'",
+        "+judge.endpoint.api_key=${oc.env:K,'sk-default-literal'}",
+        "+foo.password=hunter22",
+        "model.base_url=http://h/v1?key=${oc.decode:'sk'}",
+        "model.base_url=${oc.decode:x}",
+    ],
+)
 def test_refused_overrides(arg):
     assert secrets.check_overrides([arg]) and "sk-" not in " ".join(secrets.check_overrides([arg]))
 
 
-@pytest.mark.parametrize("arg", ["model.api_key=${oc.env:K}", "model.api_key='${oc.env:K,null}'", "model.api_key=null",
-                                 "judge.endpoint.api_key=${model.api_key}", "+e.api_key_env=MYKEY",
-                                 "model.base_url=http://127.0.0.1:8000/v1", "generation.max_tokens=3"])
+@pytest.mark.parametrize(
+    "arg",
+    [
+        "model.api_key=${oc.env:K}",
+        "model.api_key='${oc.env:K,null}'",
+        "model.api_key=null",
+        "judge.endpoint.api_key=${model.api_key}",
+        "+e.api_key_env=MYKEY",
+        "model.base_url=http://127.0.0.1:8000/v1",
+        "generation.max_tokens=3",
+    ],
+)
 def test_allowed_overrides(arg):
     assert secrets.check_overrides([arg]) == []
 

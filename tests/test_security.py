@@ -1,4 +1,5 @@
 """Secrets stay out of everything a run writes; dataset text cannot inject into reports; tools stay in their case."""
+
 import json
 import logging
 import secrets
@@ -13,9 +14,21 @@ from tests.conftest import make_row
 
 
 def run(tmp_path, base_url, *overrides, name="run"):
-    return main(["run", f"hydra.run.dir={tmp_path / name}", "model=endpoint", f"model.base_url={base_url}",
-                 "model.model=fake-model", f"cache.path={tmp_path / 'cache.sqlite'}", "run.progress=false",
-                 "retrieval=bm25", "client.max_retries=1", "+client.backoff_base_s=0.01", *overrides])
+    return main(
+        [
+            "run",
+            f"hydra.run.dir={tmp_path / name}",
+            "model=endpoint",
+            f"model.base_url={base_url}",
+            "model.model=fake-model",
+            f"cache.path={tmp_path / 'cache.sqlite'}",
+            "run.progress=false",
+            "retrieval=bm25",
+            "client.max_retries=1",
+            "+client.backoff_base_s=0.01",
+            *overrides,
+        ]
+    )
 
 
 def files_containing(root, needle: str) -> list[str]:
@@ -53,10 +66,22 @@ def test_a_key_written_in_a_config_file_is_masked_in_the_snapshot(tmp_path, caps
     with FakeOpenAIServer(FakeModel()) as srv:
         (extra / "leaky.yaml").write_text(
             f"name: leaky\nkind: remote\nmodel: fake-model\nbase_url: {srv.base_url}\napi_key: {canary}\n"
-            "context_window: 32768\n")
-        code = main(["run", f"hydra.run.dir={tmp_path / 'run'}", f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
-                     "model=leaky", f"cache.path={tmp_path / 'cache.sqlite'}", "run.progress=false", "retrieval=bm25",
-                     "dataset.limit=1", "mode=[long_context]", "judge=none"])
+            "context_window: 32768\n"
+        )
+        code = main(
+            [
+                "run",
+                f"hydra.run.dir={tmp_path / 'run'}",
+                f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
+                "model=leaky",
+                f"cache.path={tmp_path / 'cache.sqlite'}",
+                "run.progress=false",
+                "retrieval=bm25",
+                "dataset.limit=1",
+                "mode=[long_context]",
+                "judge=none",
+            ]
+        )
     assert code == 0 and srv.requests[0]["_auth"] == f"Bearer {canary}"
     assert canary not in capsys.readouterr().out
     assert files_containing(tmp_path / "run", canary) == []
@@ -66,9 +91,19 @@ def test_a_key_written_in_a_config_file_is_masked_in_the_snapshot(tmp_path, caps
 
 def test_dataset_and_model_text_is_escaped_in_the_html_report(tmp_path, write_dataset):
     payload = '<script>alert("x")</script><img src=x onerror=alert(1)>'
-    rows = [make_row(qid="q<1>", question=f"Where did I go? {payload}", answer=f"Paris {payload}",
-                     sessions=[[{"role": "user", "content": f"I went to Paris. {payload}"},
-                                {"role": "assistant", "content": f"Nice! {payload}"}]])]
+    rows = [
+        make_row(
+            qid="q<1>",
+            question=f"Where did I go? {payload}",
+            answer=f"Paris {payload}",
+            sessions=[
+                [
+                    {"role": "user", "content": f"I went to Paris. {payload}"},
+                    {"role": "assistant", "content": f"Nice! {payload}"},
+                ]
+            ],
+        )
+    ]
     data = write_dataset(rows, "evil.json")
     model = FakeModel(answer=lambda req: f"Paris {payload}", summary_text=f"Went to Paris {payload}")
     with FakeOpenAIServer(model) as srv:
@@ -83,12 +118,23 @@ def test_dataset_and_model_text_is_escaped_in_the_html_report(tmp_path, write_da
 def test_tool_calls_cannot_reach_another_case(tmp_path, write_dataset):
     """Each case holds a secret; the model of one case searches and loads for the other's, every scope."""
     secrets_by_case = {"qa": "zebra-alpha-417", "qb": "walrus-bravo-932"}
-    rows = [make_row(qid=q, question=f"What is my code word? (case {q})",
-                     sessions=[[{"role": "user", "content": f"My code word is {word}."},
-                                {"role": "assistant", "content": f"Got it: {word}."}],
-                               [{"role": "user", "content": "Tell me about whales."},
-                                {"role": "assistant", "content": "Whales are large."}]])
-            for q, word in secrets_by_case.items()]
+    rows = [
+        make_row(
+            qid=q,
+            question=f"What is my code word? (case {q})",
+            sessions=[
+                [
+                    {"role": "user", "content": f"My code word is {word}."},
+                    {"role": "assistant", "content": f"Got it: {word}."},
+                ],
+                [
+                    {"role": "user", "content": "Tell me about whales."},
+                    {"role": "assistant", "content": "Whales are large."},
+                ],
+            ],
+        )
+        for q, word in secrets_by_case.items()
+    ]
     data = write_dataset(rows, "two.json")
     model = FakeModel()
 
@@ -97,16 +143,38 @@ def test_tool_calls_cannot_reach_another_case(tmp_path, write_dataset):
             return model(req)
         mine = "qa" if "(case qa)" in json.dumps(req["messages"]) else "qb"
         other = secrets_by_case["qb" if mine == "qa" else "qa"]
-        calls = [{"id": f"s{i}", "name": "session_search", "arguments": {"query": other, "scope": scope}}
-                 for i, scope in enumerate(("current_hidden", "current_session", "other_sessions", "all_sessions"))]
-        calls += [{"id": f"l{i}", "name": "session_load",
-                   "arguments": {"event_id": f"e000{i}", "session_id": f"lme-{'qb' if mine == 'qa' else 'qa'}",
-                                 "before": 2, "after": 2}} for i in range(4)]
+        calls = [
+            {"id": f"s{i}", "name": "session_search", "arguments": {"query": other, "scope": scope}}
+            for i, scope in enumerate(("current_hidden", "current_session", "other_sessions", "all_sessions"))
+        ]
+        calls += [
+            {
+                "id": f"l{i}",
+                "name": "session_load",
+                "arguments": {
+                    "event_id": f"e000{i}",
+                    "session_id": f"lme-{'qb' if mine == 'qa' else 'qa'}",
+                    "before": 2,
+                    "after": 2,
+                },
+            }
+            for i in range(4)
+        ]
         return completion(None, calls)
 
     with FakeOpenAIServer(prober) as srv:
-        assert run(tmp_path, srv.base_url, f"dataset.path={data}", "dataset.sha256=null", "run.concurrency=2",
-                   "mode=[summary_ondemand]", "judge=none") == 0
+        assert (
+            run(
+                tmp_path,
+                srv.base_url,
+                f"dataset.path={data}",
+                "dataset.sha256=null",
+                "run.concurrency=2",
+                "mode=[summary_ondemand]",
+                "judge=none",
+            )
+            == 0
+        )
     seen = 0
     for q in srv.requests:
         tool_text = " ".join(m["content"] for m in q.get("messages", []) if m.get("role") == "tool")

@@ -4,6 +4,7 @@ stop within seconds (exit 4, records kept, the same command resumes) instead of 
 The server is a stand-in process (an OpenAI-compatible fake) launched through `LlamaServer(command=...)`, the
 same process lifecycle as llama.cpp's; the slow variant kills the real embedded model.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -32,7 +33,7 @@ N_CASES = 4
 
 # argv: PORT BEHAVIOUR. ok: FakeModel answers (0.15 s a reply); segv-on-chat: the first POST kills the process
 # with SIGSEGV (a runtime that loads but cannot compute); http500: every POST answers 500.
-STAND_IN = textwrap.dedent('''
+STAND_IN = textwrap.dedent("""
     import os, signal, sys, time
     from harness.testing.fake_openai import FakeOpenAIServer, Reply
     from harness.testing.faults import FakeModel
@@ -52,7 +53,7 @@ STAND_IN = textwrap.dedent('''
     with FakeOpenAIServer(responder, port=port, record=False):
         while True:
             time.sleep(60)
-''')
+""")
 
 
 @pytest.fixture
@@ -62,7 +63,12 @@ def weights(tmp_path, monkeypatch) -> dict[str, str]:
     data = b"stand-in weights"
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "standin.gguf").write_bytes(data)
-    return {"name": "standin", "file": "standin.gguf", "sha256": hashlib.sha256(data).hexdigest(), "size": str(len(data))}
+    return {
+        "name": "standin",
+        "file": "standin.gguf",
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "size": str(len(data)),
+    }
 
 
 @pytest.fixture
@@ -75,8 +81,9 @@ def stand_in(tmp_path, monkeypatch):
 
     class StandIn(LlamaServer):
         def __init__(self, spec, **kw):
-            super().__init__(spec, command=lambda port: [sys.executable, str(script), str(port), behaviour["now"]],
-                             **kw)
+            super().__init__(
+                spec, command=lambda port: [sys.executable, str(script), str(port), behaviour["now"]], **kw
+            )
             servers.append(self)
 
     monkeypatch.setattr(local_server, "LlamaServer", StandIn)
@@ -84,14 +91,20 @@ def stand_in(tmp_path, monkeypatch):
     def use(b: str) -> list[LlamaServer]:
         behaviour["now"] = b
         return servers
+
     return use
 
 
 def dataset(tmp_path: Path, n_cases: int = N_CASES) -> Path:
     rows = []
     for i in range(n_cases):
-        sessions = [[{"role": "user", "content": f"In session {s} I bought item {s} for project {i}."},
-                     {"role": "assistant", "content": f"Noted, item {s}."}] for s in range(3)]
+        sessions = [
+            [
+                {"role": "user", "content": f"In session {s} I bought item {s} for project {i}."},
+                {"role": "assistant", "content": f"Noted, item {s}."},
+            ]
+            for s in range(3)
+        ]
         rows.append(make_row(qid=f"q{i}", question="What did I buy in session 1?", answer="item 1", sessions=sessions))
     p = tmp_path / "data.json"
     p.write_text(json.dumps(rows))
@@ -99,15 +112,24 @@ def dataset(tmp_path: Path, n_cases: int = N_CASES) -> Path:
 
 
 def run_args(tmp_path: Path, weights: dict[str, str]) -> list[str]:
-    return ["run", f"hydra.run.dir={tmp_path / 'run'}", "model=smollm2_135m",
-            *[f"model.{k}={v}" for k, v in weights.items()], f"dataset.path={dataset(tmp_path)}",
-            "dataset.sha256=null", "dataset.limit=null", "cache.enabled=false", "run.progress=false",
-            "run.concurrency=1", "retrieval=bm25"]
+    return [
+        "run",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        "model=smollm2_135m",
+        *[f"model.{k}={v}" for k, v in weights.items()],
+        f"dataset.path={dataset(tmp_path)}",
+        "dataset.sha256=null",
+        "dataset.limit=null",
+        "cache.enabled=false",
+        "run.progress=false",
+        "run.concurrency=1",
+        "retrieval=bm25",
+    ]
 
 
-
-def sigsegv_after_records(records: Path, n: int, servers: list, *, timeout_s: float = 120,
-                          poll_s: float = 0.02) -> tuple[threading.Thread, dict]:
+def sigsegv_after_records(
+    records: Path, n: int, servers: list, *, timeout_s: float = 120, poll_s: float = 0.02
+) -> tuple[threading.Thread, dict]:
     """Start a thread that SIGSEGVs the first server once `records` holds `n` lines. Returns (thread, killed):
     killed["before"] is the records file's bytes at the kill, killed["at"] its monotonic time."""
     killed: dict = {}
@@ -126,8 +148,10 @@ def sigsegv_after_records(records: Path, n: int, servers: list, *, timeout_s: fl
     thread.start()
     return thread, killed
 
-def test_a_server_that_segfaults_on_its_first_completion_fails_the_run_before_any_case(tmp_path, weights, stand_in,
-                                                                                       capsys):
+
+def test_a_server_that_segfaults_on_its_first_completion_fails_the_run_before_any_case(
+    tmp_path, weights, stand_in, capsys
+):
     servers = stand_in("segv-on-chat")
     assert main(run_args(tmp_path, weights)) == 2
     err = capsys.readouterr().err
@@ -141,8 +165,9 @@ def test_a_server_that_segfaults_on_its_first_completion_fails_the_run_before_an
     assert len(servers) == 1 and servers[0].pid is None  # stopped
 
 
-def test_a_server_that_errors_on_its_first_completion_fails_the_run_before_any_case(tmp_path, weights, stand_in,
-                                                                                    capsys):
+def test_a_server_that_errors_on_its_first_completion_fails_the_run_before_any_case(
+    tmp_path, weights, stand_in, capsys
+):
     stand_in("http500")
     assert main(run_args(tmp_path, weights)) == 2
     err = capsys.readouterr().err
@@ -151,7 +176,8 @@ def test_a_server_that_errors_on_its_first_completion_fails_the_run_before_any_c
 
 
 def test_server_killed_by_sigsegv_mid_run_stops_within_seconds_then_the_same_command_resumes(
-        tmp_path, weights, stand_in, capsys):
+    tmp_path, weights, stand_in, capsys
+):
     servers = stand_in("ok")
     args = run_args(tmp_path, weights)
     records = tmp_path / "run" / "records.jsonl"
@@ -176,7 +202,8 @@ def test_server_killed_by_sigsegv_mid_run_stops_within_seconds_then_the_same_com
     assert main(args) == 0
     final = load_records(records)
     assert sorted((r["question_id"], r["mode"]) for r in final) == sorted(
-        (f"q{i}", m) for i in range(N_CASES) for m in MODES)
+        (f"q{i}", m) for i in range(N_CASES) for m in MODES
+    )
     assert records.read_bytes().startswith(after)
     assert all(r["status"] == "ok" for r in final)
 
@@ -188,8 +215,9 @@ def test_a_dead_server_is_a_server_died_at_once_not_retried(tmp_path, weights, s
     srv = local_server.LlamaServer(spec, log_path=log).start()
     try:
         assert srv.exit_status() is None and srv.died() is None
-        client = LLMClient(base_url=srv.base_url, model="fake-model", max_retries=4, backoff_base_s=5.0,
-                           liveness=srv.died)
+        client = LLMClient(
+            base_url=srv.base_url, model="fake-model", max_retries=4, backoff_base_s=5.0, liveness=srv.died
+        )
         assert client.chat([{"role": "user", "content": "hi"}]).content
         os.kill(servers[0].pid, signal.SIGSEGV)
         t0 = time.monotonic()
@@ -226,10 +254,21 @@ def test_real_embedded_server_killed_by_sigsegv_mid_run_stops_then_resumes(tmp_p
 
     monkeypatch.setattr(local_server, "LlamaServer", Recorded)
     # Two tiny cases, one mode: short prompts keep it quick on a loaded CPU (the oracle's are ~3,500 tokens).
-    args = ["run", "model=smollm2_135m", f"dataset.path={dataset(tmp_path, 2)}", "dataset.sha256=null",
-            "dataset.limit=null", "mode=[long_context]", f"hydra.run.dir={tmp_path / 'run'}",
-            f"cache.path={tmp_path / 'cache.sqlite'}", "run.progress=false", "run.concurrency=1",
-            "generation.max_tokens=8", "judge=none", "retrieval=bm25"]
+    args = [
+        "run",
+        "model=smollm2_135m",
+        f"dataset.path={dataset(tmp_path, 2)}",
+        "dataset.sha256=null",
+        "dataset.limit=null",
+        "mode=[long_context]",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        f"cache.path={tmp_path / 'cache.sqlite'}",
+        "run.progress=false",
+        "run.concurrency=1",
+        "generation.max_tokens=8",
+        "judge=none",
+        "retrieval=bm25",
+    ]
     records = tmp_path / "run" / "records.jsonl"
     _, killed = sigsegv_after_records(records, 1, servers, timeout_s=600, poll_s=0.05)
     assert main(args) == EXIT_STOPPED

@@ -1,4 +1,5 @@
 """Every numeric setting is validated once, before anything runs; each error names its key."""
+
 from pathlib import Path
 
 import pytest
@@ -10,21 +11,24 @@ from tests.test_bad_inputs import left_behind, one_error_line, run
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
-@pytest.mark.parametrize("override,culprit", [
-    ("dataset.limit=abc", "dataset.limit must be an integer >= 0, got 'abc'"),
-    ("dataset.limit=-2", "dataset.limit must be an integer >= 0, got -2"),
-    ("dataset.sample_seed=1.5", "dataset.sample_seed must be an integer, got 1.5"),
-    ("generation.max_tokens=0", "generation.max_tokens must be an integer >= 1, got 0"),
-    ("generation.max_tokens=-5", "generation.max_tokens must be an integer >= 1, got -5"),
-    ("summarizer.max_tokens=-1", "summarizer.max_tokens must be an integer >= 1, got -1"),
-    ("client.timeout_s=0", "client.timeout_s must be a number > 0, got 0"),
-    ("generation.temperature=3", "generation.temperature must be a number >= 0 and <= 2, got 3"),
-    ("summarizer.temperature=-0.1", "summarizer.temperature must be a number >= 0 and <= 2, got -0.1"),
-    ("generation.seed=abc", "generation.seed must be an integer, got 'abc'"),
-    ("mode.long_context.max_events=0", "mode.long_context.max_events must be an integer >= 1, got 0"),
-    ("summarizer.max_event_chars=true", "summarizer.max_event_chars must be an integer >= 1, got True"),
-    ("client.timeout_s=nan", "client.timeout_s must be a number > 0, got nan"),
-])
+@pytest.mark.parametrize(
+    "override,culprit",
+    [
+        ("dataset.limit=abc", "dataset.limit must be an integer >= 0, got 'abc'"),
+        ("dataset.limit=-2", "dataset.limit must be an integer >= 0, got -2"),
+        ("dataset.sample_seed=1.5", "dataset.sample_seed must be an integer, got 1.5"),
+        ("generation.max_tokens=0", "generation.max_tokens must be an integer >= 1, got 0"),
+        ("generation.max_tokens=-5", "generation.max_tokens must be an integer >= 1, got -5"),
+        ("summarizer.max_tokens=-1", "summarizer.max_tokens must be an integer >= 1, got -1"),
+        ("client.timeout_s=0", "client.timeout_s must be a number > 0, got 0"),
+        ("generation.temperature=3", "generation.temperature must be a number >= 0 and <= 2, got 3"),
+        ("summarizer.temperature=-0.1", "summarizer.temperature must be a number >= 0 and <= 2, got -0.1"),
+        ("generation.seed=abc", "generation.seed must be an integer, got 'abc'"),
+        ("mode.long_context.max_events=0", "mode.long_context.max_events must be an integer >= 1, got 0"),
+        ("summarizer.max_event_chars=true", "summarizer.max_event_chars must be an integer >= 1, got True"),
+        ("client.timeout_s=nan", "client.timeout_s must be a number > 0, got nan"),
+    ],
+)
 def test_bad_numeric_settings_name_their_key_before_anything_runs(tmp_path, capsys, override, culprit):
     assert run(tmp_path, override) == 2
     assert culprit in one_error_line(capsys.readouterr().err)
@@ -68,8 +72,14 @@ def test_every_numeric_setting_in_configs_has_a_rule():
 def test_valid_values_pass_and_nulls_use_defaults():
     from omegaconf import OmegaConf
 
-    cfg = OmegaConf.create({"run": {"concurrency": 2}, "client": {"concurrency": 4, "max_retries": 0, "timeout_s": 0.5},
-                            "generation": {"temperature": 0, "max_tokens": None}, "dataset": {"limit": 0}})
+    cfg = OmegaConf.create(
+        {
+            "run": {"concurrency": 2},
+            "client": {"concurrency": 4, "max_retries": 0, "timeout_s": 0.5},
+            "generation": {"temperature": 0, "max_tokens": None},
+            "dataset": {"limit": 0},
+        }
+    )
     validate_settings(cfg)
     cfg.client.timeout_s = None
     with pytest.raises(RunConfigError, match="client.timeout_s is required"):

@@ -1,12 +1,13 @@
 """dataset.shard=I/N splits a run into disjoint parts; `lme-harness merge` makes one run of them whose
 records equal the serial run's."""
+
 import pytest
 
 from harness.data.longmemeval import DataError, parse_shard, shard_cases
-from runners.cli import main
-from tests.test_crash_resume import MODES, N_CASES, answer, args, dataset, stable_records
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
+from runners.cli import main
+from tests.test_crash_resume import MODES, N_CASES, answer, args, dataset, stable_records
 
 
 def test_shards_are_disjoint_and_together_the_whole_selection():

@@ -1,4 +1,5 @@
 """Bootstrap CIs, paired bootstrap, exact McNemar and win/loss/tie on known inputs."""
+
 from __future__ import annotations
 
 import math
@@ -17,7 +18,9 @@ def test_bootstrap_is_deterministic_and_brackets_the_mean():
     assert a.mean == pytest.approx(float(x.mean()))
     # the percentile interval of a mean is close to the normal one for n = 70
     se = x.std(ddof=1) / math.sqrt(len(x))
-    assert a.lo == pytest.approx(x.mean() - 1.96 * se, abs=0.02) and a.hi == pytest.approx(x.mean() + 1.96 * se, abs=0.02)
+    assert a.lo == pytest.approx(x.mean() - 1.96 * se, abs=0.02) and a.hi == pytest.approx(
+        x.mean() + 1.96 * se, abs=0.02
+    )
     assert bootstrap_ci(x, seed=7) != a  # the seed is what makes it reproducible
     narrow = bootstrap_ci(x, level=0.5)
     assert a.lo < narrow.lo < narrow.hi < a.hi
@@ -62,14 +65,17 @@ def test_paired_bootstrap_is_narrower_than_unpaired_for_correlated_sides():
     assert paired.hi - paired.lo < unpaired_width / 5
 
 
-@pytest.mark.parametrize("b, c, p", [
-    (10, 2, 2 * (1 + 12 + 66) / 4096),  # 0.0386
-    (0, 6, 2 / 64),
-    (5, 5, 1.0),
-    (0, 0, 1.0),
-    (3, 4, 1.0),
-    (1, 0, 1.0),
-])
+@pytest.mark.parametrize(
+    "b, c, p",
+    [
+        (10, 2, 2 * (1 + 12 + 66) / 4096),  # 0.0386
+        (0, 6, 2 / 64),
+        (5, 5, 1.0),
+        (0, 0, 1.0),
+        (3, 4, 1.0),
+        (1, 0, 1.0),
+    ],
+)
 def test_mcnemar_exact_known_values(b, c, p):
     assert mcnemar_exact(b, c) == pytest.approx(p, rel=1e-12)
     assert mcnemar_exact(c, b) == pytest.approx(p, rel=1e-12)

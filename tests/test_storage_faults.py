@@ -1,4 +1,5 @@
 """Corrupt stores and full disks end in one error naming the file and what to do; nothing recorded is lost."""
+
 import errno
 import json
 import warnings
@@ -20,13 +21,21 @@ GARBAGE = b"this is not a database\n" * 50
 
 @pytest.mark.parametrize("which", ["cache", "store", "index"])
 def test_a_corrupt_cache_or_store_is_one_error_before_any_case_runs(tmp_path, capsys, which):
-    path = {"cache": tmp_path / "cache.sqlite", "store": tmp_path / "run" / "session_store.sqlite",
-            "index": tmp_path / "index" / "retrieval_index.sqlite"}[which]
+    path = {
+        "cache": tmp_path / "cache.sqlite",
+        "store": tmp_path / "run" / "session_store.sqlite",
+        "index": tmp_path / "index" / "retrieval_index.sqlite",
+    }[which]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(GARBAGE)
     with FakeOpenAIServer(FakeModel()) as srv:
-        code = run(tmp_path, "dataset.limit=1", "mode=[summary_ondemand]", f"retrieval.store={tmp_path / 'index' / 'retrieval_index.sqlite'}",
-                   base_url=srv.base_url)
+        code = run(
+            tmp_path,
+            "dataset.limit=1",
+            "mode=[summary_ondemand]",
+            f"retrieval.store={tmp_path / 'index' / 'retrieval_index.sqlite'}",
+            base_url=srv.base_url,
+        )
     line = one_error_line(capsys.readouterr().err)
     assert code == 2 and str(path) in line and "Move it aside or delete it" in line
     assert not srv.requests  # no case ran: no pair "failed" with zero calls
@@ -36,7 +45,7 @@ def test_a_corrupt_cache_or_store_is_one_error_before_any_case_runs(tmp_path, ca
 
 def _damage_pages(path, offset=200_000):
     data = bytearray(path.read_bytes())
-    data[offset:offset + 4096] = b"\xab" * 4096
+    data[offset : offset + 4096] = b"\xab" * 4096
     path.write_bytes(bytes(data))
     return bytes(data)
 
@@ -48,8 +57,11 @@ def test_damage_inside_a_cache_file_is_found_when_it_is_opened(tmp_path):
         cache.put(str(i), {"content": "x" * 500})
     cache.close()
     damaged = _damage_pages(path)
-    with pytest.raises(StorageError, match=r"c\.sqlite: the response cache is not a usable SQLite database "
-                                           r"\(integrity check failed"):
+    with pytest.raises(
+        StorageError,
+        match=r"c\.sqlite: the response cache is not a usable SQLite database "
+        r"\(integrity check failed",
+    ):
         ResponseCache(path)
     assert path.read_bytes() == damaged
 
@@ -73,7 +85,9 @@ def test_an_index_store_with_a_foreign_schema_or_damaged_pages_is_refused(tmp_pa
     with sqlite3.connect(path) as db:
         db.execute("CREATE TABLE tokens (x TEXT)")
     before = path.read_bytes()
-    with pytest.raises(StorageError, match=r"i\.sqlite: the retrieval index store is not a usable .*\(table tokens has columns"):
+    with pytest.raises(
+        StorageError, match=r"i\.sqlite: the retrieval index store is not a usable .*\(table tokens has columns"
+    ):
         IndexStore(path)
     assert path.read_bytes() == before
     good = tmp_path / "g.sqlite"

@@ -4,6 +4,7 @@ Records equal the SQLite run's; two processes sharing one database make each mod
 or a database without `vector` is one error before any case; a restart mid-run fails the pairs in flight
 with a clear error and the same command resumes.
 """
+
 import json
 import os
 import subprocess
@@ -25,7 +26,7 @@ from harness.testing.fake_openai import FakeOpenAIServer, Reply
 from harness.testing.faults import FakeModel
 from runners import stores
 from runners.cli import main
-from tests.test_crash_resume import N_CASES, MODES, answer, args, dataset, stable_records
+from tests.test_crash_resume import MODES, N_CASES, answer, args, dataset, stable_records
 
 pytestmark = pytest.mark.postgres
 REPO = Path(__file__).resolve().parents[1]
@@ -40,8 +41,12 @@ def db_dsn(pg_server, request):
 
 
 def pg_args(tmp_path, base_url, data, name, dsn):
-    return args(tmp_path, base_url, data, name) + ["judge=none", "store=postgres", f"store.dsn={dsn}",
-                                                   "cache.enabled=true"]
+    return args(tmp_path, base_url, data, name) + [
+        "judge=none",
+        "store=postgres",
+        f"store.dsn={dsn}",
+        "cache.enabled=true",
+    ]
 
 
 def test_postgres_run_records_equal_the_sqlite_run_and_a_rerun_makes_no_call(tmp_path, db_dsn):
@@ -75,10 +80,22 @@ def test_two_processes_sharing_one_database_make_each_model_call_once(tmp_path, 
         serial = Counter(json.dumps(r, sort_keys=True) for r in ref.requests)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     with FakeOpenAIServer(slow) as srv:
-        procs = [subprocess.Popen([sys.executable, "-m", "runners.cli",
-                                   *pg_args(tmp_path, srv.base_url, data, f"p{i}", db_dsn), "run.concurrency=2"],
-                                  cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-                 for i in range(2)]
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "runners.cli",
+                    *pg_args(tmp_path, srv.base_url, data, f"p{i}", db_dsn),
+                    "run.concurrency=2",
+                ],
+                cwd=REPO,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            for i in range(2)
+        ]
         errs = [p.communicate(timeout=300)[1].decode() for p in procs]
         assert [p.returncode for p in procs] == [0, 0], errs
         made = Counter(json.dumps(r, sort_keys=True) for r in srv.requests)
@@ -98,8 +115,10 @@ def test_session_store_round_trips_and_concurrent_writes_never_duplicate_rows(db
 
     db = PgDatabase(db_dsn)
     db.check()
-    events = [Event(id=f"e{i}", index=i, role="user", author="user", content=f"turn {i}", timestamp=float(i))
-              for i in range(5)]
+    events = [
+        Event(id=f"e{i}", index=i, role="user", author="user", content=f"turn {i}", timestamp=float(i))
+        for i in range(5)
+    ]
     session = Session("s1", "u1", "app", events)
     a, b = PgSessionStore(db, "fpA"), PgSessionStore(db, "fpB")
     with ThreadPoolExecutor(4) as pool:  # four writers of the same session at once
@@ -119,8 +138,9 @@ def test_session_store_round_trips_and_concurrent_writes_never_duplicate_rows(db
     db.close()
 
 
-def test_wrong_dsn_is_one_error_before_any_case_naming_the_dsn_without_password(tmp_path, pg_server, capsys,
-                                                                                  monkeypatch):
+def test_wrong_dsn_is_one_error_before_any_case_naming_the_dsn_without_password(
+    tmp_path, pg_server, capsys, monkeypatch
+):
     data = dataset(tmp_path)
     monkeypatch.setenv("LME_PG_PASSWORD", "hunter2-secret-pw")
     bad = f"postgresql://lme@127.0.0.1:{pg_server.port}/no_such_db"
@@ -143,7 +163,10 @@ def test_database_without_the_vector_extension_is_one_error_before_any_case(tmp_
         assert main(pg_args(tmp_path, srv.base_url, data, "nov", dsn)) == 2
         assert not srv.requests
     err = capsys.readouterr().err
-    assert f"PostgreSQL postgresql://***@127.0.0.1:{pg_server.port}/novector: the database has no `vector` extension" in err
+    assert (
+        f"PostgreSQL postgresql://***@127.0.0.1:{pg_server.port}/novector: the database has no `vector` extension"
+        in err
+    )
     assert "CREATE EXTENSION vector" in err
     assert not (tmp_path / "nov" / "records.jsonl").exists()
     stores.release()
@@ -166,8 +189,12 @@ def test_database_restarted_mid_run_fails_the_pairs_in_flight_and_the_same_comma
             assert main(argv + ["run.max_consecutive_failures=0"]) == 3
             recs = load_records(tmp_path / "restart" / "records.jsonl")
             failed = [r for r in recs if r["status"] == "failed"]
-            assert failed and all("StorageError: PostgreSQL postgresql://" in r["error"] and "unreachable" in r["error"]
-                                  and "run the same command again" in r["error"] for r in failed)
+            assert failed and all(
+                "StorageError: PostgreSQL postgresql://" in r["error"]
+                and "unreachable" in r["error"]
+                and "run the same command again" in r["error"]
+                for r in failed
+            )
         finally:  # the session's server, for the other tests too
             if seen["n"] >= 4:
                 pg_server.start()
@@ -179,8 +206,10 @@ def test_database_restarted_mid_run_fails_the_pairs_in_flight_and_the_same_comma
 def test_index_store_vectors_round_trip_exactly_and_fts_runs_plainto_tsquery(db_dsn):
     db = PgDatabase(db_dsn)
     db.check()
-    events = [Event(id=f"e{i}", index=i, role="user", author="user", content=t, timestamp=float(i))
-              for i, t in enumerate(["The cats were running home.", "A dog sleeps.", "My cat runs fast, cats run."])]
+    events = [
+        Event(id=f"e{i}", index=i, role="user", author="user", content=t, timestamp=float(i))
+        for i, t in enumerate(["The cats were running home.", "A dog sleeps.", "My cat runs fast, cats run."])
+    ]
     docs = build_docs(events)
 
     class Emb:
@@ -196,8 +225,12 @@ def test_index_store_vectors_round_trip_exactly_and_fts_runs_plainto_tsquery(db_
     hits = loaded.keyword_search("running cat", np.ones(3, bool), 5, require_all=True)
     assert [i for i, _ in hits] == [2, 0]  # stems match ('run', 'cat'); doc 1 lacks them; ts_rank orders
     with db.conn() as c:
-        ranks = dict(c.execute("SELECT pos, ts_rank(to_tsvector('english', content), plainto_tsquery('english', "
-                               "'running cat')) FROM lme_index_docs WHERE key='k1'").fetchall())
+        ranks = dict(
+            c.execute(
+                "SELECT pos, ts_rank(to_tsvector('english', content), plainto_tsquery('english', "
+                "'running cat')) FROM lme_index_docs WHERE key='k1'"
+            ).fetchall()
+        )
     assert [s for _, s in hits] == pytest.approx([ranks[2], ranks[0]])
     db.close()
 
@@ -207,7 +240,9 @@ def test_safe_dsn_masks_passwords_in_both_forms():
     assert safe_dsn("host=h password=pw dbname=d") == "host=h password=*** dbname=d"
     with pytest.raises(StorageError, match="store=postgres needs store.dsn"):
         PgDatabase("")
-    with pytest.raises(StorageError, match=r"store.dsn=postgresql://u:\*\*\*@h:5/d: carries a password; .*LME_PG_PASSWORD"):
+    with pytest.raises(
+        StorageError, match=r"store.dsn=postgresql://u:\*\*\*@h:5/d: carries a password; .*LME_PG_PASSWORD"
+    ):
         PgDatabase("postgresql://u:pw-inline@h:5/d")
 
 
@@ -216,8 +251,13 @@ def test_store_selection_reaches_the_index_store_and_rejects_unknown_kinds(db_ds
 
     from runners.settings import RunConfigError
 
-    cfg = OmegaConf.create({"store": {"kind": "postgres", "dsn": db_dsn, "fts": True}, "retrieval": {"store": None},
-                            "cache": {"enabled": False}})
+    cfg = OmegaConf.create(
+        {
+            "store": {"kind": "postgres", "dsn": db_dsn, "fts": True},
+            "retrieval": {"store": None},
+            "cache": {"enabled": False},
+        }
+    )
     assert stores.retrieval_overrides(cfg)["store"].fts is True
     assert stores.open_pg_cache(cfg, None) is None  # cache.enabled=false: no cache, but the database was checked
     assert stores.retrieval_overrides(OmegaConf.create({"retrieval": {"store": "x.sqlite"}})) == {}  # SQLite default

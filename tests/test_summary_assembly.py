@@ -1,4 +1,5 @@
 """Prompt assembly: injection modes and merge rules, history cap, tool-result compaction, tailoring."""
+
 from __future__ import annotations
 
 import pytest
@@ -23,8 +24,14 @@ def ev(i, role, content, **kw):
     return Event(id=f"e{i}", index=i, role=role, content=content, timestamp=1000.0 + i, **kw)
 
 
-EVENTS = [ev(0, "user", "u0"), ev(1, "assistant", "a1"), ev(2, "user", "u2"), ev(3, "assistant", "a3"),
-          ev(4, "user", "u4"), ev(5, "assistant", "a5")]
+EVENTS = [
+    ev(0, "user", "u0"),
+    ev(1, "assistant", "a1"),
+    ev(2, "user", "u2"),
+    ev(3, "assistant", "a3"),
+    ev(4, "user", "u4"),
+    ev(5, "assistant", "a5"),
+]
 
 
 def summary_at(last_id: str | None, ts: float) -> Summary:
@@ -39,7 +46,8 @@ def test_reference_wrapper_texts():
     assert format_summary_block("X") == (
         "Here is a brief summary of your previous interactions:\n\n<summary_of_previous_interactions>\nX\n"
         "</summary_of_previous_interactions>\n\nNote: this information is from previous interactions and may be "
-        "outdated. You should ALWAYS prefer information from this conversation over the past summary.\n")
+        "outdated. You should ALWAYS prefer information from this conversation over the past summary.\n"
+    )
     assert format_summary_block_user("X").startswith("Context from previous interactions:\n\n")
 
 
@@ -47,7 +55,8 @@ def test_system_injection_merges_after_blank_line_and_shows_events_after_boundar
     msgs = assemble("INSTR", summary_at("e3", 1003.0), EVENTS, "question?")
     assert msgs == [
         {"role": "system", "content": "INSTR\n\n" + format_summary_block("S")},
-        {"role": "user", "content": "u4"}, {"role": "assistant", "content": "a5"},
+        {"role": "user", "content": "u4"},
+        {"role": "assistant", "content": "a5"},
         {"role": "user", "content": "question?"},
     ]
     # The reference run: the summary covers every event, so only system + question remain.
@@ -65,8 +74,11 @@ def test_user_injection_merges_into_first_user_message():
     # No history after the boundary: merged into the current message.
     msgs = assemble("INSTR", summary_at("e5", 1005.0), EVENTS, {"role": "user", "content": "q"}, injection="user")
     assert msgs == [{"role": "system", "content": "INSTR"}, {"role": "user", "content": block + "\n\nq"}]
-    assert all(no_adjacent_users(assemble("I", summary_at(f"e{k}", 1000.0 + k), EVENTS, "q", injection=inj))
-               for k in range(6) for inj in ("system", "user"))
+    assert all(
+        no_adjacent_users(assemble("I", summary_at(f"e{k}", 1000.0 + k), EVENTS, "q", injection=inj))
+        for k in range(6)
+        for inj in ("system", "user")
+    )
 
 
 def test_user_injection_inserts_a_user_message_when_there_is_none():
@@ -95,14 +107,24 @@ def test_history_cap_never_drops_events_after_the_boundary():
 
 
 def tool_round(i: int, result: str) -> list[dict]:
-    return [{"role": "assistant", "content": None,
-             "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": "search", "arguments": "{}"}}]},
-            {"role": "tool", "content": result, "tool_call_id": f"c{i}"}]
+    return [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": "search", "arguments": "{}"}}],
+        },
+        {"role": "tool", "content": result, "tool_call_id": f"c{i}"},
+    ]
 
 
 def test_compaction_replaces_older_results_and_cuts_oversized():
-    msgs = [{"role": "system", "content": "S"}, {"role": "user", "content": "q"},
-            *tool_round(1, "old result"), *tool_round(2, "older? no, newer"), *tool_round(3, "H" * 50 + "T" * 50)]
+    msgs = [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "q"},
+        *tool_round(1, "old result"),
+        *tool_round(2, "older? no, newer"),
+        *tool_round(3, "H" * 50 + "T" * 50),
+    ]
     out = compact_tool_results(msgs, keep_recent=2, max_result_tokens=20, token_counter=CHARS)
     assert out.replaced == 1 and out.truncated == 1 and out.changed
     assert out.messages[3]["content"] == COMPACTED_PLACEHOLDER
@@ -115,10 +137,16 @@ def test_compaction_replaces_older_results_and_cuts_oversized():
 
 
 def test_tailoring_drops_oldest_rounds_keeps_system_and_current_turn():
-    msgs = [{"role": "system", "content": "S" * 10},
-            {"role": "user", "content": "u" * 20}, *tool_round(1, "r" * 20), {"role": "assistant", "content": "a" * 20},
-            {"role": "user", "content": "v" * 20}, {"role": "assistant", "content": "b" * 20},
-            {"role": "user", "content": "now"}, *tool_round(2, "x" * 30)]
+    msgs = [
+        {"role": "system", "content": "S" * 10},
+        {"role": "user", "content": "u" * 20},
+        *tool_round(1, "r" * 20),
+        {"role": "assistant", "content": "a" * 20},
+        {"role": "user", "content": "v" * 20},
+        {"role": "assistant", "content": "b" * 20},
+        {"role": "user", "content": "now"},
+        *tool_round(2, "x" * 30),
+    ]
     full = CHARS.count_messages(msgs)
     assert tailor(msgs, full, CHARS).dropped == 0
     out = tailor(msgs, full - 1, CHARS)

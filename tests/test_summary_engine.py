@@ -1,13 +1,15 @@
 """Summarizer behaviour against a scripted model: prompts, formatting, boundary and delta,
 incremental summaries, hooks, SkipRecent, triggers, cache-safe forking, tokens."""
+
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytest
 
 from harness.llm.types import Usage
-from harness.testing.faults import FakeModel
+from harness.prompts.summary import trpc_default_template
 from harness.session.boundary import Summary, SummaryBoundary
 from harness.session.events import Event, Session, ToolCall
 from harness.session.skip_recent import keep_recent_rounds, safe_skip, skip_last_events
@@ -21,28 +23,29 @@ from harness.session.summary import (
     keep_summary_tag,
     pick_summary,
 )
-from harness.prompts.summary import trpc_default_template
 from harness.session.tokens import MESSAGE_OVERHEAD, ApproxCounter, ScaledCounter, o200k_counter
 from harness.session.triggers import (
+    AllOf,
+    AnyOf,
     ContextRatio,
     EventCount,
     TimeSinceLastEvent,
     TokenCount,
     TriggerContext,
-    AllOf,
-    AnyOf,
     all_of,
     any_of,
     parse_triggers,
 )
+from harness.testing.faults import FakeModel
 
 CHARS = ApproxCounter(1.0)  # 1 token per character: exact, easy arithmetic
 
 
 def ScriptedModel(replies: Sequence[str] | Callable[[list[dict]], str] = (), cached: int | None = None) -> FakeModel:
     """Answers from a script (a list, then "summary N"; or a function of the messages), recording calls."""
-    return FakeModel(script=replies, then=lambda n: f"summary {n}", usage=Usage(100, 10, cached), latency_s=0.01,
-                     model="scripted")
+    return FakeModel(
+        script=replies, then=lambda n: f"summary {n}", usage=Usage(100, 10, cached), latency_s=0.01, model="scripted"
+    )
 
 
 def ev(i: int, role: str, content: str, **kw: Any) -> Event:
@@ -58,16 +61,18 @@ def chat_session(n: int, text: str = "turn") -> Session:
 
 def tool_session() -> Session:
     s = Session("s2", "u1")
-    s.extend([
-        ev(0, "user", "find my order"),
-        ev(1, "assistant", "", tool_calls=(ToolCall("c1", "lookup", '{"q": "order"}'),)),
-        ev(2, "tool", "order #42 shipped", tool_call_id="c1", tool_name="lookup"),
-        ev(3, "assistant", "Your order #42 shipped."),
-        ev(4, "user", "thanks"),
-        ev(5, "assistant", "", tool_calls=(ToolCall("c2", "noop", "{}"),)),
-        ev(6, "tool", "ok", tool_call_id="c2", tool_name="noop"),
-        ev(7, "assistant", "Done."),
-    ])
+    s.extend(
+        [
+            ev(0, "user", "find my order"),
+            ev(1, "assistant", "", tool_calls=(ToolCall("c1", "lookup", '{"q": "order"}'),)),
+            ev(2, "tool", "order #42 shipped", tool_call_id="c1", tool_name="lookup"),
+            ev(3, "assistant", "Your order #42 shipped."),
+            ev(4, "user", "thanks"),
+            ev(5, "assistant", "", tool_calls=(ToolCall("c2", "noop", "{}"),)),
+            ev(6, "tool", "ok", tool_call_id="c2", tool_name="noop"),
+            ev(7, "assistant", "Done."),
+        ]
+    )
     return s
 
 
@@ -165,8 +170,10 @@ def test_previous_summary_of_another_filter_key_is_refused():
 
 
 def test_filter_keys_are_hierarchical():
-    summaries = {"": Summary("all", SummaryBoundary(1, "", 0, None), 0),
-                 "app": Summary("app", SummaryBoundary(1, "app", 0, None), 0)}
+    summaries = {
+        "": Summary("all", SummaryBoundary(1, "", 0, None), 0),
+        "app": Summary("app", SummaryBoundary(1, "app", 0, None), 0),
+    }
     assert pick_summary(summaries, "app/agent/x").text == "app"
     assert pick_summary(summaries, "other").text == "all"
     assert pick_summary({"app": summaries["app"]}, "other") is None
@@ -175,7 +182,8 @@ def test_filter_keys_are_hierarchical():
     keys = {"e0": "app/a", "e1": "app/b", "e2": ""}
     model = ScriptedModel()
     Summarizer(model, SummaryPrompt.trpc_default(), event_filter_key=lambda e: keys[e.id]).summarize(
-        s, force=True, filter_key="app/a")
+        s, force=True, filter_key="app/a"
+    )
     assert conversation_of(model.calls[0]) == "user: a1\nuser: a2"  # unkeyed events belong to every key
 
 
@@ -186,7 +194,8 @@ def test_history_larger_than_window_is_folded_in_chunks_that_fit():
     model = ScriptedModel(lambda msgs: f"sum{len(model.calls)}")
     window, reserve = 400, 50
     out = Summarizer(model, prompt, context_window=window, token_counter=CHARS, output_reserve=reserve).summarize(
-        session, force=True)
+        session, force=True
+    )
     assert out.chunks == len(model.calls) > 1
     seen: list[str] = []
     for i, call in enumerate(model.calls):
@@ -205,8 +214,9 @@ def test_single_event_larger_than_window_is_split_not_dropped():
     words = " ".join(f"w{i}" for i in range(300))
     session.append(ev(0, "user", words))
     model = ScriptedModel(lambda m: "s")
-    out = Summarizer(model, SummaryPrompt("{conversation_text}"), context_window=400, token_counter=CHARS,
-                     output_reserve=100).summarize(session, force=True)
+    out = Summarizer(
+        model, SummaryPrompt("{conversation_text}"), context_window=400, token_counter=CHARS, output_reserve=100
+    ).summarize(session, force=True)
     assert out.chunks > 1
     body = "".join(c["messages"][0]["content"].removeprefix("system: s\n") for c in model.calls)
     assert body.replace(" ", "") == f"user: {words}".replace(" ", "")
@@ -214,8 +224,9 @@ def test_single_event_larger_than_window_is_split_not_dropped():
 
 def test_window_too_small_for_prompt_is_an_error():
     with pytest.raises(SummaryError, match="does not fit"):
-        Summarizer(ScriptedModel(), SummaryPrompt.trpc_default(), context_window=100, token_counter=CHARS,
-                   output_reserve=10).summarize(chat_session(2), force=True)
+        Summarizer(
+            ScriptedModel(), SummaryPrompt.trpc_default(), context_window=100, token_counter=CHARS, output_reserve=10
+        ).summarize(chat_session(2), force=True)
 
 
 def test_empty_summary_is_an_error_naming_it():
@@ -234,8 +245,9 @@ def test_pre_hook_rewrites_input_and_post_hook_rewrites_output():
 
     s = Session("s", "u")
     s.append(ev(0, "user", "I live at 221B Baker Street"))
-    out = Summarizer(model, SummaryPrompt("{conversation_text}"), pre_hook=redact,
-                     post_hook=lambda t: t.upper()).summarize(s, force=True)
+    out = Summarizer(
+        model, SummaryPrompt("{conversation_text}"), pre_hook=redact, post_hook=lambda t: t.upper()
+    ).summarize(s, force=True)
     assert model.calls[0]["messages"][0]["content"] == "user: I live at [REDACTED]"
     assert [e.id for e in seen_events] == ["e0"]
     assert out.summary.text == "ALICE LIVES AT [REDACTED]"
@@ -249,7 +261,8 @@ def test_hook_failure_names_the_hook():
 
     with pytest.raises(SummaryError, match="post-summary hook .*broken"):
         Summarizer(ScriptedModel(["x"]), SummaryPrompt("{conversation_text}"), post_hook=broken).summarize(
-            chat_session(2), force=True)
+            chat_session(2), force=True
+        )
 
 
 def test_keep_summary_tag_post_hook():
@@ -258,13 +271,16 @@ def test_keep_summary_tag_post_hook():
     assert keep_summary_tag("no tags") is None
     prompt = SummaryPrompt("{conversation_text}", post_hook=keep_summary_tag)
     out = Summarizer(ScriptedModel(["<analysis>x</analysis><summary>S</summary>"]), prompt).summarize(
-        chat_session(2), force=True)
+        chat_session(2), force=True
+    )
     assert out.summary.text == "S"
 
 
 def test_generation_params_sent_only_when_set():
     model = ScriptedModel()
-    Summarizer(model, SummaryPrompt.trpc_default(), max_tokens=256, temperature=0.0).summarize(chat_session(2), force=True)
+    Summarizer(model, SummaryPrompt.trpc_default(), max_tokens=256, temperature=0.0).summarize(
+        chat_session(2), force=True
+    )
     assert model.calls[0]["params"] == {"max_tokens": 256, "temperature": 0.0}
 
 
@@ -292,12 +308,14 @@ def test_summarizer_leaves_recent_rounds_raw():
     session = tool_session()
     model = ScriptedModel()
     out = Summarizer(model, SummaryPrompt("{conversation_text}"), skip_recent=keep_recent_rounds(1)).summarize(
-        session, force=True)
+        session, force=True
+    )
     assert out.summary.boundary.last_event_id == "e3" and out.input_events == 4
     assert "thanks" not in model.calls[0]["messages"][0]["content"]
     # A user-supplied SkipRecent that would split a pair is widened too.
     out = Summarizer(ScriptedModel(), SummaryPrompt("{conversation_text}"), skip_recent=lambda ev_: 6).summarize(
-        session, force=True)
+        session, force=True
+    )
     assert out.summary.boundary.last_event_id == "e0"
 
 
@@ -364,15 +382,22 @@ def test_trigger_spec_strings_for_the_command_line():
 
 # --- cache-safe forking ----------------------------------------------------------------------------
 def test_fork_request_is_parent_plus_one_compaction_message():
-    parent = [{"role": "system", "content": "SYS"}, {"role": "user", "content": "q"},
-              {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function",
-                                                                   "function": {"name": "t", "arguments": "{}"}}]},
-              {"role": "tool", "content": "r", "tool_call_id": "c"}]
+    parent = [
+        {"role": "system", "content": "SYS"},
+        {"role": "user", "content": "q"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c", "type": "function", "function": {"name": "t", "arguments": "{}"}}],
+        },
+        {"role": "tool", "content": "r", "tool_call_id": "c"},
+    ]
     tools = [{"type": "function", "function": {"name": "t", "parameters": {}}}]
     model = ScriptedModel(["forked summary"], cached=90)
     prompt = SummaryPrompt("Summarize:\n{conversation_text}", system_template="You summarize.")
     out = Summarizer(model, prompt, cache_safe_fork=True).summarize(
-        chat_session(4), force=True, parent_request=parent, parent_tools=tools)
+        chat_session(4), force=True, parent_request=parent, parent_tools=tools
+    )
     sent = model.calls[0]["messages"]
     assert sent[:-1] == parent and len(sent) == len(parent) + 1
     assert sent[-1]["role"] == "user" and sent[-1]["content"].startswith("You summarize.\n\nSummarize:\n")
@@ -392,8 +417,11 @@ def test_o200k_counter_offline_and_message_overhead():
     assert c.count("") == 0 and c.count("<|endoftext|>") > 1  # special text counted as plain text
     msgs = [{"role": "user", "content": "hello world"}, {"role": "assistant", "content": None}]
     assert c.count_messages(msgs) == 2 + 2 * MESSAGE_OVERHEAD
-    tc = {"role": "assistant", "content": None,
-          "tool_calls": [{"id": "x", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+    tc = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "x", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+    }
     assert c.count_messages([tc]) > MESSAGE_OVERHEAD
     assert ApproxCounter(4).count("abcdefghi") == 3
     assert ScaledCounter(ApproxCounter(4), 1.5).count("abcdefghi") == 5

@@ -1,4 +1,5 @@
 """Async worker (queue full, coalescing, timeout), persistence, content-keyed cache, prompt configs."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -11,20 +12,21 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from harness.llm.types import Usage
-from harness.testing.faults import FakeModel
+from harness.prompts.summary import trpc_default_template
 from harness.session.boundary import Summary, SummaryBoundary
 from harness.session.events import Event, Session, ToolCall
 from harness.session.store import CachedSummaries, InMemoryStore, SQLiteStore
-from harness.prompts.summary import trpc_default_template
 from harness.session.summary import Summarizer, SummaryPrompt
 from harness.session.worker import SummaryWorker
+from harness.testing.faults import FakeModel
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "prompt"
 
 
 def ScriptedModel(gate: threading.Event | None = None, delay: float = 0.0) -> FakeModel:
-    return FakeModel(then=lambda n: f"summary {n}", usage=Usage(120, 30), latency_s=0.5, model="scripted",
-                     gate=gate, delay_s=delay)
+    return FakeModel(
+        then=lambda n: f"summary {n}", usage=Usage(120, 30), latency_s=0.5, model="scripted", gate=gate, delay_s=delay
+    )
 
 
 def make_session(sid: str = "s1", prefix: str = "", n: int = 4) -> Session:
@@ -85,8 +87,9 @@ def test_enqueued_snapshot_is_isolated_from_later_appends():
 
 def test_job_timeout_discards_the_late_result():
     stored = []
-    with SummaryWorker(summarizer(ScriptedModel(delay=0.5)), job_timeout_s=0.05,
-                       on_done=lambda j: stored.append(j.outcome)) as w:
+    with SummaryWorker(
+        summarizer(ScriptedModel(delay=0.5)), job_timeout_s=0.05, on_done=lambda j: stored.append(j.outcome)
+    ) as w:
         job = w.enqueue(make_session(), force=True)
         assert job.wait(5) and job.status == "timeout" and job.outcome is None
     assert stored == [None] and w.stats["timeout"] == 1
@@ -119,8 +122,9 @@ def store(request, tmp_path):
 
 def test_store_round_trips_sessions_and_summaries(store):
     s = make_session()
-    s.append(Event("t", 10, "assistant", "", 1010.0, author="agent",
-                   tool_calls=(ToolCall("c1", "search", '{"q":"x"}'),)))
+    s.append(
+        Event("t", 10, "assistant", "", 1010.0, author="agent", tool_calls=(ToolCall("c1", "search", '{"q":"x"}'),))
+    )
     s.append(Event("r", 11, "tool", "hit", 1011.0, tool_call_id="c1", tool_name="search", has_answer=True))
     store.save_session(s)
     loaded = store.load_session("test", "u1", "s1")

@@ -2,6 +2,7 @@
 
 Fixtures in tests/fixtures/trpc/ are transcribed from the reference sources named in them.
 """
+
 import json
 import re
 from pathlib import Path
@@ -26,7 +27,9 @@ WIRE = json.loads((FIX / "reference_wire.json").read_text())
 
 def _case(n: int = 6) -> Case:
     turns = tuple(Turn("user" if i % 2 == 0 else "assistant", f"turn {i}", False) for i in range(n))
-    return Case("q1", "single-session-user", "question?", "answer", "2023/05/20", (turns,), ("s1",), ("2023/05/20",), ())
+    return Case(
+        "q1", "single-session-user", "question?", "answer", "2023/05/20", (turns,), ("s1",), ("2023/05/20",), ()
+    )
 
 
 # --- wire shapes ---------------------------------------------------------------------------------
@@ -53,11 +56,16 @@ def test_microsecond_timestamps_render_like_the_references_created():
     assert [round((b.timestamp - a.timestamp) * 1000, 3) for a, b in zip(us, us[1:])] == [1.0] * 5  # 1 ms apart
 
 
-@pytest.mark.parametrize("kw, culprit", [({"event_ids": "uuid4"}, "wire.event_ids"),
-                                         ({"timestamps": "ns"}, "wire.timestamps"),
-                                         ({"session_id": "{mode}"}, "wire.session_id"),
-                                         ({"session_id": "{case}-{question_id}"}, "wire.session_id"),
-                                         ({"sesion_id": "x"}, "sesion_id")])
+@pytest.mark.parametrize(
+    "kw, culprit",
+    [
+        ({"event_ids": "uuid4"}, "wire.event_ids"),
+        ({"timestamps": "ns"}, "wire.timestamps"),
+        ({"session_id": "{mode}"}, "wire.session_id"),
+        ({"session_id": "{case}-{question_id}"}, "wire.session_id"),
+        ({"sesion_id": "x"}, "sesion_id"),
+    ],
+)
 def test_bad_wire_config_names_the_key(kw, culprit):
     with pytest.raises(ValueError, match=culprit):
         WireShape.from_config(kw)
@@ -69,7 +77,11 @@ def test_experiment_sets_every_reference_switch_and_defaults_stay():
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
         base = compose("config")
         exp = compose("config", overrides=["+experiment=trpc_repro"])
-    assert (base.wire.event_ids, base.wire.session_id, base.wire.timestamps) == ("sequential", "lme-{question_id}", "ms")
+    assert (base.wire.event_ids, base.wire.session_id, base.wire.timestamps) == (
+        "sequential",
+        "lme-{question_id}",
+        "ms",
+    )
     assert base.generation.seed == 0 and base.judge.params.max_tokens == 256
     assert (exp.wire.event_ids, exp.wire.session_id, exp.wire.timestamps) == ("uuid", WIRE["session_id_format"], "us")
     assert exp.generation.seed is None and exp.judge.params is None
@@ -92,11 +104,25 @@ def _judging_responder(req):
 
 def test_experiment_sends_the_references_request_bodies_and_tool_message(tmp_path):
     with FakeOpenAIServer(_judging_responder) as srv:
-        rc = main(["run", f"hydra.run.dir={tmp_path / 'run'}", "+experiment=trpc_repro", "dataset=oracle", "dataset.limit=1",
-                   "model=endpoint", f"model.base_url={srv.base_url}", "model.model=fake-model",
-                   f"cache.path={tmp_path / 'c.sqlite'}", "run.progress=false", "run.concurrency=1",
-                   "retrieval=trpc_parity", "retrieval.store=null",
-                   "~retrieval.embedder", "+retrieval.embedder={_target_: harness.retrieval.embedders.HashingEmbedder}"])
+        rc = main(
+            [
+                "run",
+                f"hydra.run.dir={tmp_path / 'run'}",
+                "+experiment=trpc_repro",
+                "dataset=oracle",
+                "dataset.limit=1",
+                "model=endpoint",
+                f"model.base_url={srv.base_url}",
+                "model.model=fake-model",
+                f"cache.path={tmp_path / 'c.sqlite'}",
+                "run.progress=false",
+                "run.concurrency=1",
+                "retrieval=trpc_parity",
+                "retrieval.store=null",
+                "~retrieval.embedder",
+                "+retrieval.embedder={_target_: harness.retrieval.embedders.HashingEmbedder}",
+            ]
+        )
         assert rc == 0
         reqs = list(srv.requests)
     keys = WIRE["request_keys"]
@@ -104,8 +130,15 @@ def test_experiment_sends_the_references_request_bodies_and_tool_message(tmp_pat
     for q in reqs:
         body = sorted(k for k in q if not k.startswith("_"))
         text = json.dumps(q["messages"])
-        kind = ("judge" if "expert evaluator" in text else "summary" if "Analyze the following" in text
-                else "answer_with_tools" if "tools" in q else "answer")
+        kind = (
+            "judge"
+            if "expert evaluator" in text
+            else "summary"
+            if "Analyze the following" in text
+            else "answer_with_tools"
+            if "tools" in q
+            else "answer"
+        )
         assert body == keys[kind], kind
         seen.add(kind)
     assert seen == set(keys)
@@ -113,8 +146,11 @@ def test_experiment_sends_the_references_request_bodies_and_tool_message(tmp_pat
     tool_msgs = [m for q in reqs for m in q["messages"] if m["role"] == "tool"]
     ours = json.loads(tool_msgs[0]["content"])
     qid = load_records(tmp_path / "run" / "records.jsonl")[0]["question_id"]
-    for got, want in ((ours, ref), (ours["results"][0], ref["results"][0]),
-                      (ours["results"][0]["context"][0], ref["results"][0]["context"][0])):
+    for got, want in (
+        (ours, ref),
+        (ours["results"][0], ref["results"][0]),
+        (ours["results"][0]["context"][0], ref["results"][0]["context"][0]),
+    ):
         assert list(got) == list(want)  # same fields in the same order
     hit = ours["results"][0]
     assert hit["session_id"] == WIRE["session_id_format"].format(mode="summary_ondemand", question_id=qid)
@@ -138,7 +174,10 @@ def test_appended_event_texts_follow_the_references_session_services():
 
     assert appended_event_texts("long_context", "q?", [], "a") == []  # in-memory service: nothing embedded
     assert appended_event_texts("summary", "q?", [], "a") == ["q?", "a"]
-    assert appended_event_texts("summary_ondemand", "q?", [("session_search", "{}")], "") == ["q?", "session_search: {}"]
+    assert appended_event_texts("summary_ondemand", "q?", [("session_search", "{}")], "") == [
+        "q?",
+        "session_search: {}",
+    ]
 
 
 def test_appended_events_are_embedded_one_request_each_and_replay_their_measured_latency(tmp_path):
@@ -164,24 +203,29 @@ def test_detailed_prompt_config_is_the_reference_text_with_its_post_hook():
     assert prompt.user_template == (FIX / "detailed_continuity_prompt.txt").read_text()
     assert prompt.system_template is None and prompt.max_summary_words == 0
     assert prompt.post_hook is strip_detailed_summary_output
-    assert prompt.render("user: hi")[0] == {"role": "user", "content": prompt.user_template.replace(
-        "{conversation_text}", "user: hi")}
+    assert prompt.render("user: hi")[0] == {
+        "role": "user",
+        "content": prompt.user_template.replace("{conversation_text}", "user: hi"),
+    }
 
 
-@pytest.mark.parametrize("text, want", [
-    # the reference's own test cases (detailed_summary_test.go)
-    ("<analysis>scratch</analysis>\n<summary>kept</summary>", "kept"),
-    ("**<analysis>**\n\nscratch\n\n**<summary>**\n\n1. kept", "1. kept"),
-    ("<analysis>scratch</analysis>\nplain", "plain"),
-    ("  plain  ", "plain"),
-    # tagged / bold / spaced / cased variants
-    ("<analysis>a</analysis>\n**<summary>**\n1. Intent\n**</summary>**\ntrailing", "1. Intent"),
-    ("< Summary >\n1. Intent\n< / SUMMARY >", "1. Intent"),
-    ("<ANALYSIS>\nlong\nthinking\n</Analysis>\n\n1. Intent", "1. Intent"),
-    ("<analysis>never closed\n1. Intent", "never closed\n1. Intent"),
-    ("<summary>first</summary> <summary>second</summary>", "first"),
-    ("<summary></summary>", ""),
-])
+@pytest.mark.parametrize(
+    "text, want",
+    [
+        # the reference's own test cases (detailed_summary_test.go)
+        ("<analysis>scratch</analysis>\n<summary>kept</summary>", "kept"),
+        ("**<analysis>**\n\nscratch\n\n**<summary>**\n\n1. kept", "1. kept"),
+        ("<analysis>scratch</analysis>\nplain", "plain"),
+        ("  plain  ", "plain"),
+        # tagged / bold / spaced / cased variants
+        ("<analysis>a</analysis>\n**<summary>**\n1. Intent\n**</summary>**\ntrailing", "1. Intent"),
+        ("< Summary >\n1. Intent\n< / SUMMARY >", "1. Intent"),
+        ("<ANALYSIS>\nlong\nthinking\n</Analysis>\n\n1. Intent", "1. Intent"),
+        ("<analysis>never closed\n1. Intent", "never closed\n1. Intent"),
+        ("<summary>first</summary> <summary>second</summary>", "first"),
+        ("<summary></summary>", ""),
+    ],
+)
 def test_strip_detailed_summary_output_matches_the_reference(text, want):
     assert strip_detailed_summary_output(text) == want
 
@@ -207,21 +251,42 @@ def test_reference_latency_setting_never_adds_requests_by_default():
 
 def test_both_reference_tables_in_one_sweep_then_side_by_side(tmp_path):
     """`lme-harness run +experiment=trpc_repro -m prompt=trpc_default,trpc_detailed`, then `compare` the sweep."""
+
     def answer(req):
         text = json.dumps(req["messages"])
         if "CRITICAL: Respond with TEXT ONLY" in text:  # the detailed prompt: analysis, then the summary block
-            return completion("**<analysis>**\nscratch\n**<summary>**\n1. Primary Request and Intent: asylum\n**</summary>**")
+            return completion(
+                "**<analysis>**\nscratch\n**<summary>**\n1. Primary Request and Intent: asylum\n**</summary>**"
+            )
         return _judging_responder(req)
 
     with FakeOpenAIServer(answer) as srv:
-        rc = main(["run", "-m", "+experiment=trpc_repro", "prompt=trpc_default,trpc_detailed", "dataset=oracle",
-                   "dataset.limit=1", "model=endpoint", f"model.base_url={srv.base_url}", "model.model=fake-model",
-                   f"cache.path={tmp_path / 'c.sqlite'}", "run.progress=false", "run.concurrency=1",
-                   "retrieval=trpc_parity", "retrieval.store=null", "~retrieval.embedder",
-                   f"hydra.sweep.dir={tmp_path / 'sweep'}", "hydra.sweep.subdir=${hydra.job.num}"])
+        rc = main(
+            [
+                "run",
+                "-m",
+                "+experiment=trpc_repro",
+                "prompt=trpc_default,trpc_detailed",
+                "dataset=oracle",
+                "dataset.limit=1",
+                "model=endpoint",
+                f"model.base_url={srv.base_url}",
+                "model.model=fake-model",
+                f"cache.path={tmp_path / 'c.sqlite'}",
+                "run.progress=false",
+                "run.concurrency=1",
+                "retrieval=trpc_parity",
+                "retrieval.store=null",
+                "~retrieval.embedder",
+                f"hydra.sweep.dir={tmp_path / 'sweep'}",
+                "hydra.sweep.subdir=${hydra.job.num}",
+            ]
+        )
         assert rc == 0
     detailed = {r["mode"]: r for r in load_records(tmp_path / "sweep" / "1" / "records.jsonl")}
-    assert detailed["summary"]["summary"]["text"] == "1. Primary Request and Intent: asylum"  # stripped as the reference
+    assert (
+        detailed["summary"]["summary"]["text"] == "1. Primary Request and Intent: asylum"
+    )  # stripped as the reference
     default = {r["mode"]: r for r in load_records(tmp_path / "sweep" / "0" / "records.jsonl")}
     assert default["summary"]["summary"]["text"] == SUMMARY
     assert main(["compare", str(tmp_path / "sweep")]) == 0
@@ -237,12 +302,28 @@ def test_a_failing_reference_latency_embedding_keeps_the_answer(tmp_path):
         return _judging_responder(req)
 
     with FakeOpenAIServer(answer) as srv:
-        rc = main(["run", f"hydra.run.dir={tmp_path / 'run'}", "dataset=oracle", "dataset.limit=1", "mode=[summary]",
-                   "model=endpoint", f"model.base_url={srv.base_url}", "model.model=fake-model", "judge=none",
-                   f"cache.path={tmp_path / 'c.sqlite'}", "run.progress=false", "run.reference_latency=true",
-                   "retrieval=bm25", "retrieval.embedder={_target_: harness.retrieval.embedders.OpenAIEmbedder, "
-                   f"base_url: '{srv.base_url}', api_key: k, max_retries: 0}}"])
+        rc = main(
+            [
+                "run",
+                f"hydra.run.dir={tmp_path / 'run'}",
+                "dataset=oracle",
+                "dataset.limit=1",
+                "mode=[summary]",
+                "model=endpoint",
+                f"model.base_url={srv.base_url}",
+                "model.model=fake-model",
+                "judge=none",
+                f"cache.path={tmp_path / 'c.sqlite'}",
+                "run.progress=false",
+                "run.reference_latency=true",
+                "retrieval=bm25",
+                "retrieval.embedder={_target_: harness.retrieval.embedders.OpenAIEmbedder, "
+                f"base_url: '{srv.base_url}', api_key: k, max_retries: 0}}",
+            ]
+        )
         assert rc == 0
     (rec,) = load_records(tmp_path / "run" / "records.jsonl")
     assert rec["status"] == "ok" and rec["prediction"]
-    assert rec["latency"]["query_ms_reference"] is None and "embeddings down" in rec["latency"]["reference_latency_error"]
+    assert (
+        rec["latency"]["query_ms_reference"] is None and "embeddings down" in rec["latency"]["reference_latency_error"]
+    )

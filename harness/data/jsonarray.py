@@ -6,6 +6,7 @@ U+FFFF (an emoji in one turn) stores every character in 4 bytes: the 500-questio
 so the transient is one question. Anything unusual (not UTF-8, not an array of objects, a syntax error)
 returns None and the caller parses the whole file as before, keeping its exact error messages.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -22,7 +23,7 @@ _WS = b" \t\r\n"
 def array_of_objects(data: bytes) -> list[Any] | None:
     """The elements of `data` (a top-level JSON array of objects, UTF-8), or None to parse it whole."""
     start = len(data) - len(data.lstrip(_WS))
-    if data[start:start + 1] != b"[" or data.startswith(codecs.BOM_UTF8):
+    if data[start : start + 1] != b"[" or data.startswith(codecs.BOM_UTF8):
         return None
     view = memoryview(data)
     rows: list[Any] = []
@@ -39,7 +40,7 @@ def array_of_objects(data: bytes) -> list[Any] | None:
                 if depth == 2:
                     if c != 0x7B:
                         return None
-                    gap = data[prev_end:m.start()].strip(_WS)
+                    gap = data[prev_end : m.start()].strip(_WS)
                     if gap != (b"," if rows else b""):
                         return None
                     begin = m.start()
@@ -47,11 +48,12 @@ def array_of_objects(data: bytes) -> list[Any] | None:
                 depth -= 1
                 if depth == 1:
                     # Decoded straight from the buffer (no bytes copy), parsed, and the str dropped.
-                    rows.append(json.loads(codecs.utf_8_decode(view[begin:m.end()], "strict", True)[0]))
+                    rows.append(json.loads(codecs.utf_8_decode(view[begin : m.end()], "strict", True)[0]))
                     prev_end = m.end()
                 elif depth == 0:
-                    ok = (c == 0x5D and data[prev_end:m.start()].strip(_WS) == b""
-                          and data[m.end():].strip(_WS) == b"")
+                    ok = (
+                        c == 0x5D and data[prev_end : m.start()].strip(_WS) == b"" and data[m.end() :].strip(_WS) == b""
+                    )
                     return rows if ok else None
                 elif depth < 0:
                     return None

@@ -2,6 +2,7 @@
 
 Every failure names the file (and, for schema errors, the record and field) so a user can fix the input.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -11,9 +12,11 @@ import os
 import re
 import uuid
 import zlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from harness.data.jsonarray import array_of_objects
 from harness.session.events import Event
@@ -28,8 +31,14 @@ EVENT_ID_STYLES = ("sequential", "uuid")
 # official LongMemEval prompt sorts them; "ms"/"us" are synthetic times that ignore the benchmark's dates.
 TIMESTAMP_STYLES = ("ms", "us", "session")
 LME_DATE_FORMAT = "%Y/%m/%d (%a) %H:%M"  # haystack_dates / question_date, e.g. "2023/05/20 (Sat) 02:21"
-QUESTION_TYPES = ("single-session-user", "single-session-assistant", "single-session-preference", "multi-session",
-                  "knowledge-update", "temporal-reasoning")
+QUESTION_TYPES = (
+    "single-session-user",
+    "single-session-assistant",
+    "single-session-preference",
+    "multi-session",
+    "knowledge-update",
+    "temporal-reasoning",
+)
 
 REQUIRED_FIELDS: dict[str, type | tuple[type, ...]] = {
     "question_id": str,
@@ -76,8 +85,9 @@ class Case:
     def n_turns(self) -> int:
         return sum(len(s) for s in self.sessions)
 
-    def events(self, *, ids: str = "sequential", timestamps: str = "ms",
-               session_header: str | None = None) -> list[Event]:
+    def events(
+        self, *, ids: str = "sequential", timestamps: str = "ms", session_header: str | None = None
+    ) -> list[Event]:
         """One event per turn, all sessions flattened in file order (reference §3.1).
 
         Ids and times are deterministic so that identical re-runs send identical requests and hit the
@@ -117,7 +127,9 @@ class Case:
                     content = session_header.format(date=date) + "\n" + content
                 out.append(
                     Event(
-                        id=str(uuid.uuid5(EVENT_ID_NAMESPACE, f"{self.question_id}/{i}")) if ids == "uuid" else f"e{i:04d}",
+                        id=str(uuid.uuid5(EVENT_ID_NAMESPACE, f"{self.question_id}/{i}"))
+                        if ids == "uuid"
+                        else f"e{i:04d}",
                         index=i,
                         role=t.role,
                         content=content,
@@ -130,22 +142,25 @@ class Case:
                 i += 1
         return out
 
-
     def session_epoch(self, k: int) -> float:
         """Seconds since the epoch (UTC) of session k's `haystack_dates` entry; DataError naming it if unusable."""
-        return parse_lme_date(self.session_dates[k] if k < len(self.session_dates) else "",
-                              f"question_id={self.question_id}: field 'haystack_dates[{k}]'")
+        return parse_lme_date(
+            self.session_dates[k] if k < len(self.session_dates) else "",
+            f"question_id={self.question_id}: field 'haystack_dates[{k}]'",
+        )
 
 
 def parse_lme_date(text: str, where: str) -> float:
     """A LongMemEval date ("2023/05/20 (Sat) 02:21") as UTC epoch seconds; DataError naming `where` otherwise."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     try:
-        return datetime.strptime(text.strip(), LME_DATE_FORMAT).replace(tzinfo=timezone.utc).timestamp()
+        return datetime.strptime(text.strip(), LME_DATE_FORMAT).replace(tzinfo=UTC).timestamp()
     except ValueError:
-        raise DataError(f"{where} is {text!r}, expected a date like '2023/05/20 (Sat) 02:21' "
-                        f"(dated events need the benchmark's dates)") from None
+        raise DataError(
+            f"{where} is {text!r}, expected a date like '2023/05/20 (Sat) 02:21' "
+            f"(dated events need the benchmark's dates)"
+        ) from None
 
 
 def _micro_fraction(question_id: str) -> float:
@@ -239,7 +254,8 @@ def _build_case(row: dict[str, Any]) -> Case:
     """A Case from a row `_check_row` found no problem in."""
     sessions = tuple(
         tuple(Turn(t["role"], t["content"], bool(t.get("has_answer") or False)) for t in sess)
-        for sess in row["haystack_sessions"])
+        for sess in row["haystack_sessions"]
+    )
     n = len(sessions)
     return Case(
         question_id=row["question_id"],
@@ -308,8 +324,10 @@ def parse_cases(data: bytes, source: str) -> list[Case]:
             continue
         # A later duplicate would silently replace the earlier one's records (they are keyed by question_id).
         if case.question_id in first_index:
-            problems.append(f"{source}[{i}] (question_id={case.question_id}): duplicate question_id "
-                            f"(first at [{first_index[case.question_id]}])")
+            problems.append(
+                f"{source}[{i}] (question_id={case.question_id}): duplicate question_id "
+                f"(first at [{first_index[case.question_id]}])"
+            )
         else:
             first_index[case.question_id] = i
         cases.append(case)
@@ -319,8 +337,11 @@ def parse_cases(data: bytes, source: str) -> list[Case]:
 
 
 def select(
-    cases: Iterable[Case], question_types: Sequence[str] | None = None, limit: int | None = None,
-    question_ids: Sequence[str] | None = None, sample_seed: int | None = None,
+    cases: Iterable[Case],
+    question_types: Sequence[str] | None = None,
+    limit: int | None = None,
+    question_ids: Sequence[str] | None = None,
+    sample_seed: int | None = None,
 ) -> list[Case]:
     """Filter by type (case-insensitive), stable-sort by question_id, then keep `limit` cases: the first ones
     (reference §2), or with `sample_seed` a seeded random sample, drawn per question type in proportion to its
@@ -428,13 +449,20 @@ class LongMemEvalSource:
         present = {c.question_type.lower() for c in all_cases}
         missing = [t for t in (self.question_types or []) if t.strip().lower() not in present]
         if missing:  # a typo would otherwise silently shrink the run to the other types
-            raise DataError(f"{source}: dataset '{self.name}' question_types {missing} match no question "
-                            f"(types in the file: {sorted(present)})")
+            raise DataError(
+                f"{source}: dataset '{self.name}' question_types {missing} match no question "
+                f"(types in the file: {sorted(present)})"
+            )
         cases = select(all_cases, self.question_types, self.limit, self.question_ids, self.sample_seed)
         if not cases:
             raise DataError(f"{source}: no question matches question_types={list(self.question_types or [])}")
-        prov = {"source": source, "sha256": digest, "verified": bool(expected), "n_total": len(all_cases),
-                "n_selected": len(cases)}
+        prov = {
+            "source": source,
+            "sha256": digest,
+            "verified": bool(expected),
+            "n_total": len(all_cases),
+            "n_selected": len(cases),
+        }
         if self.shard is not None:
             index, count = parse_shard(self.shard)
             cases = shard_cases(cases, index, count)
@@ -464,8 +492,9 @@ def _hf_download(repo: str, filename: str, revision: str, endpoint: str | None =
         raise DataError(f"hf://{repo}/{filename}: huggingface_hub is not installed") from e
     where = f"hf://{repo}@{revision}/{filename}" + (f" via {endpoint}" if endpoint else "")
     try:
-        path = Path(hf_hub_download(repo_id=repo, filename=filename, revision=revision, repo_type="dataset",
-                                    endpoint=endpoint))
+        path = Path(
+            hf_hub_download(repo_id=repo, filename=filename, revision=revision, repo_type="dataset", endpoint=endpoint)
+        )
     except Exception as e:  # network errors come in many types; all mean "not reachable"
         raise DataError(f"{where}: download failed ({type(e).__name__}: {e})") from e
     # The hub cache lays files out as .../snapshots/<commit>/<filename>.

@@ -1,4 +1,5 @@
 """Content-keyed response cache (SQLite): an identical request is answered without a model call."""
+
 from __future__ import annotations
 
 import hashlib
@@ -15,7 +16,9 @@ def request_key(namespace: str, model: str, messages: Any, tools: Any, params: d
     """sha256 over a canonical JSON of everything that determines the response."""
     blob = json.dumps(
         {"ns": namespace, "model": model, "messages": messages, "tools": tools or None, "params": params},
-        sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
     )
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
@@ -28,9 +31,12 @@ class ResponseCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = open_sqlite(
-            self.path, "response cache", "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+            self.path,
+            "response cache",
+            "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
             {"responses": ("key", "value")},
-            "it only holds cached model replies: they are requested again; or point cache.path elsewhere")
+            "it only holds cached model replies: they are requested again; or point cache.path elsewhere",
+        )
 
     def get(self, key: str) -> dict[str, Any] | None:
         with self._lock:
@@ -40,8 +46,10 @@ class ResponseCache:
         try:
             return json.loads(row[0])
         except json.JSONDecodeError as e:
-            raise StorageError(f"{self.path}: response cache entry {key[:16]}... is not valid JSON ({e}); "
-                               f"move the file aside or delete it, then run the same command again") from e
+            raise StorageError(
+                f"{self.path}: response cache entry {key[:16]}... is not valid JSON ({e}); "
+                f"move the file aside or delete it, then run the same command again"
+            ) from e
 
     def put(self, key: str, value: dict[str, Any]) -> None:
         """Store `value` with registered secrets masked (an endpoint may echo a key in a successful reply)."""

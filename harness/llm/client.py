@@ -4,6 +4,7 @@ It owns timeouts, bounded retries (exponential backoff with jitter, honouring Re
 concurrency limit, the content-keyed response cache and token accounting. `timeout_s` bounds each
 attempt's whole duration (harness/llm/deadline.py), not only each socket read.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -15,8 +16,9 @@ import random
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import openai
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
@@ -44,8 +46,10 @@ class CallTimeout(openai.APITimeoutError):
 
     def __init__(self, request: Any, timeout_s: float) -> None:
         openai.APIConnectionError.__init__(
-            self, message=f"no complete response within timeout_s={timeout_s:g} s (a bound on the whole attempt)",
-            request=request)
+            self,
+            message=f"no complete response within timeout_s={timeout_s:g} s (a bound on the whole attempt)",
+            request=request,
+        )
 
 
 def _is_retryable(exc: BaseException) -> bool:
@@ -62,7 +66,9 @@ class _MalformedResponse(Exception):
 
 # Embedding calls happen deep inside retrieval (index builds, query vectors), far from the code that writes
 # a record; a case runs in one thread, so a context-local log carries them to the record (`embedding_calls`).
-_EMBEDDING_LOG: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar("embedding_log", default=None)
+_EMBEDDING_LOG: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar(
+    "embedding_log", default=None
+)
 
 
 @contextlib.contextmanager
@@ -123,8 +129,13 @@ class CallStats:
 
     def as_dict(self) -> dict[str, Any]:
         with self._lock:
-            return {"network_calls": self.network_calls, "cache_hits": self.cache_hits, "retries": self.retries,
-                    "failures": self.failures, "tokens": {k: dict(v) for k, v in self.tokens.items()}}
+            return {
+                "network_calls": self.network_calls,
+                "cache_hits": self.cache_hits,
+                "retries": self.retries,
+                "failures": self.failures,
+                "tokens": {k: dict(v) for k, v in self.tokens.items()},
+            }
 
 
 class LLMClient:
@@ -154,10 +165,17 @@ class LLMClient:
         liveness: Liveness | None = None,
     ):
         # The defaults are the `client:` block of configs/config.yaml (harness/settings.py); a keyword overrides one.
-        given: dict[str, Any] = {"timeout_s": timeout_s, "max_retries": max_retries, "backoff_base_s": backoff_base_s,
-                                 "backoff_max_s": backoff_max_s, "concurrency": concurrency,
-                                 "max_tokens_param": max_tokens_param}
-        s = dataclasses.replace(settings or ClientSettings.default(), **{k: v for k, v in given.items() if v is not None})
+        given: dict[str, Any] = {
+            "timeout_s": timeout_s,
+            "max_retries": max_retries,
+            "backoff_base_s": backoff_base_s,
+            "backoff_max_s": backoff_max_s,
+            "concurrency": concurrency,
+            "max_tokens_param": max_tokens_param,
+        }
+        s = dataclasses.replace(
+            settings or ClientSettings.default(), **{k: v for k, v in given.items() if v is not None}
+        )
         if s.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {s.concurrency}")
         self.settings = s
@@ -176,8 +194,13 @@ class LLMClient:
         self._sem = threading.BoundedSemaphore(s.concurrency)
         # The SDK's own retries are off: this class owns retry policy so it is the same for every backend.
         # The http client enforces `call_deadline` (httpx alone bounds each read, not the call).
-        self._sdk = openai.OpenAI(base_url=base_url, api_key=api_key or "no-key", timeout=self.timeout_s, max_retries=0,
-                                  http_client=DeadlineHttpxClient())
+        self._sdk = openai.OpenAI(
+            base_url=base_url,
+            api_key=api_key or "no-key",
+            timeout=self.timeout_s,
+            max_retries=0,
+            http_client=DeadlineHttpxClient(),
+        )
         self._secret = api_key or None  # scrubbed from every error message (an endpoint may echo it back)
 
     # -- public API -----------------------------------------------------------------------------
@@ -195,25 +218,34 @@ class LLMClient:
         merged = self._merged(params)
         msgs = [dict(m) for m in messages]
         key = self.chat_key(msgs, tools=tools, cache_salt=cache_salt, **params)
-        return self._cached(key, lambda hit: result_from_cache(hit, purpose), _to_cache,
-                            self._call_once, msgs, tools, merged, purpose)
+        return self._cached(
+            key, lambda hit: result_from_cache(hit, purpose), _to_cache, self._call_once, msgs, tools, merged, purpose
+        )
 
     def _merged(self, params: dict[str, Any]) -> dict[str, Any]:
         return {**self.default_params, **{k: v for k, v in params.items() if v is not None}}
 
-    def chat_key(self, messages: Sequence[Message], *, tools: Sequence[dict[str, Any]] | None = None,
-                 cache_salt: str | None = None, **params: Any) -> str:
+    def chat_key(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        cache_salt: str | None = None,
+        **params: Any,
+    ) -> str:
         """The response-cache key `chat` uses for this request (the planner looks requests up with it)."""
         merged = self._merged(params)
         key_params = {**merged, "_cache_salt": cache_salt} if cache_salt else merged
-        return request_key(self.cache_namespace, self.model, [dict(m) for m in messages],
-                           list(tools) if tools else None, key_params)
+        return request_key(
+            self.cache_namespace, self.model, [dict(m) for m in messages], list(tools) if tools else None, key_params
+        )
 
     def embed_key(self, texts: Sequence[str], **params: Any) -> str:
         """The response-cache key `embed` uses for these inputs."""
         params = {k: v for k, v in params.items() if v is not None}
-        return request_key(self.cache_namespace, self.model, [str(t) for t in texts], None,
-                           {**params, "_endpoint": "embeddings"})
+        return request_key(
+            self.cache_namespace, self.model, [str(t) for t in texts], None, {**params, "_endpoint": "embeddings"}
+        )
 
     def embed(self, texts: Sequence[str], *, purpose: str = "embedding", **params: Any) -> EmbeddingResult:
         """One `/embeddings` request for `texts` (params such as `dimensions` are sent as given), with the
@@ -223,12 +255,23 @@ class LLMClient:
         key = self.embed_key(inputs, **params)
 
         def decode(hit: dict[str, Any]) -> EmbeddingResult:
-            return EmbeddingResult(tuple(tuple(v) for v in hit["vectors"]), Usage(**hit["usage"]),
-                                   float(hit["latency_s"]), hit["model"], len(inputs), True, purpose)
+            return EmbeddingResult(
+                tuple(tuple(v) for v in hit["vectors"]),
+                Usage(**hit["usage"]),
+                float(hit["latency_s"]),
+                hit["model"],
+                len(inputs),
+                True,
+                purpose,
+            )
 
         def encode(r: EmbeddingResult) -> dict[str, Any]:
-            return {"vectors": [list(v) for v in r.vectors], "usage": asdict(r.usage), "latency_s": r.latency_s,
-                    "model": r.model}
+            return {
+                "vectors": [list(v) for v in r.vectors],
+                "usage": asdict(r.usage),
+                "latency_s": r.latency_s,
+                "model": r.model,
+            }
 
         result = self._cached(key, decode, encode, self._embed_once, inputs, params, purpose)
         log = _EMBEDDING_LOG.get()
@@ -267,9 +310,16 @@ class LLMClient:
             if wait > ANNOUNCE_WAIT_S:
                 exc = state.outcome.exception() if state.outcome else None
                 why = "Retry-After" if _retry_after_s(exc) is not None else "backoff"
-                log.warning("%s model=%s: waiting %.0f s (%s) before attempt %d of %d, after %s",
-                            self.base_url, self.model, wait, why, state.attempt_number + 1, self.max_retries + 1,
-                            type(exc).__name__ if exc else "an error")
+                log.warning(
+                    "%s model=%s: waiting %.0f s (%s) before attempt %d of %d, after %s",
+                    self.base_url,
+                    self.model,
+                    wait,
+                    why,
+                    state.attempt_number + 1,
+                    self.max_retries + 1,
+                    type(exc).__name__ if exc else "an error",
+                )
 
         if self.liveness is not None:
             call = self._watched(call)
@@ -314,6 +364,7 @@ class LLMClient:
                 if died is not None:
                     raise died from None
                 raise
+
         return attempt
 
     def preflight(self, timeout_s: float | None = None) -> None:
@@ -325,11 +376,15 @@ class LLMClient:
         try:
             self._sdk.with_options(timeout=timeout_s, max_retries=1).models.list()
         except (openai.APIConnectionError, openai.APITimeoutError) as e:
-            raise LLMError(f"endpoint {self.base_url} is unreachable ({type(e).__name__}: {_short(e, 200)}); "
-                           f"is the server running and model.base_url right?") from None
+            raise LLMError(
+                f"endpoint {self.base_url} is unreachable ({type(e).__name__}: {_short(e, 200)}); "
+                f"is the server running and model.base_url right?"
+            ) from None
         except (openai.AuthenticationError, openai.PermissionDeniedError) as e:
-            raise LLMError(f"endpoint {self.base_url} rejected the API key (HTTP {e.status_code}); "
-                           f"check the key for model={self.model}") from None
+            raise LLMError(
+                f"endpoint {self.base_url} rejected the API key (HTTP {e.status_code}); "
+                f"check the key for model={self.model}"
+            ) from None
         except openai.APIStatusError:
             pass
 
@@ -356,7 +411,11 @@ class LLMClient:
         if msg is None or any(getattr(tc, "function", None) is None for tc in (msg.tool_calls or [])):
             raise _MalformedResponse(f"response has no message or a tool call without a function: {str(resp)[:200]}")
         tool_calls = tuple(
-            {"id": tc.id, "type": "function", "function": {"name": tc.function.name or "", "arguments": tc.function.arguments or ""}}
+            {
+                "id": tc.id,
+                "type": "function",
+                "function": {"name": tc.function.name or "", "arguments": tc.function.arguments or ""},
+            }
             for tc in (msg.tool_calls or [])
         )
         u = resp.usage
@@ -365,9 +424,15 @@ class LLMClient:
         if details is not None and getattr(details, "cached_tokens", None) is not None:
             cached = int(details.cached_tokens)
         usage = Usage(int(getattr(u, "prompt_tokens", 0) or 0), int(getattr(u, "completion_tokens", 0) or 0), cached)
-        return ChatResult(content=msg.content or "", tool_calls=tool_calls, usage=usage, latency_s=latency,
-                          model=resp.model or self.model, finish_reason=choices[0].finish_reason, purpose=purpose)
-
+        return ChatResult(
+            content=msg.content or "",
+            tool_calls=tool_calls,
+            usage=usage,
+            latency_s=latency,
+            model=resp.model or self.model,
+            finish_reason=choices[0].finish_reason,
+            purpose=purpose,
+        )
 
     def _embed_once(self, inputs: list[str], params: dict[str, Any], purpose: str) -> EmbeddingResult:
         with self._sem:
@@ -385,11 +450,20 @@ class LLMClient:
             raise _MalformedResponse(f"expected {len(inputs)} embeddings, got {len(data)}: {str(resp)[:200]}")
         ordered = sorted(data, key=lambda d: d.index)
         if [d.index for d in ordered] != list(range(len(inputs))):
-            raise _MalformedResponse(f"embedding indexes are not 0..{len(inputs) - 1}: {[d.index for d in ordered][:20]}")
+            raise _MalformedResponse(
+                f"embedding indexes are not 0..{len(inputs) - 1}: {[d.index for d in ordered][:20]}"
+            )
         u = getattr(resp, "usage", None)
         usage = Usage(int(getattr(u, "prompt_tokens", 0) or 0), 0, None)
-        return EmbeddingResult(tuple(tuple(float(x) for x in d.embedding) for d in ordered), usage, latency,
-                               getattr(resp, "model", None) or self.model, len(inputs), False, purpose)
+        return EmbeddingResult(
+            tuple(tuple(float(x) for x in d.embedding) for d in ordered),
+            usage,
+            latency,
+            getattr(resp, "model", None) or self.model,
+            len(inputs),
+            False,
+            purpose,
+        )
 
 
 def _short(e: BaseException, n: int = 300) -> str:

@@ -12,6 +12,7 @@ in its block (in this thread); the client's transport then
 Known limit: a server that trickles the *headers* byte by byte is only bounded per read (the socket is not
 reachable through httpx's API before the headers are complete).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -22,7 +23,8 @@ import itertools
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import openai
 
@@ -40,8 +42,9 @@ if TYPE_CHECKING:  # the fork mirrors httpx's API: type against httpx
 else:
     httpx = _sdk_httpx()
 
-_DEADLINE: contextvars.ContextVar[tuple[float, float] | None] = contextvars.ContextVar("llm_call_deadline",
-                                                                                       default=None)
+_DEADLINE: contextvars.ContextVar[tuple[float, float] | None] = contextvars.ContextVar(
+    "llm_call_deadline", default=None
+)
 
 
 @contextlib.contextmanager
@@ -103,18 +106,27 @@ def _shutdown(sock: socket.socket) -> Callable[[], None]:
     def fire() -> None:
         with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)
+
     return fire
 
 
 def _timeout_error(request: httpx.Request, seconds: float) -> httpx.ReadTimeout:
-    return httpx.ReadTimeout(f"total deadline of {seconds:g} s passed before the response was complete",
-                             request=request)
+    return httpx.ReadTimeout(
+        f"total deadline of {seconds:g} s passed before the response was complete", request=request
+    )
 
 
 class _DeadlineStream(httpx.SyncByteStream):
-    def __init__(self, inner: Any, request: httpx.Request, deadline: float, seconds: float,
-                 alarm: list[Any] | None) -> None:
-        self._inner, self._request, self._deadline, self._seconds, self._alarm = inner, request, deadline, seconds, alarm
+    def __init__(
+        self, inner: Any, request: httpx.Request, deadline: float, seconds: float, alarm: list[Any] | None
+    ) -> None:
+        self._inner, self._request, self._deadline, self._seconds, self._alarm = (
+            inner,
+            request,
+            deadline,
+            seconds,
+            alarm,
+        )
 
     def __iter__(self) -> Iterator[bytes]:
         try:
@@ -154,8 +166,10 @@ class DeadlineTransport(httpx.BaseTransport):
         if left <= 0:
             raise _timeout_error(request, seconds)
         timeouts = dict(request.extensions.get("timeout") or {})
-        request.extensions["timeout"] = {k: left if timeouts.get(k) is None else min(float(timeouts[k]), left)
-                                         for k in ("connect", "read", "write", "pool")}
+        request.extensions["timeout"] = {
+            k: left if timeouts.get(k) is None else min(float(timeouts[k]), left)
+            for k in ("connect", "read", "write", "pool")
+        }
         response = self._inner.handle_request(request)
         stream = response.extensions.get("network_stream")
         sock = stream.get_extra_info("socket") if stream is not None else None

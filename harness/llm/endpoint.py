@@ -3,17 +3,18 @@
 Local models are pulled (sha256-verified) and served by the embedded llama.cpp server for the
 duration of the `with` block; remote models are used as configured.
 """
+
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
-
-from harness.llm.liveness import Liveness
+from typing import Any
 
 from harness.llm.cache import ResponseCache
 from harness.llm.client import LLMClient
+from harness.llm.liveness import Liveness
 from harness.llm.models import ModelError, ModelSpec, pull
 from harness.settings import ClientSettings
 
@@ -28,18 +29,23 @@ class Endpoint:
 
 
 @contextlib.contextmanager
-def open_endpoint(model_cfg: Any, *, log_dir: Path, progress: bool = True, n_threads: int | None = None) -> Iterator[Endpoint]:
+def open_endpoint(
+    model_cfg: Any, *, log_dir: Path, progress: bool = True, n_threads: int | None = None
+) -> Iterator[Endpoint]:
     spec = ModelSpec.from_config(model_cfg)
     if not spec.is_local:
         if spec.api_key in (None, "") and "api.openai.com" in (spec.base_url or ""):
-            raise ModelError(f"model {spec.name!r}: no API key (export OPENAI_API_KEY, or set model.api_key to an ${{oc.env:VAR}} interpolation)")
+            raise ModelError(
+                f"model {spec.name!r}: no API key (export OPENAI_API_KEY, or set model.api_key to an ${{oc.env:VAR}} interpolation)"
+            )
         yield Endpoint(spec, spec.base_url or "", spec.api_key, cache_namespace=cache_namespace(spec))
         return
     from harness.llm.local_server import LlamaServer
 
     pull(spec, progress=progress)  # ends by verifying the file's sha256, so the server need not hash it again
-    with LlamaServer(spec, log_path=Path(log_dir) / f"llama-server-{spec.name}.log", n_threads=n_threads,
-                     verify_model=False) as server:
+    with LlamaServer(
+        spec, log_path=Path(log_dir) / f"llama-server-{spec.name}.log", n_threads=n_threads, verify_model=False
+    ) as server:
         server.check_compute()  # a model that loads but cannot compute fails here, not on every case
         yield Endpoint(spec, server.base_url, None, cache_namespace=cache_namespace(spec), liveness=server.died)
 

@@ -9,13 +9,15 @@ tool schema or generation parameter fails its case instead of reaching a model. 
 One line per distinct request, sorted by key so that a re-recording diffs line by line:
     {"key": "<sha256[:16]>", "request": {...body...}, "response": {content, tool_calls, ...}}
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import threading
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import httpx
 
@@ -42,22 +44,37 @@ def _response_of(body: Mapping[str, Any]) -> dict[str, Any]:
     choice = (body.get("choices") or [{}])[0]
     msg = choice.get("message") or {}
     usage = body.get("usage") or {}
-    return {"content": msg.get("content"),
-            # the id too: the next request carries it back (assistant tool_calls, tool message), so it is content
-            "tool_calls": [{"id": tc.get("id"), "name": (tc.get("function") or {}).get("name"),
-                            "arguments": (tc.get("function") or {}).get("arguments")} for tc in msg.get("tool_calls") or []],
-            "finish_reason": choice.get("finish_reason"),
-            "usage": {"prompt_tokens": int(usage.get("prompt_tokens") or 0),
-                      "completion_tokens": int(usage.get("completion_tokens") or 0)},
-            "model": body.get("model")}
+    return {
+        "content": msg.get("content"),
+        # the id too: the next request carries it back (assistant tool_calls, tool message), so it is content
+        "tool_calls": [
+            {
+                "id": tc.get("id"),
+                "name": (tc.get("function") or {}).get("name"),
+                "arguments": (tc.get("function") or {}).get("arguments"),
+            }
+            for tc in msg.get("tool_calls") or []
+        ],
+        "finish_reason": choice.get("finish_reason"),
+        "usage": {
+            "prompt_tokens": int(usage.get("prompt_tokens") or 0),
+            "completion_tokens": int(usage.get("completion_tokens") or 0),
+        },
+        "model": body.get("model"),
+    }
 
 
 def _reply_of(resp: Mapping[str, Any]) -> Reply:
     u = resp.get("usage") or {}
     tool_calls = [{k: v for k, v in tc.items() if v is not None} for tc in resp.get("tool_calls") or []]
-    return completion(resp.get("content"), tool_calls or None,
-                      prompt_tokens=int(u.get("prompt_tokens", 0)), completion_tokens=int(u.get("completion_tokens", 0)),
-                      model=resp.get("model") or "replay", finish_reason=resp.get("finish_reason"))
+    return completion(
+        resp.get("content"),
+        tool_calls or None,
+        prompt_tokens=int(u.get("prompt_tokens", 0)),
+        completion_tokens=int(u.get("completion_tokens", 0)),
+        model=resp.get("model") or "replay",
+        finish_reason=resp.get("finish_reason"),
+    )
 
 
 class ResponseFixture:
@@ -69,7 +86,7 @@ class ResponseFixture:
         self._lock = threading.Lock()
 
     @classmethod
-    def load(cls, path: str | Path) -> "ResponseFixture":
+    def load(cls, path: str | Path) -> ResponseFixture:
         p = Path(path)
         if not p.exists():
             raise FileNotFoundError(f"{p}: replay fixture not found (record it: docs/ci-gate.md)")
@@ -81,7 +98,11 @@ class ResponseFixture:
                 e = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise FixtureError(f"{p}:{n}: not JSON ({exc})") from None
-            if not isinstance(e, dict) or not isinstance(e.get("request"), dict) or not isinstance(e.get("response"), dict):
+            if (
+                not isinstance(e, dict)
+                or not isinstance(e.get("request"), dict)
+                or not isinstance(e.get("response"), dict)
+            ):
                 raise FixtureError(f"{p}:{n}: needs 'request' and 'response' objects")
             key = request_key(e["request"])
             if e.get("key") not in (None, key):  # a hand-edited request must be re-recorded, not silently re-keyed
@@ -101,8 +122,7 @@ class ResponseFixture:
         body = {k: v for k, v in request.items() if k not in _TRANSPORT_KEYS}
         key = request_key(body)
         with self._lock:
-            self.entries[key] = {"key": key, "request": body,
-                                 "response": _response_of(response_body)}
+            self.entries[key] = {"key": key, "request": body, "response": _response_of(response_body)}
 
     def lookup(self, request: Mapping[str, Any]) -> dict[str, Any] | None:
         e = self.entries.get(request_key(request))
@@ -122,9 +142,15 @@ def replay_responder(fixture: ResponseFixture):
         with fixture._lock:
             fixture.misses.append(key)
         last = json.dumps((req.get("messages") or [{}])[-1], ensure_ascii=False)[:160]
-        return Reply(status=UNRECORDED_STATUS, body={"error": {
-            "message": f"replay: unrecorded request {key} (the harness sent something the fixture does not hold: "
-                       f"a prompt, tool or parameter changed; re-record if intended). last message: {last}"}})
+        return Reply(
+            status=UNRECORDED_STATUS,
+            body={
+                "error": {
+                    "message": f"replay: unrecorded request {key} (the harness sent something the fixture does not hold: "
+                    f"a prompt, tool or parameter changed; re-record if intended). last message: {last}"
+                }
+            },
+        )
 
     return respond
 

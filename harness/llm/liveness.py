@@ -4,17 +4,20 @@ An endpoint may expose `liveness: Callable[[], ServerDied | None]`: None while i
 exception that says how it died. A client that loses its connection asks it before retrying, so a dead
 server stops the run at once instead of every remaining call retrying a dead port with back-off.
 """
+
 from __future__ import annotations
 
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
-CPU_HINT = ("a crash like this in llama.cpp usually means its runtime was built for another CPU (e.g. AVX-512 "
-            "kernels on a CPU without them): see docs/models.md and rebuild the portable llama.cpp runtime for "
-            "this machine")
+CPU_HINT = (
+    "a crash like this in llama.cpp usually means its runtime was built for another CPU (e.g. AVX-512 "
+    "kernels on a CPU without them): see docs/models.md and rebuild the portable llama.cpp runtime for "
+    "this machine"
+)
 
 Liveness = Callable[[], "ServerDied | None"]
 
@@ -37,8 +40,9 @@ class ServerDied(RuntimeError):
     run loop turns it into a stop (exit 4, records kept, the same command resumes) instead of failed records.
     """
 
-    def __init__(self, model: str, returncode: int, log_path: Path | str, log_tail: str = "",
-                 hint: str = CPU_HINT) -> None:
+    def __init__(
+        self, model: str, returncode: int, log_path: Path | str, log_tail: str = "", hint: str = CPU_HINT
+    ) -> None:
         self.model, self.returncode, self.log_path = model, returncode, Path(log_path)
         self.exit = describe_exit(returncode)
         msg = f"the embedded model server for {model!r} {self.exit}; server log: {self.log_path}"
@@ -65,8 +69,13 @@ class ServerWatch:
     `report()` the `ServerDied` they caught or `check()` synchronously. `died` is the first death seen;
     `on_death(died)` is called once, when it is first seen (e.g. to stop scheduling work)."""
 
-    def __init__(self, livenesses: Iterable[Liveness], *, on_death: Callable[[ServerDied], None] | None = None,
-                 period_s: float = 0.5) -> None:
+    def __init__(
+        self,
+        livenesses: Iterable[Liveness],
+        *,
+        on_death: Callable[[ServerDied], None] | None = None,
+        period_s: float = 0.5,
+    ) -> None:
         self.livenesses = list(livenesses)
         self.on_death = on_death
         self.period_s = period_s
@@ -93,7 +102,7 @@ class ServerWatch:
                     break
         return self.died
 
-    def __enter__(self) -> "ServerWatch":
+    def __enter__(self) -> ServerWatch:
         if self.livenesses:
             self._thread = threading.Thread(target=self._loop, name="server-watch", daemon=True)
             self._thread.start()

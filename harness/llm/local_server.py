@@ -9,6 +9,7 @@ before handing over to `llama_cpp.server`:
 - runs a watchdog that exits when the harness process goes away, even on SIGKILL, so that no
   orphan server survives the harness. (atexit and the context manager cover the ordinary exits.)
 """
+
 from __future__ import annotations
 
 import atexit
@@ -24,15 +25,16 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from harness.llm.liveness import ServerDied, wait_dead
 from harness.llm.models import ModelError, ModelSpec, verify
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _PARENT_ENV = "LME_HARNESS_PARENT_PID"
-_LIVE: set["LlamaServer"] = set()  # servers to stop at interpreter exit
+_LIVE: set[LlamaServer] = set()  # servers to stop at interpreter exit
 
 
 class LocalServerError(ModelError):
@@ -52,15 +54,23 @@ def default_threads() -> int:
 def llama_server_args(spec: ModelSpec, model_path: Path, port: int, n_threads: int) -> list[str]:
     """Arguments of `llama_cpp.server` (llama-cpp-python 0.3.36 flag names)."""
     args = [
-        "--model", str(model_path),
-        "--model_alias", spec.model,
-        "--host", "127.0.0.1",
-        "--port", str(port),
-        "--n_ctx", str(spec.n_ctx or 4096),
-        "--n_threads", str(n_threads),
-        "--n_threads_batch", str(n_threads),
+        "--model",
+        str(model_path),
+        "--model_alias",
+        spec.model,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        str(spec.n_ctx or 4096),
+        "--n_threads",
+        str(n_threads),
+        "--n_threads_batch",
+        str(n_threads),
         # The default (true) keeps logits for every prompt token: ~1.6x slower per question.
-        "--logits_all", "false",
+        "--logits_all",
+        "false",
     ]
     if spec.chat_format:
         args += ["--chat_format", spec.chat_format]
@@ -122,7 +132,7 @@ class LlamaServer:
 
     # ------------------------------------------------------------ lifecycle
 
-    def start(self) -> "LlamaServer":
+    def start(self) -> LlamaServer:
         if self._proc is not None:
             raise LocalServerError(f"server for {self.spec.name} already started (pid {self._proc.pid})")
         if self._verify_model:
@@ -138,8 +148,15 @@ class LlamaServer:
             log.flush()
             # Own session: a Ctrl-C meant for the harness doesn't hit the server mid-request,
             # and stop() can signal the whole group.
-            self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          env=env, cwd=REPO_ROOT, start_new_session=True)
+            self._proc = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=REPO_ROOT,
+                start_new_session=True,
+            )
         _LIVE.add(self)
         try:
             self._wait_ready(t0)
@@ -157,7 +174,8 @@ class LlamaServer:
             if rc is not None:
                 raise LocalServerError(
                     f"{self.spec.name} server exited with code {rc} before it was ready; "
-                    f"log {self.log_path}:\n{self.log_tail()}")
+                    f"log {self.log_path}:\n{self.log_tail()}"
+                )
             try:
                 with urllib.request.urlopen(url, timeout=2) as r:
                     if r.status == 200:
@@ -167,7 +185,8 @@ class LlamaServer:
             if time.monotonic() - t0 > self.startup_timeout_s:
                 raise LocalServerError(
                     f"{self.spec.name} server not ready after {self.startup_timeout_s:.0f} s; "
-                    f"log {self.log_path}:\n{self.log_tail()}")
+                    f"log {self.log_path}:\n{self.log_tail()}"
+                )
             time.sleep(0.2)
 
     def exit_status(self) -> int | None:
@@ -186,10 +205,17 @@ class LlamaServer:
     def check_compute(self, timeout_s: float = 120.0) -> None:
         """One tiny completion (1 token, never cached): a model that loads but cannot compute (a runtime built
         for another CPU crashes on the first matrix product) fails here, once, before any case runs."""
-        body = json.dumps({"model": self.model, "messages": [{"role": "user", "content": "Say OK."}],
-                           "max_tokens": 1, "temperature": 0}).encode()
-        req = urllib.request.Request(self.base_url + "/chat/completions", data=body,
-                                     headers={"Content-Type": "application/json"})
+        body = json.dumps(
+            {
+                "model": self.model,
+                "messages": [{"role": "user", "content": "Say OK."}],
+                "max_tokens": 1,
+                "temperature": 0,
+            }
+        ).encode()
+        req = urllib.request.Request(
+            self.base_url + "/chat/completions", data=body, headers={"Content-Type": "application/json"}
+        )
         try:
             with urllib.request.urlopen(req, timeout=timeout_s) as r:
                 reply = json.load(r)
@@ -202,10 +228,13 @@ class LlamaServer:
             problem = f"failed: {type(e).__name__}: {e}"
         died = wait_dead(self.died, 2.0)
         if died is not None:
-            raise LocalServerError(f"{self.spec.name}: the server loaded the model, then died on a 1-token test "
-                                   f"completion (before any case ran): {died}")
-        raise LocalServerError(f"{self.spec.name}: a 1-token test completion {problem}; log {self.log_path}:\n"
-                               f"{self.log_tail()}")
+            raise LocalServerError(
+                f"{self.spec.name}: the server loaded the model, then died on a 1-token test "
+                f"completion (before any case ran): {died}"
+            )
+        raise LocalServerError(
+            f"{self.spec.name}: a 1-token test completion {problem}; log {self.log_path}:\n{self.log_tail()}"
+        )
 
     def stop(self) -> None:
         """Terminate (SIGTERM to the process group), then SIGKILL after the grace period."""
@@ -231,7 +260,7 @@ class LlamaServer:
             return "(no log)"
         return "\n".join(lines[-n:])
 
-    def __enter__(self) -> "LlamaServer":
+    def __enter__(self) -> LlamaServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -272,8 +301,12 @@ def parse_tool_calls(text: str, tool_names: Sequence[str]) -> tuple[str, list[di
             i += 1
             continue
         tagged = text[:i].rstrip().endswith("<tool_call>")
-        if (isinstance(obj, dict) and isinstance(obj.get("name"), str) and "arguments" in obj
-                and (tagged or obj["name"] in tool_names)):
+        if (
+            isinstance(obj, dict)
+            and isinstance(obj.get("name"), str)
+            and "arguments" in obj
+            and (tagged or obj["name"] in tool_names)
+        ):
             kept.append(text[pos:i])
             calls.append(_tool_call(obj))
             pos = end
@@ -313,8 +346,15 @@ def _for_template(msg: dict[str, Any]) -> dict[str, Any]:
     return m
 
 
-def template_tools_handler(*, llama: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
-                           tool_choice: Any = None, stream: bool = False, **kwargs: Any) -> Any:
+def template_tools_handler(
+    *,
+    llama: Any,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
+    tool_choice: Any = None,
+    stream: bool = False,
+    **kwargs: Any,
+) -> Any:
     base = llama._chat_handlers.get("chat_template.default")
     if base is None:
         raise ValueError("template-tools needs a GGUF with a chat template (tokenizer.chat_template)")
@@ -343,11 +383,19 @@ def template_tools_handler(*, llama: Any, messages: list[dict[str, Any]], tools:
 def _forced_call_grammar(tools: Sequence[dict[str, Any]]) -> Any:
     from llama_cpp.llama_grammar import LlamaGrammar, json_schema_to_gbnf
 
-    schema = {"oneOf": [
-        {"type": "object", "required": ["name", "arguments"], "properties": {
-            "name": {"const": t["function"]["name"]},
-            "arguments": t["function"].get("parameters") or {"type": "object"}}}
-        for t in tools]}
+    schema = {
+        "oneOf": [
+            {
+                "type": "object",
+                "required": ["name", "arguments"],
+                "properties": {
+                    "name": {"const": t["function"]["name"]},
+                    "arguments": t["function"].get("parameters") or {"type": "object"},
+                },
+            }
+            for t in tools
+        ]
+    }
     gbnf = json_schema_to_gbnf(json.dumps(schema), prop_order=["name", "arguments"])
     gbnf = re.sub(r"^root ::=", "call ::=", gbnf, flags=re.M)
     return LlamaGrammar.from_string(gbnf + '\nroot ::= "<tool_call>\\n" call "\\n</tool_call>"\n', verbose=False)
@@ -357,7 +405,8 @@ def register_chat_formats() -> None:
     from llama_cpp.llama_chat_format import LlamaChatCompletionHandlerRegistry
 
     LlamaChatCompletionHandlerRegistry().register_chat_completion_handler(
-        "template-tools", template_tools_handler, overwrite=True)
+        "template-tools", template_tools_handler, overwrite=True
+    )
 
 
 class _NullContentFix:
@@ -407,6 +456,7 @@ def fix_null_content(body: bytes) -> bytes:
 
 def _watch_parent(parent_pid: int, period_s: float = 1.0) -> None:
     """Exit when the harness that started us is gone (we get re-parented)."""
+
     def loop() -> None:
         while True:
             time.sleep(period_s)

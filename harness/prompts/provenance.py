@@ -3,6 +3,7 @@
 A verbatim-reference text must not be edited (parity with a published run depends on it; tests compare the
 ones whose source is vendored under tests/fixtures/ byte for byte); an own text may be improved freely.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,5 +1,6 @@
 """The reference default summary prompt (configs/prompt/trpc_default.yaml holds the same text for `prompt=`;
 a test checks they are equal). The other summary prompts live only in configs/prompt/*.yaml."""
+
 from __future__ import annotations
 
 from harness.prompts.provenance import TRPC_AGENT_GO, verbatim

@@ -4,6 +4,7 @@ Nothing here raises on model input: bad JSON or a non-object is an `ArgumentErro
 a tool message; a field of the wrong type is coerced or dropped to its default, and the change is
 recorded so that records show what the model asked for and what ran.
 """
+
 from __future__ import annotations
 
 import json

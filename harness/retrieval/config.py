@@ -2,6 +2,7 @@
 
 The Hydra files in configs/retrieval/ instantiate these; `preset(name)` builds the same values in code.
 """
+
 from __future__ import annotations
 
 import re
@@ -71,7 +72,9 @@ class SearchConfig:
         if self.fusion not in ("rrf", "score"):
             raise ValueError(f"SearchConfig.fusion must be 'rrf' or 'score', got {self.fusion!r}")
         if self.response_style not in ("reference", "compact"):
-            raise ValueError(f"SearchConfig.response_style must be 'reference' or 'compact', got {self.response_style!r}")
+            raise ValueError(
+                f"SearchConfig.response_style must be 'reference' or 'compact', got {self.response_style!r}"
+            )
         for name in ("budget_chars", "hit_chars", "top_hit_chars", "recall_chars"):
             v = getattr(self, name)
             if v is not None and v < 80:
@@ -125,13 +128,26 @@ def preset(name: str, /, **overrides: Any) -> SearchConfig:
         "bm25": SearchConfig(name="bm25", default_mode="keyword"),
         "hybrid": SearchConfig(name="hybrid"),
         "trpc_parity": SearchConfig(
-            name="trpc_parity", allow_keyword_mode=False, keyword_require_all=True, tail_filter=True,
+            name="trpc_parity",
+            allow_keyword_mode=False,
+            keyword_require_all=True,
+            tail_filter=True,
             stopwords="snowball",
         ),
         "default": SearchConfig(
-            name="default", fusion="score", alpha=1.0, assistant_weight=0.5, propagate=0.5, speaker_prior="user",
-            response_style="compact", expand_top=0, wire_exact_schema=False,
-            recall_cues=True, top_hit_chars=3000, top_hits=2, recall_chars=4000,
+            name="default",
+            fusion="score",
+            alpha=1.0,
+            assistant_weight=0.5,
+            propagate=0.5,
+            speaker_prior="user",
+            response_style="compact",
+            expand_top=0,
+            wire_exact_schema=False,
+            recall_cues=True,
+            top_hit_chars=3000,
+            top_hits=2,
+            recall_chars=4000,
         ),
     }
     if name not in base:

@@ -10,6 +10,7 @@ Distillation takes ~15-30 s on 2 cores. At run time only `model2vec` (numpy, tok
 is needed; torch is not. The command prints the sha256 of the written model.safetensors; put it in the
 retrieval config (`embedder.sha256`) to pin the exact file.
 """
+
 from __future__ import annotations
 
 import argparse

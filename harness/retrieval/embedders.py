@@ -8,13 +8,15 @@
 
 `identity` names the model and its weights; the index store keys cached vectors by it.
 """
+
 from __future__ import annotations
 
 import os
 import zlib
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -157,8 +159,15 @@ class OpenAIEmbedder:
         if batch_size < 1:
             raise ValueError(f"OpenAIEmbedder.batch_size must be >= 1, got {batch_size}")
         url = base_url or "https://api.openai.com/v1"
-        self.client = LLMClient(base_url=url, model=model, api_key=key, timeout_s=timeout_s, max_retries=max_retries,
-                                concurrency=concurrency, cache=ResponseCache(cache_path) if cache_path else None)
+        self.client = LLMClient(
+            base_url=url,
+            model=model,
+            api_key=key,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            concurrency=concurrency,
+            cache=ResponseCache(cache_path) if cache_path else None,
+        )
         self.model, self.dimensions, self.batch_size = model, dimensions, batch_size
         self.max_input_tokens = max_input_tokens
         self.identity = f"openai:{model}:{dimensions or 'native'}@{base_url or 'api.openai.com'}"

@@ -6,13 +6,15 @@ Metrics follow LongMemEval's retrieval evaluation (src/retrieval/eval_utils.py):
 recall_any@k, recall_all@k and NDCG@k (binary relevance), and session-level recall@k over the
 distinct haystack sessions of the ranked turns.
 """
+
 from __future__ import annotations
 
 import json
 import math
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -60,7 +62,9 @@ def case_metrics(ranked: Sequence[str], events: Sequence[Event], ks: Iterable[in
     return m
 
 
-def hidden_session(case_id: str, events: Sequence[Event], mode: str = "summary_ondemand") -> tuple[Session, SummaryBoundary]:
+def hidden_session(
+    case_id: str, events: Sequence[Event], mode: str = "summary_ondemand"
+) -> tuple[Session, SummaryBoundary]:
     """The session and boundary summary_ondemand sees: every seeded event is behind the summary."""
     s = Session(id=f"{mode}-{case_id}", user_id=case_id, app="summary-lme-ondemand", events=list(events))
     last = events[-1]
@@ -101,7 +105,9 @@ def evidence_in_response(content: str, events: Sequence[Event]) -> tuple[bool, b
     return full, bool(hit_ids & set(relevant))
 
 
-def evaluate_case(retriever, case_id: str, events: Sequence[Event], question: str, *, counter=None, top_k: int = 10) -> CaseResult:
+def evaluate_case(
+    retriever, case_id: str, events: Sequence[Event], question: str, *, counter=None, top_k: int = 10
+) -> CaseResult:
     """Index the case (timed), rank with top_k, and measure the default (model-like) response."""
     session, boundary = hidden_session(case_id, events)
     t0 = time.perf_counter()
@@ -111,7 +117,9 @@ def evaluate_case(retriever, case_id: str, events: Sequence[Event], question: st
     out = tools.call("session_search", {"query": question, "top_k": top_k})
     query_ms = (time.perf_counter() - t1) * 1000
     ranked = [h["event_id"] for h in out.trace.get("hits", [])]
-    res = CaseResult(case_id, len(events), index_s, query_ms, ranked, case_metrics(ranked, events), out.trace.get("path", ""))
+    res = CaseResult(
+        case_id, len(events), index_s, query_ms, ranked, case_metrics(ranked, events), out.trace.get("path", "")
+    )
     # The response a model gets for the question as it would call the tool (default top_k).
     default = tools.call("session_search", json.dumps({"query": question, "scope": "current_hidden"}))
     res.response_has_evidence, res.response_hits_evidence = evidence_in_response(default.content, events)

@@ -5,12 +5,13 @@ user/assistant/tool messages with non-empty text, tool results prefixed "<tool>:
 that carry tool calls skipped. Search functions take a boolean mask over documents (the scope), so
 no ranking ever sees an event outside the caller's scope.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -139,7 +140,6 @@ class CaseIndex:
         keyword = self.keyword_search(query, mask, n_cand, require_all=require_all)
         return rrf_fuse([dense, keyword], self.timestamps, k, rrf_k=rrf_k)
 
-
     # --- score-level ranking (the project default): every document gets one comparable score ---------
     def score_vector(self, query: str, mode: str, *, alpha: float = 1.0) -> tuple[np.ndarray, np.ndarray | None]:
         """(scores, dense cosine or None). keyword: BM25/max; dense: cosine; hybrid: BM25/max + alpha·max(cos, 0)."""
@@ -155,7 +155,9 @@ class CaseIndex:
             return cos.astype(np.float32), cos
         return kw + alpha * np.clip(cos, 0.0, None), cos
 
-    def apply_priors(self, scores: np.ndarray, *, user_weight: float, assistant_weight: float, propagate: float) -> np.ndarray:
+    def apply_priors(
+        self, scores: np.ndarray, *, user_weight: float, assistant_weight: float, propagate: float
+    ) -> np.ndarray:
         """Role weights, and credit from an assistant reply to the user message it answers.
 
         A reply that restates what the user said ("30 minutes a day is great!") is evidence that the user

@@ -1,14 +1,16 @@
 """Keyword (BM25) side of the index: bm25s over Snowball-English-stemmed, stopword-filtered tokens."""
+
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Sequence
 
 import bm25s
 import numpy as np
 import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
+
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s' default token pattern
 # Two stopword lists. "lucene" (bm25s' English list, 33 words) keeps pronouns such as "my", which tie
 # first-person questions to what the user said and measure better here; "snowball" is the list of

@@ -2,6 +2,7 @@
 
 Its own module so that the embedders and the distiller (which builds the embedded default) share it without
 importing each other."""
+
 from __future__ import annotations
 
 import importlib.util

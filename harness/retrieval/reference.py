@@ -11,6 +11,7 @@ What actually reached the model at that commit (checked in the framework source,
   description, and sends the tools sorted by name (internal/toolorder): session_load before session_search.
 - The parameter schema passes through a Go map, so every object's keys are sorted.
 """
+
 from __future__ import annotations
 
 import json

@@ -1,7 +1,8 @@
 """Rendering of search hits and loaded windows into the reference's JSON shapes (or our compact one)."""
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from harness.retrieval import text as tx
@@ -11,7 +12,7 @@ from harness.retrieval.index import CaseIndex
 def rfc3339(ts: float) -> str:
     """Go's time.Time JSON form (RFC 3339, UTC, fractional seconds without trailing zeros)."""
     micros = round(ts * 1_000_000)
-    dt = datetime.fromtimestamp(micros // 1_000_000, tz=timezone.utc)
+    dt = datetime.fromtimestamp(micros // 1_000_000, tz=UTC)
     frac = micros % 1_000_000
     base = dt.strftime("%Y-%m-%dT%H:%M:%S")
     return base + (f".{frac:06d}".rstrip("0") if frac else "") + "Z"
@@ -42,8 +43,15 @@ def message(index: CaseIndex, i: int, limit: int | None = None) -> dict[str, Any
 
 
 def reference_hit(
-    index: CaseIndex, doc: int, score: float, *, scope: str, session_id: str, win: list[int] | None,
-    snippet_chars: int = tx.MAX_SNIPPET, context_chars: int | None = None,
+    index: CaseIndex,
+    doc: int,
+    score: float,
+    *,
+    scope: str,
+    session_id: str,
+    win: list[int] | None,
+    snippet_chars: int = tx.MAX_SNIPPET,
+    context_chars: int | None = None,
 ) -> dict[str, Any]:
     """One `results` entry: window snippet + full-text context for expanded hits, else a compacted text."""
     d = index.docs[doc]
@@ -66,8 +74,13 @@ def reference_hit(
 
 
 def compact_hits(
-    hits: list[tuple[CaseIndex, int, float, str | None]], terms: set[str], *, budget_chars: int, hit_chars: int,
-    top_hit_chars: int | None = None, top_hits: int = 1,
+    hits: list[tuple[CaseIndex, int, float, str | None]],
+    terms: set[str],
+    *,
+    budget_chars: int,
+    hit_chars: int,
+    top_hit_chars: int | None = None,
+    top_hits: int = 1,
 ) -> list[dict[str, Any]]:
     """Hit texts in rank order within `budget_chars`; long texts become query-focused excerpts.
 
@@ -88,7 +101,12 @@ def compact_hits(
         # matches the event's); a longer one becomes an excerpt with whitespace collapsed.
         text = d.text if len(d.text) <= limit else tx.excerpt(d.text, terms, limit)
         left -= min(len(text), hit_chars)
-        entry: dict[str, Any] = {"event_id": d.event_id, "role": d.role, "score": round(float(score), 4), "snippet": text}
+        entry: dict[str, Any] = {
+            "event_id": d.event_id,
+            "role": d.role,
+            "score": round(float(score), 4),
+            "snippet": text,
+        }
         if other_session:
             entry["session_id"] = other_session
         out.append(entry)

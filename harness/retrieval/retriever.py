@@ -1,15 +1,17 @@
 """What a mode instantiates from `configs/retrieval/*.yaml`: a search config, an embedder, an index store.
 
-    retriever = hydra.utils.instantiate(cfg.retrieval)
-    tools = retriever.tools(session, boundary=summary.boundary)   # SessionTools
-    tools.specs(); tools.call("session_search", '{"query": "..."}')
+retriever = hydra.utils.instantiate(cfg.retrieval)
+tools = retriever.tools(session, boundary=summary.boundary)   # SessionTools
+tools.specs(); tools.call("session_search", '{"query": "..."}')
 """
+
 from __future__ import annotations
 
 import os
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from harness.retrieval.config import SearchConfig
 from harness.retrieval.index import CaseIndex, build_docs, content_hash

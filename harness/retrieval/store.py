@@ -4,14 +4,16 @@ Rows are keyed by the session's content hash (and, for vectors, the embedder's i
 is built once per case and reused across modes, presets and runs; a changed event or embedder is a
 different key, never a stale hit.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -26,8 +28,10 @@ CREATE TABLE IF NOT EXISTS vectors (
     key TEXT, embedder TEXT, n INTEGER, dim INTEGER, data BLOB, seconds REAL, created REAL,
     PRIMARY KEY (key, embedder));
 """
-_COLUMNS = {"tokens": ("key", "n", "tokens", "created"),
-            "vectors": ("key", "embedder", "n", "dim", "data", "seconds", "created")}
+_COLUMNS = {
+    "tokens": ("key", "n", "tokens", "created"),
+    "vectors": ("key", "embedder", "n", "dim", "data", "seconds", "created"),
+}
 
 
 def embed_docs(docs: Sequence[Doc], embedder: Any) -> np.ndarray | None:
@@ -62,12 +66,18 @@ class IndexStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         # Checked at open like the response cache: damage is one error before any case, never a failed case each.
-        self._db = open_sqlite(self.path, "retrieval index store", _SCHEMA, _COLUMNS,
-                               "it only holds indexes built from the sessions: they are built again; "
-                               "or point retrieval.store elsewhere")
+        self._db = open_sqlite(
+            self.path,
+            "retrieval index store",
+            _SCHEMA,
+            _COLUMNS,
+            "it only holds indexes built from the sessions: they are built again; or point retrieval.store elsewhere",
+        )
         self.stats = {"token_hits": 0, "token_builds": 0, "vector_hits": 0, "vector_builds": 0}
 
-    def load_or_build(self, key: str, docs: Sequence[Doc], embedder: Any | None, stopwords: str = "lucene") -> CaseIndex:
+    def load_or_build(
+        self, key: str, docs: Sequence[Doc], embedder: Any | None, stopwords: str = "lucene"
+    ) -> CaseIndex:
         tokens = self._tokens(f"{key}|sw={stopwords}", docs, stopwords)
         vectors = self._vectors(key, docs, embedder) if embedder is not None else None
         return CaseIndex(docs, doc_tokens=tokens, vectors=vectors, embedder=embedder, stopwords=stopwords)
@@ -90,8 +100,9 @@ class IndexStore:
     def has_vectors(self, key: str, n_docs: int, embedder: Any) -> bool:
         """Whether `load_or_build` would load these vectors rather than embed (read-only)."""
         with self._lock:
-            row = self._db.execute("SELECT n FROM vectors WHERE key=? AND embedder=?",
-                                   (key, embedder_identity(embedder))).fetchone()
+            row = self._db.execute(
+                "SELECT n FROM vectors WHERE key=? AND embedder=?", (key, embedder_identity(embedder))
+            ).fetchone()
         return bool(row) and row[0] == n_docs
 
     def _vectors(self, key: str, docs: Sequence[Doc], embedder: Any) -> np.ndarray | None:
@@ -111,7 +122,15 @@ class IndexStore:
         with self._lock, self._db:
             self._db.execute(
                 "INSERT OR REPLACE INTO vectors VALUES (?,?,?,?,?,?,?)",
-                (key, ident, vecs.shape[0], vecs.shape[1] if vecs.ndim == 2 else 0, vecs.tobytes(), seconds, time.time()),
+                (
+                    key,
+                    ident,
+                    vecs.shape[0],
+                    vecs.shape[1] if vecs.ndim == 2 else 0,
+                    vecs.tobytes(),
+                    seconds,
+                    time.time(),
+                ),
             )
         self.stats["vector_builds"] += 1
         return vecs

@@ -4,10 +4,11 @@ Behaviour follows trpc-group/trpc-agent-go @ 9b4e406 internal/session/tool/recal
 (searchQueries, clauseSearchQueries, fallbackSearchQueries, keywordTokens, lexicalEventScore,
 compactSnippetText, windowSnippet); re-implemented, not copied.
 """
+
 from __future__ import annotations
 
 import re
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 MAX_SNIPPET = 280
 MAX_SNIPPET_LINE = 96
@@ -77,7 +78,7 @@ def _trim_lead_in(query: str) -> str:
     low = query.lower()
     for prefix in LEAD_INS:
         if low.startswith(prefix):
-            return query[len(prefix):].strip()
+            return query[len(prefix) :].strip()
     return query.strip()
 
 

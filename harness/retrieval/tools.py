@@ -7,12 +7,14 @@ hits outside the runner's last ≤20 loaded events are dropped, then a lexical s
 intended design (hybrid over every hidden event). `call` never raises: every problem with the model's
 arguments becomes either a recorded adjustment or an error tool message.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -156,7 +158,13 @@ class SessionTools:
             top_k = MAX_TOP_K
         min_score = c.clamp("min_score", c.number("min_score", 0.0), 0.0, 1.0)
         mode = self._mode(c.string("search_mode"), c)
-        trace["arguments"] = {"query": query, "scope": scope, "top_k": top_k, "min_score": min_score, "search_mode": mode}
+        trace["arguments"] = {
+            "query": query,
+            "scope": scope,
+            "top_k": top_k,
+            "min_score": min_score,
+            "search_mode": mode,
+        }
         trace["adjustments"] = c.notes
         if not query:
             body = {"query": "", "scope": "current_hidden", "results": [], "count": 0}
@@ -270,8 +278,9 @@ class SessionTools:
             scores, cos = index.score_vector(query, mode, alpha=cfg.alpha)
             uw, aw = speaker_weights(query, cfg.assistant_weight, cfg.speaker_prior, cfg.recall_cues)
             if uw != 1.0 or aw != 1.0 or cfg.propagate:
-                scores = index.apply_priors(scores, user_weight=uw, assistant_weight=aw,
-                                            propagate=cfg.propagate if uw >= aw else 0.0)
+                scores = index.apply_priors(
+                    scores, user_weight=uw, assistant_weight=aw, propagate=cfg.propagate if uw >= aw else 0.0
+                )
             return index.ranked(scores, mask, k, min_dense=min_score, cos=cos), mode
         if mode == "keyword":
             return index.keyword_search(query, mask, k, require_all=cfg.keyword_require_all), "keyword"
@@ -279,7 +288,12 @@ class SessionTools:
             return index.dense_search(query, mask, k, min_score=min_score), "dense"
         return (
             index.hybrid_search(
-                query, mask, k, min_score=min_score, candidate_ratio=cfg.candidate_ratio, rrf_k=cfg.rrf_k,
+                query,
+                mask,
+                k,
+                min_score=min_score,
+                candidate_ratio=cfg.candidate_ratio,
+                rrf_k=cfg.rrf_k,
                 require_all=cfg.keyword_require_all,
             ),
             "hybrid",
@@ -328,7 +342,7 @@ class SessionTools:
                     hidden = ids
                     break
         candidates = []
-        for pos, e in enumerate(events):
+        for _pos, e in enumerate(events):
             if hidden is not None:
                 if e.id not in hidden:
                     continue
@@ -372,8 +386,14 @@ class SessionTools:
         else:
             hit_scope = "other_sessions"
         return render.reference_hit(
-            hit.index, hit.doc, hit.score, scope=hit_scope, session_id=hit.session.id, win=win,
-            snippet_chars=cfg.snippet_chars, context_chars=cfg.context_chars,
+            hit.index,
+            hit.doc,
+            hit.score,
+            scope=hit_scope,
+            session_id=hit.session.id,
+            win=win,
+            snippet_chars=cfg.snippet_chars,
+            context_chars=cfg.context_chars,
         )
 
     def _render_compact(self, hits: list[_Hit], query: str) -> list[dict[str, Any]]:
@@ -383,8 +403,9 @@ class SessionTools:
         budget, hit, top = cfg.budget_chars, cfg.hit_chars, cfg.top_hit_chars
         if cfg.recall_chars is not None and recall_cue(query):
             budget, hit = max(budget, cfg.recall_chars), max(hit, cfg.recall_chars)
-        return render.compact_hits(rows, terms, budget_chars=budget, hit_chars=hit, top_hit_chars=top,
-                                   top_hits=cfg.top_hits)
+        return render.compact_hits(
+            rows, terms, budget_chars=budget, hit_chars=hit, top_hit_chars=top, top_hits=cfg.top_hits
+        )
 
     # --- session_load ---------------------------------------------------------------------------------
     def _load(self, arguments: Any, trace: dict[str, Any]) -> ToolOutcome:
@@ -435,9 +456,6 @@ class SessionTools:
             if s.id == session_id:
                 return s, i
         return None
-
-
-
 
 
 __all__ = ["SessionTools", "ToolOutcome", "SearchConfig", "preset", "speaker_weights", "normalize_window", "rfc3339"]

@@ -5,11 +5,13 @@ aggregation, reports, compare and the regression gate know which way is worse, w
 to print it, without knowing the scorer. This declaration is the only one: a run keeps it in run.json
 (`metrics`), and reports/metrics.py builds every table's columns from it.
 """
+
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ A judge call that fails (transport error or HTTP error after the client's retrie
 a verdict: the reference would count it as 0, we return no values and `ScoreResult.error`, so the
 pair is recorded as "scoring_failed" and scored again by the next run (its answer kept).
 """
+
 from __future__ import annotations
 
 import json
@@ -70,9 +71,7 @@ def decode_go_judge_struct(text: str) -> tuple[dict[str, Any], frozenset[str]]:
     """
     out: dict[str, Any] = {"correct": False, "confidence": 0.0, "reason": ""}
     try:
-        obj = json.loads(
-            text, parse_constant=_reject_constant, parse_int=float, object_pairs_hook=_Pairs
-        )
+        obj = json.loads(text, parse_constant=_reject_constant, parse_int=float, object_pairs_hook=_Pairs)
     except (ValueError, RecursionError) as e:
         raise ValueError(f"invalid JSON: {e}") from None
     if obj is None:  # `null` into a struct is a no-op in Go, not an error
@@ -155,19 +154,41 @@ class TrpcJudge:
     """
 
     metrics: tuple[MetricSpec, ...] = (
-        MetricSpec("llm_score", True,
-                   "tRPC LLMScore: 1 on containment match, else judge confidence if correct (lenient parse)",
-                   "LLMScore"),
-        MetricSpec("llm_score_strict", True,
-                   "LLMScore from an explicit JSON verdict only; None when the reply is unusable",
-                   "LLMScore strict", judged=True),
+        MetricSpec(
+            "llm_score",
+            True,
+            "tRPC LLMScore: 1 on containment match, else judge confidence if correct (lenient parse)",
+            "LLMScore",
+        ),
+        MetricSpec(
+            "llm_score_strict",
+            True,
+            "LLMScore from an explicit JSON verdict only; None when the reply is unusable",
+            "LLMScore strict",
+            judged=True,
+        ),
     )
     # The binary verdicts behind the scores, read from the details by reports (not stored as metrics).
     derived_metrics: tuple[MetricSpec, ...] = (
-        MetricSpec("llm_acc", True, "tRPC judge verdict (lenient parse): 1 correct or exact match, 0 incorrect",
-                   "judge acc (trpc, lenient)", judged=True, binary=True, quality=False, verdict="verdict"),
-        MetricSpec("llm_acc_strict", True, "tRPC judge verdict from an explicit JSON verdict only",
-                   "judge acc (trpc, strict)", judged=True, binary=True, verdict="verdict_strict"),
+        MetricSpec(
+            "llm_acc",
+            True,
+            "tRPC judge verdict (lenient parse): 1 correct or exact match, 0 incorrect",
+            "judge acc (trpc, lenient)",
+            judged=True,
+            binary=True,
+            quality=False,
+            verdict="verdict",
+        ),
+        MetricSpec(
+            "llm_acc_strict",
+            True,
+            "tRPC judge verdict from an explicit JSON verdict only",
+            "judge acc (trpc, strict)",
+            judged=True,
+            binary=True,
+            verdict="verdict_strict",
+        ),
     )
 
     def __init__(self, model: ChatModel, params: Mapping[str, Any] | None = None) -> None:
@@ -180,9 +201,19 @@ class TrpcJudge:
     def score(self, item: ScoreInput) -> ScoreResult:
         require_text(item, "TrpcJudge")
         details: dict[str, Any] = {
-            "em": False, "judge_called": False, "raw": None, "parse_mode": "not_run",
-            "verdict": "not_run", "verdict_strict": "not_run", "confidence": None, "reason": None,
-            "strict_reason": None, "parse_error": None, "skipped": None, "usage": None, "error": None,
+            "em": False,
+            "judge_called": False,
+            "raw": None,
+            "parse_mode": "not_run",
+            "verdict": "not_run",
+            "verdict_strict": "not_run",
+            "confidence": None,
+            "reason": None,
+            "strict_reason": None,
+            "parse_error": None,
+            "skipped": None,
+            "usage": None,
+            "error": None,
         }
         if contains_match(item.prediction, item.reference):
             details.update(em=True, skipped="exact_match")
@@ -195,8 +226,9 @@ class TrpcJudge:
         except Exception as e:  # LLMError or anything else: never a score (the reference's 0), never a crash
             details["error"] = f"{type(e).__name__}: {e}"
             details["strict_reason"] = "judge call failed"
-            return ScoreResult({"llm_score": None, "llm_score_strict": None}, details,
-                               error=f"judge call failed: {details['error']}")
+            return ScoreResult(
+                {"llm_score": None, "llm_score_strict": None}, details, error=f"judge call failed: {details['error']}"
+            )
 
         raw = result.content or ""
         verdict = parse_trpc_judge_reply(raw)
@@ -262,10 +294,24 @@ class LongMemEvalJudge:
     """
 
     metrics: tuple[MetricSpec, ...] = (
-        MetricSpec("lme_acc", True, "Official LongMemEval judge: 1 if 'yes' in the reply (upstream parse)",
-                   "LongMemEval acc", judged=True, binary=True, task_averaged=True),
-        MetricSpec("lme_acc_strict", True, "Official LongMemEval judge prompt; the reply must start with yes/no",
-                   "LongMemEval acc (strict parse)", judged=True, binary=True, task_averaged=True),
+        MetricSpec(
+            "lme_acc",
+            True,
+            "Official LongMemEval judge: 1 if 'yes' in the reply (upstream parse)",
+            "LongMemEval acc",
+            judged=True,
+            binary=True,
+            task_averaged=True,
+        ),
+        MetricSpec(
+            "lme_acc_strict",
+            True,
+            "Official LongMemEval judge prompt; the reply must start with yes/no",
+            "LongMemEval acc (strict parse)",
+            judged=True,
+            binary=True,
+            task_averaged=True,
+        ),
     )
 
     def __init__(self, model: ChatModel, params: Mapping[str, Any] | None = None) -> None:
@@ -278,13 +324,22 @@ class LongMemEvalJudge:
     def score(self, item: ScoreInput) -> ScoreResult:
         require_text(item, "LongMemEvalJudge")
         kind = lme_prompt_kind(item.question_id, item.question_type)
-        details: dict[str, Any] = {"prompt_kind": kind, "judge_called": False, "raw": None, "verdict": "not_run",
-                                   "verdict_strict": "not_run", "reason": None, "strict_reason": None,
-                                   "usage": None, "error": None}
+        details: dict[str, Any] = {
+            "prompt_kind": kind,
+            "judge_called": False,
+            "raw": None,
+            "verdict": "not_run",
+            "verdict_strict": "not_run",
+            "reason": None,
+            "strict_reason": None,
+            "usage": None,
+            "error": None,
+        }
         none: dict[str, float | None] = {"lme_acc": None, "lme_acc_strict": None}
         try:
-            prompt = render_lme_judge_prompt(item.question_id, item.question_type, item.question, item.reference,
-                                             item.prediction)
+            prompt = render_lme_judge_prompt(
+                item.question_id, item.question_type, item.question, item.reference, item.prediction
+            )
         except KeyError as e:
             details.update(reason=str(e.args[0]), strict_reason=str(e.args[0]))
             return ScoreResult(none, details)
@@ -292,13 +347,20 @@ class LongMemEvalJudge:
         try:
             result = self.model.chat([{"role": "user", "content": prompt}], purpose="judge", **self.params)
         except Exception as e:  # a failed judge call is a failure of scoring, never a score
-            details.update(error=f"{type(e).__name__}: {e}", reason="judge call failed", strict_reason="judge call failed")
+            details.update(
+                error=f"{type(e).__name__}: {e}", reason="judge call failed", strict_reason="judge call failed"
+            )
             return ScoreResult(none, details, error=f"judge call failed: {details['error']}")
         raw = result.content or ""
         label = parse_lme_official(raw)
         strict, why = parse_lme_strict(raw)
-        details.update(raw=raw, usage=result.to_record(), verdict="correct" if label else "incorrect",
-                       verdict_strict="not_run" if strict is None else ("correct" if strict else "incorrect"),
-                       strict_reason=why)
-        return ScoreResult({"lme_acc": 1.0 if label else 0.0,
-                            "lme_acc_strict": None if strict is None else float(strict)}, details)
+        details.update(
+            raw=raw,
+            usage=result.to_record(),
+            verdict="correct" if label else "incorrect",
+            verdict_strict="not_run" if strict is None else ("correct" if strict else "incorrect"),
+            strict_reason=why,
+        )
+        return ScoreResult(
+            {"lme_acc": 1.0 if label else 0.0, "lme_acc_strict": None if strict is None else float(strict)}, details
+        )

@@ -17,13 +17,14 @@ Two families, kept apart on purpose:
 
 All functions take (prediction, reference), the argument order of the reference code.
 """
+
 from __future__ import annotations
 
 import math
 import re
 from collections import Counter
+from collections.abc import Sequence
 from functools import cache
-from typing import Sequence
 
 from harness.scoring.base import MetricSpec, ScoreInput, ScoreResult, require_text
 
@@ -174,12 +175,19 @@ class LexicalScorer:
         MetricSpec("rouge2", True, "Reference ROUGE-2 F1 (clipped bigrams, tRPC tokenizer)", "ROUGE-2"),
         MetricSpec("rouge_l", True, "Reference ROUGE-L F1 (token LCS, beta=1, tRPC tokenizer)", "ROUGE-L"),
         MetricSpec("bleu1", True, "Reference BLEU-1 (clipped unigram precision x brevity penalty)", "BLEU"),
-        MetricSpec("em", True, "Reference containment match: lowercased reference is a substring of the answer", "EM",
-                   binary=True),
-        MetricSpec("rouge_l_lib", True, "rouge-score rougeL F-measure (default tokenizer, no stemmer)",
-                   "ROUGE-L (rouge-score)"),
-        MetricSpec("sacrebleu_sentence", True, "sacrebleu sentence BLEU (4-gram, exp smoothing) / 100",
-                   "BLEU-4 (sacrebleu)"),
+        MetricSpec(
+            "em",
+            True,
+            "Reference containment match: lowercased reference is a substring of the answer",
+            "EM",
+            binary=True,
+        ),
+        MetricSpec(
+            "rouge_l_lib", True, "rouge-score rougeL F-measure (default tokenizer, no stemmer)", "ROUGE-L (rouge-score)"
+        ),
+        MetricSpec(
+            "sacrebleu_sentence", True, "sacrebleu sentence BLEU (4-gram, exp smoothing) / 100", "BLEU-4 (sacrebleu)"
+        ),
     )
 
     def score(self, item: ScoreInput) -> ScoreResult:

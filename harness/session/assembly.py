@@ -3,11 +3,13 @@
 
 Layers apply in this order: assemble -> compact_tool_results -> tailor (last).
 """
+
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 from harness.llm.types import Message
 from harness.session.boundary import Summary
@@ -53,9 +55,7 @@ def drop_leading_non_user(events: Sequence[Event]) -> list[Event]:
     return []
 
 
-def history_events(
-    events: Sequence[Event], summary: Summary | None, history_cap: int | None = None
-) -> list[Event]:
+def history_events(events: Sequence[Event], summary: Summary | None, history_cap: int | None = None) -> list[Event]:
     """The raw events a request shows: all events after the summary's boundary.
 
     `history_cap` (the newest N events, like a session service's event limit) only trims events

@@ -1,4 +1,5 @@
 """The summary value types: a summary is a *view* over events, and its boundary says which ones."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

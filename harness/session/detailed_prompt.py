@@ -4,6 +4,7 @@ Source: trpc-group/trpc-agent-go-benchmark @ 1edee87bc8b4efa539329e6766fd0fcd4b0
 summary/trpc-agent-go-impl/detailed_summary.go: `detailedContinuityPrompt` (its text is kept verbatim in
 configs/prompt/trpc_detailed.yaml) and `stripDetailedSummaryOutput`, re-implemented here by behaviour.
 """
+
 from __future__ import annotations
 
 import re
@@ -26,10 +27,10 @@ def strip_detailed_summary_output(text: str) -> str:
     """
     opener = _SUMMARY_OPEN.search(text)
     if opener is not None:
-        inner = text[opener.end():]
+        inner = text[opener.end() :]
         closer = _SUMMARY_CLOSE.search(inner)
         if closer is not None:
-            inner = inner[:closer.start()]
+            inner = inner[: closer.start()]
         return inner.strip()
     text = _ANALYSIS_BLOCK.sub("", text)
     text = _ANALYSIS_OPEN.sub("", text)

@@ -2,10 +2,12 @@
 
 An event is immutable once appended; nothing in the harness rewrites or deletes one.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -80,4 +82,3 @@ class Session:
             if e.id == event_id:
                 return e
         return None
-

@@ -4,9 +4,10 @@ A SkipRecent is `Callable[[Sequence[Event]], int]` over the delta events, return
 number of tail events to exclude. Whatever it returns, `safe_skip` moves the cut so a tool
 call and its results are never separated (the cut never lands on a tool result).
 """
+
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from harness.session.events import Event
 from harness.session.tokens import TokenCounter, o200k_counter

@@ -7,6 +7,7 @@ generation settings), not event ids, so two modes seeding the same case share on
 (`share_across_modes=True`); with False the mode name joins the key and each mode regenerates,
 as the reference run did.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -14,8 +15,9 @@ import hashlib
 import json
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 from harness.llm.types import ChatResult, Usage
 from harness.secrets import redact_stored
@@ -43,8 +45,12 @@ def event_from_dict(d: dict[str, Any]) -> Event:
 
 
 def summary_to_dict(s: Summary) -> dict[str, Any]:
-    return {"text": s.text, "updated_at": s.updated_at, "topics": list(s.topics),
-            "boundary": dataclasses.asdict(s.boundary)}
+    return {
+        "text": s.text,
+        "updated_at": s.updated_at,
+        "topics": list(s.topics),
+        "boundary": dataclasses.asdict(s.boundary),
+    }
 
 
 def summary_from_dict(d: dict[str, Any]) -> Summary:
@@ -53,9 +59,14 @@ def summary_from_dict(d: dict[str, Any]) -> Summary:
 
 def chat_result_from_record(d: dict[str, Any], *, cached: bool = True) -> ChatResult:
     return ChatResult(
-        content=d["content"], tool_calls=tuple(d.get("tool_calls", ())), usage=Usage(**d["usage"]),
-        latency_s=d["latency_s"], model=d["model"], finish_reason=d.get("finish_reason"),
-        cached=cached, purpose=d.get("purpose", "summary"),
+        content=d["content"],
+        tool_calls=tuple(d.get("tool_calls", ())),
+        usage=Usage(**d["usage"]),
+        latency_s=d["latency_s"],
+        model=d["model"],
+        finish_reason=d.get("finish_reason"),
+        cached=cached,
+        purpose=d.get("purpose", "summary"),
     )
 
 
@@ -131,10 +142,12 @@ CREATE TABLE IF NOT EXISTS summary_cache (
 """
 
 
-_COLUMNS = {"events": ("app", "user_id", "session_id", "idx", "event_id", "body"),
-            "sessions": ("app", "user_id", "session_id", "updated_at"),
-            "summaries": ("app", "user_id", "session_id", "filter_key", "body"),
-            "summary_cache": ("cache_key", "body", "created_at")}
+_COLUMNS = {
+    "events": ("app", "user_id", "session_id", "idx", "event_id", "body"),
+    "sessions": ("app", "user_id", "session_id", "updated_at"),
+    "summaries": ("app", "user_id", "session_id", "filter_key", "body"),
+    "summary_cache": ("cache_key", "body", "created_at"),
+}
 
 
 class SQLiteStore:
@@ -145,8 +158,13 @@ class SQLiteStore:
         self.path = Path(path).expanduser()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = open_sqlite(self.path, "session store", _SCHEMA, _COLUMNS,
-                               "it holds this run's sessions and summaries: they are generated again")
+        self._db = open_sqlite(
+            self.path,
+            "session store",
+            _SCHEMA,
+            _COLUMNS,
+            "it holds this run's sessions and summaries: they are generated again",
+        )
         self._db.execute("PRAGMA synchronous=NORMAL")
 
     def close(self) -> None:
@@ -157,8 +175,10 @@ class SQLiteStore:
         try:
             return json.loads(raw)
         except json.JSONDecodeError as e:
-            raise StorageError(f"{self.path}: a stored {what} is not valid JSON ({e}); move the session store aside "
-                               f"or delete it (its summaries are generated again), then run the same command again") from e
+            raise StorageError(
+                f"{self.path}: a stored {what} is not valid JSON ({e}); move the session store aside "
+                f"or delete it (its summaries are generated again), then run the same command again"
+            ) from e
 
     def save_session(self, session: Session) -> None:
         """Write the session's events (appended ones are added; stored ones are immutable)."""
@@ -172,10 +192,10 @@ class SQLiteStore:
     def load_session(self, app: str, user_id: str, session_id: str) -> Session | None:
         k = (app, user_id, session_id)
         with self._lock:
-            found = self._db.execute(
-                "SELECT 1 FROM sessions WHERE app=? AND user_id=? AND session_id=?", k).fetchone()
+            found = self._db.execute("SELECT 1 FROM sessions WHERE app=? AND user_id=? AND session_id=?", k).fetchone()
             rows = self._db.execute(
-                "SELECT body FROM events WHERE app=? AND user_id=? AND session_id=? ORDER BY idx", k).fetchall()
+                "SELECT body FROM events WHERE app=? AND user_id=? AND session_id=? ORDER BY idx", k
+            ).fetchall()
         if found is None:
             return None
         return Session(session_id, user_id, app, [event_from_dict(self._loads(r[0], "event")) for r in rows])
@@ -188,13 +208,16 @@ class SQLiteStore:
 
     def put_summary(self, key: SessionKey, summary: Summary) -> None:
         with self._lock, self._db:
-            self._db.execute("INSERT OR REPLACE INTO summaries VALUES (?,?,?,?,?)",
-                             (*key, summary.boundary.filter_key, json.dumps(redact_stored(summary_to_dict(summary)))))
+            self._db.execute(
+                "INSERT OR REPLACE INTO summaries VALUES (?,?,?,?,?)",
+                (*key, summary.boundary.filter_key, json.dumps(redact_stored(summary_to_dict(summary)))),
+            )
 
     def summaries(self, key: SessionKey) -> dict[str, Summary]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT filter_key, body FROM summaries WHERE app=? AND user_id=? AND session_id=?", key).fetchall()
+                "SELECT filter_key, body FROM summaries WHERE app=? AND user_id=? AND session_id=?", key
+            ).fetchall()
         return {fk: summary_from_dict(self._loads(body, "summary")) for fk, body in rows}
 
     def get_summary(self, key: SessionKey, filter_key: str = "") -> Summary | None:
@@ -207,8 +230,10 @@ class SQLiteStore:
 
     def cache_put(self, cache_key: str, value: dict[str, Any]) -> None:
         with self._lock, self._db:
-            self._db.execute("INSERT OR REPLACE INTO summary_cache VALUES (?,?,?)",
-                             (cache_key, json.dumps(redact_stored(value)), time.time()))
+            self._db.execute(
+                "INSERT OR REPLACE INTO summary_cache VALUES (?,?,?)",
+                (cache_key, json.dumps(redact_stored(value)), time.time()),
+            )
 
 
 # --- Content-keyed summary cache -------------------------------------------------------------------
@@ -227,9 +252,13 @@ def summary_cache_key(
         "params": summarizer.params,
         "window": [summarizer.context_window, summarizer.reserve() if summarizer.context_window else None],
         "agent": summarizer.agent_name,
-        "formatters": [getattr(f, "__qualname__", repr(f))
-                       for f in (summarizer.tool_call_formatter, summarizer.tool_result_formatter)],
-        "hooks": [getattr(h, "__qualname__", repr(h)) if h else None for h in (summarizer.pre_hook, summarizer.post_hook)],
+        "formatters": [
+            getattr(f, "__qualname__", repr(f))
+            for f in (summarizer.tool_call_formatter, summarizer.tool_result_formatter)
+        ],
+        "hooks": [
+            getattr(h, "__qualname__", repr(h)) if h else None for h in (summarizer.pre_hook, summarizer.post_hook)
+        ],
         "previous": previous.text if previous else None,
         "filter_key": filter_key,
         "events": [_event_content(e) for e in events],
@@ -272,20 +301,36 @@ class CachedSummaries:
         hit = self.store.cache_get(key) if events else None
         if hit is not None:
             last = events[hit["covered"] - 1]
-            summary = Summary(hit["text"], SummaryBoundary(BOUNDARY_VERSION, filter_key, last.timestamp, last.id),
-                              last.timestamp)
+            summary = Summary(
+                hit["text"], SummaryBoundary(BOUNDARY_VERSION, filter_key, last.timestamp, last.id), last.timestamp
+            )
             calls = [chat_result_from_record(c) for c in hit["calls"]]
-            outcome = SummaryOutcome(summary, calls, time.perf_counter() - start, hit["chunks"], None,
-                                     hit["covered"], hit.get("forked", False), cached=True,
-                                     generation_s=hit["duration_s"], truncated_events=s.oversized(events))
+            outcome = SummaryOutcome(
+                summary,
+                calls,
+                time.perf_counter() - start,
+                hit["chunks"],
+                None,
+                hit["covered"],
+                hit.get("forked", False),
+                cached=True,
+                generation_s=hit["duration_s"],
+                truncated_events=s.oversized(events),
+            )
             self.store.put_summary(session_key(session), summary)
             return outcome, True
         outcome = s.summarize(session, previous, force=force, filter_key=filter_key)
         if outcome.summary is not None:
-            self.store.cache_put(key, {
-                "text": outcome.summary.text, "covered": outcome.input_events, "chunks": outcome.chunks,
-                "duration_s": outcome.duration_s, "forked": outcome.forked,
-                "calls": [c.to_record() for c in outcome.calls],
-            })
+            self.store.cache_put(
+                key,
+                {
+                    "text": outcome.summary.text,
+                    "covered": outcome.input_events,
+                    "chunks": outcome.chunks,
+                    "duration_s": outcome.duration_s,
+                    "forked": outcome.forked,
+                    "calls": [c.to_record() for c in outcome.calls],
+                },
+            )
             self.store.put_summary(session_key(session), outcome.summary)
         return outcome, False

@@ -5,6 +5,7 @@ previous summary's boundary, with the previous summary prepended as a synthetic 
 so the same mechanism serves updates and histories too long for one summary request (the
 history is cut into chunks and folded in one after another).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -12,8 +13,9 @@ import hashlib
 import logging
 import re
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from harness.llm.types import ChatModel, ChatResult, Message
 from harness.prompts.summary import trpc_default_template
@@ -31,6 +33,7 @@ CONVERSATION_TEXT = "conversation_text"
 MAX_SUMMARY_WORDS = "max_summary_words"
 _KNOWN_VARS = frozenset({CONVERSATION_TEXT, MAX_SUMMARY_WORDS})
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
 
 class PromptError(ValueError):
     """A summary prompt template that cannot be rendered."""
@@ -86,10 +89,12 @@ class SummaryPrompt:
         if self.max_summary_words < 0:
             raise PromptError(f"{label}: max_summary_words must be >= 0, got {self.max_summary_words}")
         if self.max_summary_words > 0 and MAX_SUMMARY_WORDS not in user_vars | system_vars:
-            log.warning("%s: max_summary_words=%d but no {max_summary_words} placeholder", label, self.max_summary_words)
+            log.warning(
+                "%s: max_summary_words=%d but no {max_summary_words} placeholder", label, self.max_summary_words
+            )
 
     @classmethod
-    def trpc_default(cls, max_summary_words: int = 0) -> "SummaryPrompt":
+    def trpc_default(cls, max_summary_words: int = 0) -> SummaryPrompt:
         return cls(trpc_default_template(max_summary_words), None, max_summary_words, name="trpc_default")
 
     def _words(self) -> str:
@@ -101,7 +106,9 @@ class SummaryPrompt:
         return render_template(self.system_template, {MAX_SUMMARY_WORDS: self._words()})
 
     def render_user(self, conversation_text: str) -> str:
-        return render_template(self.user_template, {CONVERSATION_TEXT: conversation_text, MAX_SUMMARY_WORDS: self._words()})
+        return render_template(
+            self.user_template, {CONVERSATION_TEXT: conversation_text, MAX_SUMMARY_WORDS: self._words()}
+        )
 
     def render(self, conversation_text: str) -> list[Message]:
         """The summary request: [system?] + user."""
@@ -259,7 +266,7 @@ class _Piece:
 
     @property
     def text(self) -> str:
-        return self.line[self.start:] if self.start else self.line
+        return self.line[self.start :] if self.start else self.line
 
     @property
     def size(self) -> int:
@@ -354,10 +361,15 @@ class Summarizer:
         def cut(text: str, what: str) -> str:
             if len(text) <= limit:
                 return text
-            return text[:limit] + f"\n[... {len(text) - limit} more characters cut: {what} summarizer.max_event_chars={limit}]"
+            return (
+                text[:limit]
+                + f"\n[... {len(text) - limit} more characters cut: {what} summarizer.max_event_chars={limit}]"
+            )
 
-        calls = tuple(dataclasses.replace(tc, arguments=cut(tc.arguments or "", "these tool-call arguments exceed"))
-                      for tc in event.tool_calls)
+        calls = tuple(
+            dataclasses.replace(tc, arguments=cut(tc.arguments or "", "these tool-call arguments exceed"))
+            for tc in event.tool_calls
+        )
         return dataclasses.replace(event, content=cut(event.content, "this message exceeds"), tool_calls=calls)
 
     def _event_oversized(self, event: Event) -> bool:
@@ -392,8 +404,13 @@ class Summarizer:
         """Whether the triggers (if any) call for summarizing these input events."""
         if self.trigger is None:
             return True
-        ctx = TriggerContext(events, self.format(events), self.token_counter, self.context_window,
-                             now if now is not None else time.time())
+        ctx = TriggerContext(
+            events,
+            self.format(events),
+            self.token_counter,
+            self.context_window,
+            now if now is not None else time.time(),
+        )
         return bool(self.trigger(ctx))
 
     def reserve(self) -> int:
@@ -426,9 +443,7 @@ class Summarizer:
             return SummaryOutcome(None, [], time.perf_counter() - start, 0, reason)
 
         if previous is not None and previous.boundary.filter_key != filter_key:
-            raise ValueError(
-                f"previous summary has filter_key {previous.boundary.filter_key!r}, not {filter_key!r}"
-            )
+            raise ValueError(f"previous summary has filter_key {previous.boundary.filter_key!r}, not {filter_key!r}")
         events = self.input_events(self.delta(session, previous, filter_key), previous is not None)
         if not events:
             return skipped("no events to summarize after the boundary")
@@ -445,20 +460,27 @@ class Summarizer:
         else:
             cut = self.oversized(events)
             if cut:
-                log.warning("session %r: %d event(s) longer than summarizer.max_event_chars=%d were cut for the "
-                            "summary (longest: %d chars)", session.id, cut, self.max_event_chars,
-                            max(map(self._event_chars, events)))
+                log.warning(
+                    "session %r: %d event(s) longer than summarizer.max_event_chars=%d were cut for the "
+                    "summary (longest: %d chars)",
+                    session.id,
+                    cut,
+                    self.max_event_chars,
+                    max(map(self._event_chars, events)),
+                )
             text, calls, chunks = self._incremental(session, events, prev_text)
 
         last = events[-1]
         boundary = SummaryBoundary(BOUNDARY_VERSION, filter_key, last.timestamp, last.id)
         summary = Summary(text=text, boundary=boundary, updated_at=last.timestamp)
-        return SummaryOutcome(summary, calls, time.perf_counter() - start, chunks, None, len(events), forked,
-                              truncated_events=cut)
+        return SummaryOutcome(
+            summary, calls, time.perf_counter() - start, chunks, None, len(events), forked, truncated_events=cut
+        )
 
     # -- generation ----------------------------------------------------------------------------------
-    def _call(self, session: Session, messages: list[Message], input_chars: int,
-              tools: Sequence[dict[str, Any]] | None = None) -> tuple[str, ChatResult]:
+    def _call(
+        self, session: Session, messages: list[Message], input_chars: int, tools: Sequence[dict[str, Any]] | None = None
+    ) -> tuple[str, ChatResult]:
         kwargs: dict[str, Any] = dict(self.params)
         if tools:
             kwargs["tools"] = list(tools)
@@ -488,8 +510,9 @@ class Summarizer:
             raise SummaryError(f"pre-summary hook {self.pre_hook!r} failed: {exc}") from exc
         return new if new else text
 
-    def _incremental(self, session: Session, events: Sequence[Event], prev_text: str | None
-                     ) -> tuple[str, list[ChatResult], int]:
+    def _incremental(
+        self, session: Session, events: Sequence[Event], prev_text: str | None
+    ) -> tuple[str, list[ChatResult], int]:
         """Fold `events` into the running summary, one request per chunk that fits the window."""
         pieces = [_Piece(e, line, 0) for e in events for line in self._lines(e)]
         if not pieces:
@@ -533,7 +556,7 @@ class Summarizer:
                 if taken:
                     break
                 end = self._split_end(p, room)  # a single line larger than the room
-                first = p.line[p.start:end]
+                first = p.line[p.start : end]
                 while end < len(p.line) and p.line[end].isspace():
                     end += 1
                 p.start, p.tokens, p.exact = end, 0, True
@@ -542,9 +565,10 @@ class Summarizer:
             used += p.tokens
             pos += 1
         # Per-line counts can differ slightly from the joined text's; verify and back off.
-        while len(taken) > 1 and counter.count_messages(
-            self.prompt.render(head + "\n".join(t.text for t in taken))
-        ) > budget:
+        while (
+            len(taken) > 1
+            and counter.count_messages(self.prompt.render(head + "\n".join(t.text for t in taken))) > budget
+        ):
             taken.pop()
             pos -= 1
         return taken, pos
@@ -555,7 +579,7 @@ class Summarizer:
         counter = self.token_counter
         width = max(room, 1) * _WINDOW_CHARS_PER_TOKEN
         while width < p.size:
-            tokens = counter.count(p.line[p.start:p.start + width]) + 1
+            tokens = counter.count(p.line[p.start : p.start + width]) + 1
             if tokens > room:
                 return tokens, False  # a lower bound: the prefix alone does not fit
             width *= 2
@@ -567,7 +591,7 @@ class Summarizer:
         counter = self.token_counter
 
         def fits(n: int) -> bool:
-            return counter.count(p.line[p.start:p.start + n]) + 1 <= room
+            return counter.count(p.line[p.start : p.start + n]) + 1 <= room
 
         lo, hi = 1, min(p.size, max(room, 1) * _WINDOW_CHARS_PER_TOKEN)
         while hi < p.size and fits(hi):  # rarely: more than the window's chars per token

@@ -4,6 +4,7 @@
 `bpe-openai` package ships the same file (gzipped); we load it from there and check the
 sha256 tiktoken expects, so counts equal the network-loaded encoding's.
 """
+
 from __future__ import annotations
 
 import base64
@@ -13,8 +14,9 @@ import importlib.util
 import json
 import math
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 MESSAGE_OVERHEAD = 3  # tokens per chat message (role + separators), as OpenAI's counting guide
 

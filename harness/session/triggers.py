@@ -3,12 +3,13 @@
 A trigger is any callable `TriggerContext -> bool`. The built-ins mirror the reference
 framework's checkers; `any_of` / `all_of` compose them. A forced summary skips triggers.
 """
+
 from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from harness.session.events import Event
 from harness.session.tokens import TokenCounter

@@ -13,14 +13,15 @@ Job timeout: Python cannot kill a thread, so a job over `job_timeout_s` is marke
 late result is discarded (never stored, so it cannot overwrite a newer summary) and the worker
 moves on; the abandoned call finishes in the background.
 """
+
 from __future__ import annotations
 
 import concurrent.futures as cf
 import logging
 import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from harness.session.boundary import Summary
 from harness.session.events import Session
@@ -175,7 +176,7 @@ class SummaryWorker:
                 t.join()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def __enter__(self) -> "SummaryWorker":
+    def __enter__(self) -> SummaryWorker:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -4,12 +4,14 @@
 on a miss and stores the reply: a second process (or thread) asking for the same request waits, then
 finds the stored reply, so each model call is made once across every process sharing the database.
 """
+
 from __future__ import annotations
 
 import contextlib
 import json
 import threading
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from harness.secrets import redact_stored
 from harness.storage import StorageError
@@ -30,21 +32,29 @@ class PgResponseCache:
         self._held: dict[str, threading.Lock] = {}
 
     def get(self, key: str) -> dict[str, Any] | None:
-        row = self.db.run(lambda c: c.execute("SELECT value FROM lme_responses WHERE key = %s", (key,)).fetchone(),
-                          "reading the response cache")
+        row = self.db.run(
+            lambda c: c.execute("SELECT value FROM lme_responses WHERE key = %s", (key,)).fetchone(),
+            "reading the response cache",
+        )
         if row is None:
             return None
         try:
             return json.loads(row[0])
         except json.JSONDecodeError as e:
-            raise StorageError(f"PostgreSQL {self.db.label}: response cache entry {key[:16]}... is not valid JSON "
-                               f"({e}); DELETE FROM lme_responses WHERE key = '{key}', then run again") from e
+            raise StorageError(
+                f"PostgreSQL {self.db.label}: response cache entry {key[:16]}... is not valid JSON "
+                f"({e}); DELETE FROM lme_responses WHERE key = '{key}', then run again"
+            ) from e
 
     def put(self, key: str, value: dict[str, Any]) -> None:
         blob = json.dumps(redact_stored(value))
-        self.db.run(lambda c: c.execute(
-            "INSERT INTO lme_responses (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-            (key, blob)), "writing the response cache")
+        self.db.run(
+            lambda c: c.execute(
+                "INSERT INTO lme_responses (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                (key, blob),
+            ),
+            "writing the response cache",
+        )
 
     @contextlib.contextmanager
     def claim(self, key: str) -> Iterator[None]:
@@ -57,16 +67,20 @@ class PgResponseCache:
                 yield
             finally:
                 try:
-                    self.db.run(lambda c: c.execute("SELECT pg_advisory_unlock(%s)", (_lock_id(key),)),
-                                "releasing a request")
+                    self.db.run(
+                        lambda c: c.execute("SELECT pg_advisory_unlock(%s)", (_lock_id(key),)), "releasing a request"
+                    )
                 except StorageError:
                     pass  # a lost connection released its locks already
                 with self._claims:
                     self._held.pop(key, None)
 
     def __len__(self) -> int:
-        return int(self.db.run(lambda c: c.execute("SELECT COUNT(*) FROM lme_responses").fetchone()[0],
-                               "counting the response cache"))
+        return int(
+            self.db.run(
+                lambda c: c.execute("SELECT COUNT(*) FROM lme_responses").fetchone()[0], "counting the response cache"
+            )
+        )
 
     def close(self) -> None:
         self.db.close()

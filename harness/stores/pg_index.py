@@ -5,11 +5,13 @@ as the embedded path); each document's text is kept with a generated `to_tsvecto
 so that with `fts=True` keyword searches that require every term (trpc_parity) run the reference's own
 query in PostgreSQL: `tsv @@ plainto_tsquery('english', q)` ranked by `ts_rank` (docs/retrieval.md).
 """
+
 from __future__ import annotations
 
 import json
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -19,8 +21,9 @@ from harness.retrieval.store import embed_docs, embedder_identity
 from harness.secrets import REGISTRY
 from harness.stores.postgres import PgDatabase
 
-FTS_SQL = ("SELECT pos, ts_rank(tsv, q) FROM lme_index_docs, plainto_tsquery('english', %s) AS q "
-           "WHERE key = %s AND tsv @@ q")
+FTS_SQL = (
+    "SELECT pos, ts_rank(tsv, q) FROM lme_index_docs, plainto_tsquery('english', %s) AS q WHERE key = %s AND tsv @@ q"
+)
 
 
 def _array(v: Any) -> np.ndarray:
@@ -59,31 +62,41 @@ class PgIndexStore:
         self.path = db.label
         self.stats = {"token_hits": 0, "token_builds": 0, "vector_hits": 0, "vector_builds": 0}
 
-    def load_or_build(self, key: str, docs: Sequence[Doc], embedder: Any | None, stopwords: str = "lucene") -> CaseIndex:
+    def load_or_build(
+        self, key: str, docs: Sequence[Doc], embedder: Any | None, stopwords: str = "lucene"
+    ) -> CaseIndex:
         tokens = self._tokens(f"{key}|sw={stopwords}", docs, stopwords)
         vectors = self._vectors(key, docs, embedder) if embedder is not None else None
         if not self.fts:
             return CaseIndex(docs, doc_tokens=tokens, vectors=vectors, embedder=embedder, stopwords=stopwords)
         self._docs(key, docs)
-        return PgCaseIndex(docs, db=self.db, doc_key=key, doc_tokens=tokens, vectors=vectors, embedder=embedder,
-                           stopwords=stopwords)
+        return PgCaseIndex(
+            docs, db=self.db, doc_key=key, doc_tokens=tokens, vectors=vectors, embedder=embedder, stopwords=stopwords
+        )
 
     def _tokens(self, key: str, docs: Sequence[Doc], stopwords: str) -> list[list[str]]:
-        row = self.db.run(lambda c: c.execute("SELECT n, tokens FROM lme_index_tokens WHERE key=%s", (key,)).fetchone(),
-                          "reading the index store")
+        row = self.db.run(
+            lambda c: c.execute("SELECT n, tokens FROM lme_index_tokens WHERE key=%s", (key,)).fetchone(),
+            "reading the index store",
+        )
         if row and row[0] == len(docs):
             self.stats["token_hits"] += 1
             return json.loads(row[1])
         tokens = [analyze(REGISTRY.redact(d.text), stopwords) for d in docs]
-        self.db.run(lambda c: c.execute(
-            "INSERT INTO lme_index_tokens VALUES (%s,%s,%s,%s) ON CONFLICT (key) DO UPDATE SET n = EXCLUDED.n, "
-            "tokens = EXCLUDED.tokens, created = EXCLUDED.created", (key, len(docs), json.dumps(tokens), time.time())),
-            "writing the index store")
+        self.db.run(
+            lambda c: c.execute(
+                "INSERT INTO lme_index_tokens VALUES (%s,%s,%s,%s) ON CONFLICT (key) DO UPDATE SET n = EXCLUDED.n, "
+                "tokens = EXCLUDED.tokens, created = EXCLUDED.created",
+                (key, len(docs), json.dumps(tokens), time.time()),
+            ),
+            "writing the index store",
+        )
         self.stats["token_builds"] += 1
         return tokens
 
     def _docs(self, key: str, docs: Sequence[Doc]) -> None:
         """The indexed documents' (masked) texts, once per key; the tsvector column is computed by the server."""
+
         def write(c: Any) -> None:
             n = c.execute("SELECT COUNT(*) FROM lme_index_docs WHERE key=%s", (key,)).fetchone()[0]
             want = [(key, len(docs), i, REGISTRY.redact(d.text)) for i, d in enumerate(docs) if d.indexed]
@@ -92,27 +105,38 @@ class PgIndexStore:
             with c.transaction():
                 c.execute("DELETE FROM lme_index_docs WHERE key=%s", (key,))
                 with c.cursor() as cur:
-                    cur.executemany("INSERT INTO lme_index_docs (key, n, pos, content) VALUES (%s,%s,%s,%s) "
-                                    "ON CONFLICT DO NOTHING", want)
+                    cur.executemany(
+                        "INSERT INTO lme_index_docs (key, n, pos, content) VALUES (%s,%s,%s,%s) ON CONFLICT DO NOTHING",
+                        want,
+                    )
+
         self.db.run(write, "writing the keyword index")
 
     def has_vectors(self, key: str, n_docs: int, embedder: Any) -> bool:
-        row = self.db.run(lambda c: c.execute("SELECT n FROM lme_index_vectors WHERE key=%s AND embedder=%s",
-                                              (key, embedder_identity(embedder))).fetchone(), "reading the index store")
+        row = self.db.run(
+            lambda c: c.execute(
+                "SELECT n FROM lme_index_vectors WHERE key=%s AND embedder=%s", (key, embedder_identity(embedder))
+            ).fetchone(),
+            "reading the index store",
+        )
         return bool(row) and row[0] == n_docs
 
     def _vectors(self, key: str, docs: Sequence[Doc], embedder: Any) -> np.ndarray | None:
         ident = embedder_identity(embedder)
 
         def read(c: Any) -> np.ndarray | None:
-            meta = c.execute("SELECT n, dim FROM lme_index_vectors WHERE key=%s AND embedder=%s", (key, ident)).fetchone()
+            meta = c.execute(
+                "SELECT n, dim FROM lme_index_vectors WHERE key=%s AND embedder=%s", (key, ident)
+            ).fetchone()
             if not meta or meta[0] != len(docs):
                 return None
-            rows = c.execute("SELECT embedding FROM lme_index_vector_rows WHERE key=%s AND embedder=%s ORDER BY pos",
-                             (key, ident)).fetchall()
+            rows = c.execute(
+                "SELECT embedding FROM lme_index_vector_rows WHERE key=%s AND embedder=%s ORDER BY pos", (key, ident)
+            ).fetchall()
             if len(rows) != meta[0]:
                 return None
             return np.stack([_array(r[0]) for r in rows]).reshape(meta[0], meta[1])
+
         found = self.db.run(read, "reading the index store")
         if found is not None:
             self.stats["vector_hits"] += 1
@@ -127,12 +151,18 @@ class PgIndexStore:
             with c.transaction():
                 c.execute("DELETE FROM lme_index_vector_rows WHERE key=%s AND embedder=%s", (key, ident))
                 with c.cursor() as cur:
-                    cur.executemany("INSERT INTO lme_index_vector_rows VALUES (%s,%s,%s,%s) ON CONFLICT (key, embedder, pos) "
-                                    "DO UPDATE SET embedding = EXCLUDED.embedding",
-                                    [(key, ident, i, v) for i, v in enumerate(vecs)])
-                c.execute("INSERT INTO lme_index_vectors VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (key, embedder) "
-                          "DO UPDATE SET n = EXCLUDED.n, dim = EXCLUDED.dim, seconds = EXCLUDED.seconds, "
-                          "created = EXCLUDED.created", (key, ident, vecs.shape[0], vecs.shape[1], seconds, time.time()))
+                    cur.executemany(
+                        "INSERT INTO lme_index_vector_rows VALUES (%s,%s,%s,%s) ON CONFLICT (key, embedder, pos) "
+                        "DO UPDATE SET embedding = EXCLUDED.embedding",
+                        [(key, ident, i, v) for i, v in enumerate(vecs)],
+                    )
+                c.execute(
+                    "INSERT INTO lme_index_vectors VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (key, embedder) "
+                    "DO UPDATE SET n = EXCLUDED.n, dim = EXCLUDED.dim, seconds = EXCLUDED.seconds, "
+                    "created = EXCLUDED.created",
+                    (key, ident, vecs.shape[0], vecs.shape[1], seconds, time.time()),
+                )
+
         self.db.run(write, "writing the index store")
         self.stats["vector_builds"] += 1
         return vecs

@@ -6,11 +6,13 @@ Connections are per thread (psycopg connections are not meant for concurrent use
 connection that broke (server restarted) is dropped, the call fails with one clear StorageError, and the
 next call reconnects, so the pairs in flight fail and the same command resumes the rest.
 """
+
 from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from harness.storage import StorageError
@@ -66,13 +68,17 @@ class PgDatabase:
 
     def __init__(self, dsn: str, *, password_env: str = PASSWORD_ENV, connect_timeout_s: float = 10.0) -> None:
         if not dsn:
-            raise StorageError("store=postgres needs store.dsn=postgresql://USER@HOST:PORT/DB "
-                               f"(the password from ${password_env}, never in the DSN)")
+            raise StorageError(
+                "store=postgres needs store.dsn=postgresql://USER@HOST:PORT/DB "
+                f"(the password from ${password_env}, never in the DSN)"
+            )
         self.dsn = dsn
         self.label = safe_dsn(dsn)
         if self.label != dsn:  # a password in the DSN would be written to Hydra's config snapshot
-            raise StorageError(f"store.dsn={self.label}: carries a password; remove it from the DSN and set "
-                               f"${password_env} instead (never written anywhere)")
+            raise StorageError(
+                f"store.dsn={self.label}: carries a password; remove it from the DSN and set "
+                f"${password_env} instead (never written anywhere)"
+            )
         self.password_env = password_env
         self.connect_timeout_s = connect_timeout_s
         self._local = threading.local()
@@ -121,9 +127,11 @@ class PgDatabase:
             return fn(self.conn())
         except psycopg.OperationalError as e:  # connection refused or lost (server restarted): reconnect next time
             self._drop()
-            raise StorageError(f"PostgreSQL {self.label}: {what} failed, the database is unreachable "
-                               f"({_one_line(e)}); the pairs in flight are recorded as failed: "
-                               f"run the same command again once the server is back to resume") from e
+            raise StorageError(
+                f"PostgreSQL {self.label}: {what} failed, the database is unreachable "
+                f"({_one_line(e)}); the pairs in flight are recorded as failed: "
+                f"run the same command again once the server is back to resume"
+            ) from e
         except psycopg.Error as e:
             if getattr(self._local, "conn", None) is not None and self._local.conn.broken:
                 self._drop()
@@ -136,19 +144,25 @@ class PgDatabase:
         try:
             self.conn()
         except psycopg.Error as e:
-            raise StorageError(f"PostgreSQL {self.label}: cannot connect ({_one_line(e)}); check store.dsn "
-                               f"(user, host, port, database name) and the password in ${self.password_env}; "
-                               f"nothing was run") from e
+            raise StorageError(
+                f"PostgreSQL {self.label}: cannot connect ({_one_line(e)}); check store.dsn "
+                f"(user, host, port, database name) and the password in ${self.password_env}; "
+                f"nothing was run"
+            ) from e
 
         def setup(c: Any) -> str:
             row = c.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
             if row is None:
                 available = c.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone()
-                hint = ("run CREATE EXTENSION vector; in it as its owner or a superuser" if available else
-                        "the server has no pgvector installed (Debian: apt-get install postgresql-NN-pgvector; "
-                        "docs/cluster.md), then CREATE EXTENSION vector; in the database")
-                raise StorageError(f"PostgreSQL {self.label}: the database has no `vector` extension: {hint}; "
-                                   f"nothing was run")
+                hint = (
+                    "run CREATE EXTENSION vector; in it as its owner or a superuser"
+                    if available
+                    else "the server has no pgvector installed (Debian: apt-get install postgresql-NN-pgvector; "
+                    "docs/cluster.md), then CREATE EXTENSION vector; in the database"
+                )
+                raise StorageError(
+                    f"PostgreSQL {self.label}: the database has no `vector` extension: {hint}; nothing was run"
+                )
             with c.transaction():
                 c.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
                 for stmt in filter(str.strip, SCHEMA.split(";")):

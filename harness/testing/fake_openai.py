@@ -5,6 +5,7 @@ gets back every request it received. Only 127.0.0.1 is ever bound. Transport fau
 reset mid-body, a hang past the client's timeout) are expressed as `Reply` fields; see
 harness/testing/faults.py for fault mixes built on this.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,9 +13,10 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass
@@ -28,23 +30,45 @@ class Reply:
     reset_after: int | None = None  # send the headers and this many body bytes, then reset the connection (RST)
 
 
-def completion(content: str | None = "", tool_calls: list[dict] | None = None, *, prompt_tokens: int = 10,
-               completion_tokens: int = 5, model: str = "fake-model", finish_reason: str | None = None) -> Reply:
+def completion(
+    content: str | None = "",
+    tool_calls: list[dict] | None = None,
+    *,
+    prompt_tokens: int = 10,
+    completion_tokens: int = 5,
+    model: str = "fake-model",
+    finish_reason: str | None = None,
+) -> Reply:
     """A well-formed chat.completion reply."""
     msg: dict[str, Any] = {"role": "assistant", "content": content}
     if tool_calls:
         msg["tool_calls"] = [
-            {"id": tc.get("id", f"call_{i}"), "type": "function",
-             "function": {"name": tc["name"], "arguments": tc["arguments"] if isinstance(tc["arguments"], str)
-                          else json.dumps(tc["arguments"])}}
+            {
+                "id": tc.get("id", f"call_{i}"),
+                "type": "function",
+                "function": {
+                    "name": tc["name"],
+                    "arguments": tc["arguments"] if isinstance(tc["arguments"], str) else json.dumps(tc["arguments"]),
+                },
+            }
             for i, tc in enumerate(tool_calls)
         ]
-    return Reply(body={
-        "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()), "model": model,
-        "choices": [{"index": 0, "message": msg, "finish_reason": finish_reason or ("tool_calls" if tool_calls else "stop")}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                  "total_tokens": prompt_tokens + completion_tokens},
-    })
+    return Reply(
+        body={
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [
+                {"index": 0, "message": msg, "finish_reason": finish_reason or ("tool_calls" if tool_calls else "stop")}
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+    )
 
 
 Responder = Callable[[dict[str, Any]], Reply]
@@ -65,8 +89,14 @@ def embeddings(n: int, dim: int = 8, *, prompt_tokens: int = 0, model: str = "fa
         v = [0.0] * dim
         v[i % dim] = 1.0
         data.append({"object": "embedding", "index": i, "embedding": v})
-    return Reply(body={"object": "list", "data": data, "model": model,
-                       "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens}})
+    return Reply(
+        body={
+            "object": "list",
+            "data": data,
+            "model": model,
+            "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens},
+        }
+    )
 
 
 class FakeOpenAIServer:
@@ -76,8 +106,9 @@ class FakeOpenAIServer:
     keeps no request log (long benchmark runs).
     """
 
-    def __init__(self, responder: Responder, *, on_get: Callable[[str], Reply] | None = None, record: bool = True,
-                 port: int = 0):
+    def __init__(
+        self, responder: Responder, *, on_get: Callable[[str], Reply] | None = None, record: bool = True, port: int = 0
+    ):
         self.responder = responder
         self.on_get = on_get
         self.record = record
@@ -99,8 +130,11 @@ class FakeOpenAIServer:
                     self.close_connection = True  # shutting down: drop the hung request
                     return
                 body = reply.body
-                data = body if isinstance(body, bytes) else (
-                    body.encode() if isinstance(body, str) else json.dumps(body).encode())
+                data = (
+                    body
+                    if isinstance(body, bytes)
+                    else (body.encode() if isinstance(body, str) else json.dumps(body).encode())
+                )
                 self.send_response(reply.status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -143,7 +177,7 @@ class FakeOpenAIServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
 
-    def __enter__(self) -> "FakeOpenAIServer":
+    def __enter__(self) -> FakeOpenAIServer:
         self._thread.start()
         return self
 

