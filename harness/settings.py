@@ -46,10 +46,17 @@ def _typed(key: str, value: Any, kind: type) -> Any:
         raise RunConfigError(f"{key} must be {kind.__name__}, got {value!r}") from None
 
 
+def _as_dict(data: Any, what: object) -> dict[str, Any]:
+    """A plain mapping (OmegaConf's containers are typed as any container)."""
+    if not isinstance(data, dict):
+        raise RunConfigError(f"{what}: expected a mapping, got {type(data).__name__}")
+    return {str(k): v for k, v in data.items()}
+
+
 @functools.cache
 def _yaml_section(section: str) -> dict[str, Any]:
-    node = OmegaConf.load(CONFIG_FILE).get(section)
-    return dict(OmegaConf.to_container(node, resolve=False) or {}) if node is not None else {}
+    node = _as_dict(OmegaConf.to_container(OmegaConf.load(CONFIG_FILE), resolve=False), CONFIG_FILE).get(section)
+    return _as_dict(node, f"{CONFIG_FILE}: {section}") if node is not None else {}
 
 
 def yaml_defaults(section: str) -> dict[str, Any]:
@@ -59,8 +66,8 @@ def yaml_defaults(section: str) -> dict[str, Any]:
 
 @functools.cache
 def _group_option(group: str, option: str) -> dict[str, Any]:
-    data = OmegaConf.to_container(OmegaConf.load(CONFIG_FILE.parent / group / f"{option}.yaml"), resolve=False)
-    assert isinstance(data, dict)
+    path = CONFIG_FILE.parent / group / f"{option}.yaml"
+    data = _as_dict(OmegaConf.to_container(OmegaConf.load(path), resolve=False), path)
     inner = data.get(option)  # a group whose options are packaged under their name (mode: {summary: {...}})
     return dict(inner) if isinstance(inner, dict) else dict(data)
 
@@ -83,7 +90,7 @@ def _plain(cfg: Any) -> dict[str, Any]:
     if cfg is None:
         return {}
     if OmegaConf.is_config(cfg):
-        return dict(OmegaConf.to_container(cfg, resolve=True) or {})
+        return _as_dict(OmegaConf.to_container(cfg, resolve=True) or {}, "settings")
     return dict(cfg)
 
 

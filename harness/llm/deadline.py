@@ -184,8 +184,9 @@ class DeadlineTransport(httpx.BaseTransport):
 class DeadlineHttpxClient(openai.DefaultHttpxClient):
     """The SDK's default httpx client, every transport (proxies from the environment too) deadline-aware."""
 
-    def _init_transport(self, *args: Any, **kwargs: Any) -> httpx.BaseTransport:
-        return DeadlineTransport(super()._init_transport(*args, **kwargs))
+    # Typed against httpx while recent SDKs subclass the httpx2 fork (same API): the checker sees two packages.
+    def _init_transport(self, *args: Any, **kwargs: Any) -> httpx.BaseTransport:  # type: ignore[override]
+        return DeadlineTransport(super()._init_transport(*args, **kwargs))  # type: ignore[arg-type]
 
-    def _init_proxy_transport(self, *args: Any, **kwargs: Any) -> httpx.BaseTransport:
-        return DeadlineTransport(super()._init_proxy_transport(*args, **kwargs))
+    def _init_proxy_transport(self, *args: Any, **kwargs: Any) -> httpx.BaseTransport:  # type: ignore[override]
+        return DeadlineTransport(super()._init_proxy_transport(*args, **kwargs))  # type: ignore[arg-type]

@@ -405,7 +405,10 @@ def register_chat_formats() -> None:
     from llama_cpp.llama_chat_format import LlamaChatCompletionHandlerRegistry
 
     LlamaChatCompletionHandlerRegistry().register_chat_completion_handler(
-        "template-tools", template_tools_handler, overwrite=True
+        "template-tools",
+        # a plain function; llama-cpp types the handler as a Protocol listing every option
+        template_tools_handler,  # type: ignore[arg-type]
+        overwrite=True,
     )
 
 

@@ -142,7 +142,7 @@ def available_models(config_dir: Path = CONFIG_DIR, *, kind: str | None = None) 
     from omegaconf import OmegaConf
 
     paths = sorted((config_dir / "model").glob("*.yaml"))
-    return [p.stem for p in paths if kind is None or OmegaConf.load(p).get("kind") == kind]
+    return [p.stem for p in paths if kind is None or OmegaConf.to_container(OmegaConf.load(p)).get("kind") == kind]  # type: ignore[union-attr]
 
 
 def load_spec(name: str, overrides: Mapping[str, Any] | None = None, *, config_dir: Path = CONFIG_DIR) -> ModelSpec:

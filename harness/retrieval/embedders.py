@@ -122,7 +122,7 @@ class SentenceTransformerEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
-            return np.zeros((0, self.model.get_sentence_embedding_dimension()), dtype=np.float32)
+            return np.zeros((0, int(self.model.get_sentence_embedding_dimension() or 0)), dtype=np.float32)
         v = self.model.encode(list(texts), batch_size=self.batch_size, show_progress_bar=False)
         return _normalise(v)
 

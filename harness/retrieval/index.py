@@ -149,6 +149,7 @@ class CaseIndex:
             top = float(kw.max()) if kw.size else 0.0
             kw = kw / top if top > 0 else kw
         if mode == "keyword" or not self.has_dense:
+            assert kw is not None  # computed above: mode != "dense" or no dense index
             return kw, None
         cos = self.dense_scores(query)
         if mode == "dense":
