@@ -23,6 +23,14 @@ def request_key(namespace: str, model: str, messages: Any, tools: Any, params: d
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+def decode_entry(raw: str, key: str, where: str, remedy: str) -> dict[str, Any]:
+    """A stored reply, or one StorageError naming the store (`where`), the entry and the remedy."""
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise StorageError(f"{where}: response cache entry {key[:16]}... is not valid JSON ({e}); {remedy}") from e
+
+
 class ResponseCache:
     """One table `responses(key, value)`; safe to share between threads and processes (WAL)."""
 
@@ -43,13 +51,9 @@ class ResponseCache:
             row = self._db.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
         if row is None:
             return None
-        try:
-            return json.loads(row[0])
-        except json.JSONDecodeError as e:
-            raise StorageError(
-                f"{self.path}: response cache entry {key[:16]}... is not valid JSON ({e}); "
-                f"move the file aside or delete it, then run the same command again"
-            ) from e
+        return decode_entry(
+            row[0], key, str(self.path), "move the file aside or delete it, then run the same command again"
+        )
 
     def put(self, key: str, value: dict[str, Any]) -> None:
         """Store `value` with registered secrets masked (an endpoint may echo a key in a successful reply)."""

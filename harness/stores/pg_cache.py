@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from harness.llm.cache import decode_entry
 from harness.secrets import redact_stored
 from harness.storage import StorageError
 from harness.stores.postgres import PgDatabase
@@ -38,13 +39,9 @@ class PgResponseCache:
         )
         if row is None:
             return None
-        try:
-            return json.loads(row[0])
-        except json.JSONDecodeError as e:
-            raise StorageError(
-                f"PostgreSQL {self.db.label}: response cache entry {key[:16]}... is not valid JSON "
-                f"({e}); DELETE FROM lme_responses WHERE key = '{key}', then run again"
-            ) from e
+        return decode_entry(
+            row[0], key, f"PostgreSQL {self.db.label}", f"DELETE FROM lme_responses WHERE key = '{key}', then run again"
+        )
 
     def put(self, key: str, value: dict[str, Any]) -> None:
         blob = json.dumps(redact_stored(value))
