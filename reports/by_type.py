@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from reports.metrics import BUILTIN, MetricCatalog
 from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap_ci
 
 # Metrics worth a per-type breakdown: accuracies and the lexical scores; judge metrics first.
@@ -132,8 +133,8 @@ def markdown(table: pd.DataFrame) -> list[str]:
     return out
 
 
-def plot(table: pd.DataFrame, out_base: Path) -> list[Path]:
-    """Grouped bars: the headline metric per question type and mode, with CI whiskers."""
+def plot(table: pd.DataFrame, out_base: Path, *, metrics: MetricCatalog = BUILTIN) -> list[Path]:
+    """Grouped bars: the headline metric per question type and mode, with CI whiskers (labelled by `metrics`)."""
     if table.empty:
         return []
     import matplotlib
@@ -165,8 +166,8 @@ def plot(table: pd.DataFrame, out_base: Path) -> list[Path]:
         ax.bar(np.arange(len(types)) + i * width, means, width, yerr=err, capsize=2, label=m)
     ax.set_xticks(np.arange(len(types)) + width * (len(modes) - 1) / 2)
     ax.set_xticklabels(types, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel(metric)
-    ax.set_title(f"{metric} per question type")
+    ax.set_ylabel(metrics.label(metric))
+    ax.set_title(f"{metrics.label(metric)} per question type")
     ax.legend(fontsize=8)
     fig.tight_layout()
     return save(fig, out_base)

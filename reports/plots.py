@@ -17,15 +17,18 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
-from reports.metrics import BUILTIN  # noqa: E402
+from reports.metrics import BUILTIN, MetricCatalog  # noqa: E402
 from reports.stats import WinLossTie  # noqa: E402
 
-QUALITY = (("em", "EM"), ("llm_score", "LLMScore"), ("lme_acc", "LongMemEval acc"), ("rouge_l", "ROUGE-L"))
+# The built-in metrics drawn against prompt size; a run's own scorers add their quality metrics after these.
+QUALITY = ("em", "llm_score", "lme_acc", "rouge_l")
 MARKERS = ("o", "s", "D", "^", "v", "P", "X")
 
 
-def _label(key: str) -> str:
-    return BUILTIN.label(key)
+def quality_markers(metrics: MetricCatalog = BUILTIN) -> list[str]:
+    """The metrics `quality_vs_tokens` draws: QUALITY, then every quality metric that no built-in scorer
+    declares (a scorer known only from the run's run.json), in the catalog's order."""
+    return list(QUALITY) + [k for k in metrics.quality_keys if k not in BUILTIN]
 
 
 def save(fig, out_base: Path) -> list[Path]:
@@ -47,10 +50,17 @@ def _ci(ci: pd.DataFrame, mode: str, key: str) -> tuple[float, float, float] | N
     return float(r["mean"]), float(r["lo"]), float(r["hi"])
 
 
-def quality_vs_tokens(ci: pd.DataFrame, out_base: Path, *, x_key: str = "final_prompt_tokens") -> list[Path]:
+def quality_vs_tokens(
+    ci: pd.DataFrame,
+    out_base: Path,
+    *,
+    x_key: str = "final_prompt_tokens",
+    metrics: MetricCatalog = BUILTIN,
+) -> list[Path]:
     """Quality per mode against the final call's prompt tokens (log x), both with 95 % bootstrap CIs.
 
-    The published figure of the reference study; `ci` is `aggregate.summarize_ci`'s long frame.
+    The published figure of the reference study; `ci` is `aggregate.summarize_ci`'s long frame; labels come
+    from `metrics` (the run's catalog).
     """
     from matplotlib.lines import Line2D
 
@@ -59,7 +69,8 @@ def quality_vs_tokens(ci: pd.DataFrame, out_base: Path, *, x_key: str = "final_p
     colors = {m: f"C{i}" for i, m in enumerate(modes)}
     handles: dict[str, Line2D] = {}
     xs: list[float] = []
-    for j, (key, label) in enumerate(QUALITY):
+    for j, key in enumerate(quality_markers(metrics)):
+        label = metrics.label(key)
         for mode in modes:
             x, y = _ci(ci, mode, x_key), _ci(ci, mode, key)
             if x is None or y is None or x[0] <= 0:
@@ -99,7 +110,12 @@ def quality_vs_tokens(ci: pd.DataFrame, out_base: Path, *, x_key: str = "final_p
 
 
 def metric_bars(
-    ci: pd.DataFrame, keys: Sequence[str], out_base: Path, *, title: str = "Metrics per mode"
+    ci: pd.DataFrame,
+    keys: Sequence[str],
+    out_base: Path,
+    *,
+    title: str = "Metrics per mode",
+    metrics: MetricCatalog = BUILTIN,
 ) -> list[Path]:
     """Grouped bars: one group per metric, one bar per mode, 95 % CI whiskers."""
     keys = [k for k in keys if k in set(ci["metric"])] if not ci.empty else []
@@ -112,7 +128,7 @@ def metric_bars(
         err = np.array([[max(0.0, v[0] - v[1]) for v in vals], [max(0.0, v[2] - v[0]) for v in vals]])
         xs = np.arange(len(keys)) + (i - (len(modes) - 1) / 2) * width
         ax.bar(xs, np.nan_to_num(means), width, yerr=np.nan_to_num(err), capsize=3, label=mode, color=f"C{i}")
-    ax.set_xticks(np.arange(len(keys)), [_label(k) for k in keys], rotation=20, ha="right", fontsize=8)
+    ax.set_xticks(np.arange(len(keys)), [metrics.label(k) for k in keys], rotation=20, ha="right", fontsize=8)
     ax.set_ylabel("mean (95 % bootstrap CI)")
     ax.set_title(title)
     ax.grid(True, axis="y", alpha=0.3)
@@ -121,7 +137,9 @@ def metric_bars(
     return save(fig, out_base)
 
 
-def win_loss_tie(counts: dict[str, WinLossTie], out_base: Path, *, a: str, b: str) -> list[Path]:
+def win_loss_tie(
+    counts: dict[str, WinLossTie], out_base: Path, *, a: str, b: str, metrics: MetricCatalog = BUILTIN
+) -> list[Path]:
     """Per metric: share of cases where `b` beats, ties or loses to `a` (stacked horizontal bars)."""
     keys = list(counts)
     fig, ax = plt.subplots(figsize=(7, 0.45 * max(3, len(keys)) + 1.2), dpi=120)
@@ -138,7 +156,7 @@ def win_loss_tie(counts: dict[str, WinLossTie], out_base: Path, *, a: str, b: st
             if v:
                 ax.text(lv + v / 2, yi, str(int(v)), ha="center", va="center", fontsize=7)
         left += vals
-    ax.set_yticks(y, [_label(k) for k in keys], fontsize=8)
+    ax.set_yticks(y, [metrics.label(k) for k in keys], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("cases")
     ax.set_title(f"Per-case win / tie / loss: {b} vs {a}")
@@ -146,7 +164,7 @@ def win_loss_tie(counts: dict[str, WinLossTie], out_base: Path, *, a: str, b: st
     return save(fig, out_base)
 
 
-def latency(df: pd.DataFrame, out_base: Path, *, key: str = "query_ms") -> list[Path]:
+def latency(df: pd.DataFrame, out_base: Path, *, key: str = "query_ms", metrics: MetricCatalog = BUILTIN) -> list[Path]:
     """Distribution of the query latency per mode (box plot with the cases overlaid, log y)."""
     ok = df[df["status"] == "ok"] if not df.empty else df
     modes = [str(m) for m in ok["mode"].cat.categories] if not ok.empty else []
@@ -160,7 +178,7 @@ def latency(df: pd.DataFrame, out_base: Path, *, key: str = "query_ms") -> list[
             ax.scatter(i + rng.uniform(-0.12, 0.12, len(d)), d, s=10, alpha=0.6, color=f"C{i - 1}")
         if all(len(d) == 0 or (d > 0).all() for d in data):
             ax.set_yscale("log")
-    ax.set_ylabel(f"{_label(key)} (per case)")
+    ax.set_ylabel(f"{metrics.label(key)} (per case)")
     ax.set_title("Latency distribution per mode")
     ax.grid(True, axis="y", which="both", alpha=0.3)
     return save(fig, out_base)

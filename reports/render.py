@@ -37,6 +37,13 @@ WLT_PAIR = ("summary", "summary_ondemand")
 CI_NOTE = f"95 % percentile-bootstrap CIs over cases ({DEFAULT_N_BOOT} resamples, seed {DEFAULT_SEED})."
 
 
+def bar_keys(metrics: MetricCatalog, present: Sequence[str]) -> list[str]:
+    """The metrics of the bar plot: BAR_KEYS, then a run's own scorers' quality metrics (those no built-in
+    scorer declares), each only when the run has it."""
+    extra = [k for k in metrics.quality_keys if k not in BUILTIN]
+    return [k for k in (*BAR_KEYS, *extra) if k in present]
+
+
 def _fmt(v: Any, fmt: str = "{:.4f}") -> str:
     return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else fmt.format(v)
 
@@ -123,9 +130,9 @@ def build_report(run_dir: Path, *, prices: PriceTable | str | Path | None = None
     write_csv(ci, out["ci_csv"], index=False)
     write_csv(df, out["cases_csv"], index=False)
     figs: dict[str, list[Path]] = {
-        "quality_vs_tokens": plots.quality_vs_tokens(ci, run_dir / "quality_vs_tokens"),
-        "metrics": plots.metric_bars(ci, [k for k in BAR_KEYS if k in quality], run_dir / "metrics"),
-        "latency": plots.latency(df, run_dir / "latency"),
+        "quality_vs_tokens": plots.quality_vs_tokens(ci, run_dir / "quality_vs_tokens", metrics=metrics),
+        "metrics": plots.metric_bars(ci, bar_keys(metrics, quality), run_dir / "metrics", metrics=metrics),
+        "latency": plots.latency(df, run_dir / "latency", metrics=metrics),
     }
     if pair and not wlt.empty:
         counts = {
@@ -134,7 +141,9 @@ def build_report(run_dir: Path, *, prices: PriceTable | str | Path | None = None
             if r["metric"] in metrics.quality_keys
         }
         if counts:
-            figs["win_loss_tie"] = plots.win_loss_tie(counts, run_dir / "win_loss_tie", a=pair[0], b=pair[1])
+            figs["win_loss_tie"] = plots.win_loss_tie(
+                counts, run_dir / "win_loss_tie", a=pair[0], b=pair[1], metrics=metrics
+            )
     for name, paths in figs.items():
         out[f"plot_{name}"] = paths[0]
         out[f"plot_{name}_svg"] = paths[1]
@@ -159,13 +168,14 @@ def build_report(run_dir: Path, *, prices: PriceTable | str | Path | None = None
         metrics=metrics,
     )
     md = _markdown(**ctx)
-    type_md, type_html = _by_type(df, run_dir, out)  # empty for a single-type run: its files stay exactly as before
+    # empty for a single-type run: its files stay exactly as before
+    type_md, type_html = _by_type(df, run_dir, out, metrics)
     out["markdown"].write_text(md + type_md)
     out["html"].write_text(_html(**ctx, by_type_html=type_html))
     return out
 
 
-def _by_type(df: pd.DataFrame, run_dir: Path, out: dict[str, Path]) -> tuple[str, list[str]]:
+def _by_type(df: pd.DataFrame, run_dir: Path, out: dict[str, Path], metrics: MetricCatalog) -> tuple[str, list[str]]:
     """Per question type: by_type.csv, a plot, a Markdown and an HTML section, only when the run holds several types."""
     from reports import by_type
 
@@ -174,7 +184,7 @@ def _by_type(df: pd.DataFrame, run_dir: Path, out: dict[str, Path]) -> tuple[str
         return "", []
     out["by_type_csv"] = run_dir / "by_type.csv"
     write_csv(table, out["by_type_csv"], index=False)
-    paths = by_type.plot(table, run_dir / "by_type")
+    paths = by_type.plot(table, run_dir / "by_type", metrics=metrics)
     out["plot_by_type"], out["plot_by_type_svg"] = paths[0], paths[1]
     return (
         "\n" + "\n".join(by_type.markdown(table) + ["![per question type](by_type.png)", ""]),

@@ -83,6 +83,30 @@ def test_a_new_scorer_reaches_the_report(tmp_path, capsys):
     assert board[("summary", "grounded_judge:not_run")] == 1.0
 
 
+def test_a_new_scorer_reaches_the_plots_under_its_label(tmp_path, monkeypatch):
+    """Its quality metric is drawn in the quality-vs-tokens and bar plots, labelled as its spec says."""
+    from reports import plots
+
+    texts: dict[str, set[str]] = {}
+    real_save = plots.save
+
+    def capture(fig, out_base):
+        ax = fig.axes[0]
+        found = {t.get_text() for t in ax.get_xticklabels() + ax.get_yticklabels()}
+        legend = ax.get_legend()
+        found |= {t.get_text() for t in legend.get_texts()} if legend else set()
+        texts[Path(out_base).name] = found
+        return real_save(fig, out_base)
+
+    monkeypatch.setattr(plots, "save", capture)
+    run = _run(tmp_path / "r", 0.2, [1.0, None, 0.0])
+    assert main(["report", str(run)]) == 0
+    assert "hallucination rate" in texts["metrics"] and "halluc" not in texts["metrics"]
+    assert "hallucination rate" in texts["quality_vs_tokens"]
+    assert "hallucination rate" in texts["win_loss_tie"]
+    assert "EM" in texts["metrics"]  # the built-in bars stay
+
+
 def test_a_new_scorer_reaches_compare_in_its_direction(tmp_path):
     a = _run(tmp_path / "a", 0.5, [1.0, 1.0, 1.0])
     b = _run(tmp_path / "b", 0.1, [0.0, 1.0, 1.0])
