@@ -23,6 +23,11 @@ ABSTENTION = "abstention"  # the pseudo-type of `_abs` questions (they also coun
 TYPE_TAG = "@type:"  # scoreboard / gate metric suffix: "lme_acc@type:temporal-reasoning"
 
 
+def type_keys(metrics: MetricCatalog = BUILTIN) -> tuple[str, ...]:
+    """TYPE_KEYS, then the quality metrics of a run's own scorers (those no built-in scorer declares)."""
+    return TYPE_KEYS + tuple(k for k in metrics.quality_keys if k not in BUILTIN and k not in TYPE_KEYS)
+
+
 def multi_type(df: pd.DataFrame) -> bool:
     return not df.empty and "question_type" in df.columns and df["question_type"].nunique(dropna=True) > 1
 
@@ -32,15 +37,22 @@ def type_key(metric: str, question_type: str) -> str:
 
 
 def type_table(
-    df: pd.DataFrame, keys: Sequence[str] = TYPE_KEYS, *, n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED
+    df: pd.DataFrame,
+    keys: Sequence[str] | None = None,
+    *,
+    n_boot: int = DEFAULT_N_BOOT,
+    seed: int = DEFAULT_SEED,
 ) -> pd.DataFrame:
     """Long frame (mode, metric, question_type, mean, lo, hi, n) over scored cases, with a bootstrap CI per
     type, the `abstention` pseudo-type, and per (mode, metric) the rows `overall` (all cases) and `task_avg`
-    (mean of the type means; no CI). Empty unless more than one question type is present."""
+    (mean of the type means; no CI). Empty unless more than one question type is present.
+    `keys`: by default `type_keys` of the run's catalog (`df.attrs["metrics"]`)."""
     cols = ["mode", "metric", "question_type", "mean", "lo", "hi", "n"]
     if not multi_type(df):
         return pd.DataFrame(columns=cols)
     ok = df[df["status"] == "ok"]
+    if keys is None:
+        keys = type_keys(df.attrs.get("metrics", BUILTIN))
     keys = [k for k in keys if k in ok.columns and ok[k].notna().any()]
     types = sorted(ok["question_type"].dropna().unique())
     rows = []

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import yaml
 from report_fixtures import meta, rec, write_run
 
@@ -31,11 +32,11 @@ class HallucinationScorer:
         return ScoreResult({"halluc": 0.0, "grounded_judge": None})
 
 
-def _run(path: Path, halluc: float, grounded: list[float | None]) -> Path:
+def _run(path: Path, halluc: float, grounded: list[float | None], qtypes: tuple[str, ...] = ()) -> Path:
     records = []
     for i, qid in enumerate(["q1", "q2", "q3"]):
         for mode in ("long_context", "summary"):
-            r = rec(qid, mode, em=1.0, f1=0.5)
+            r = rec(qid, mode, em=1.0, f1=0.5, qtype=qtypes[i] if qtypes else "single-session-user")
             r["metrics"].update(halluc=halluc + 0.01 * i, grounded_judge=grounded[i])
             records.append(r)
     m = meta()
@@ -105,6 +106,21 @@ def test_a_new_scorer_reaches_the_plots_under_its_label(tmp_path, monkeypatch):
     assert "hallucination rate" in texts["quality_vs_tokens"]
     assert "hallucination rate" in texts["win_loss_tie"]
     assert "EM" in texts["metrics"]  # the built-in bars stay
+
+
+def test_a_new_scorer_reaches_the_per_type_tables_and_gate(tmp_path):
+    types = ("multi-session", "multi-session", "temporal-reasoning")
+    run = _run(tmp_path / "r", 0.2, [1.0, None, 0.0], qtypes=types)
+    assert main(["report", str(run)]) == 0
+    bt = pd.read_csv(run / "by_type.csv")
+    row = bt[(bt["metric"] == "halluc") & (bt["mode"] == "summary") & (bt["question_type"] == "temporal-reasoning")]
+    assert row["mean"].round(3).tolist() == [0.22]  # the third case only
+    board = scoreboard(load_run(run))
+    assert board[("summary", "halluc@type:multi-session")] == pytest.approx(0.205)
+    baseline = tmp_path / "baseline.yaml"
+    check = {"mode": "summary", "metric": "halluc", "question_type": "temporal-reasoning", "baseline": 0.1, "abs": 0.0}
+    baseline.write_text(yaml.safe_dump({"version": 1, "checks": [check]}))
+    assert [o.status for o in run_gate(baseline, run).outcomes] == ["FAIL"]  # 0.22 > 0.1, lower is better
 
 
 def test_a_new_scorer_reaches_compare_in_its_direction(tmp_path):
