@@ -10,6 +10,7 @@ oldest sessions are dropped until the prompt fits the model's window (recorded i
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from harness.prompts.answer import LME_OFFICIAL_TEMPLATE, SESSION_BLOCK
@@ -24,6 +25,34 @@ def session_blocks(ctx: CaseContext) -> list[str]:
         SESSION_BLOCK.format(i + 1, date, "\n" + json.dumps([{"role": t.role, "content": t.content} for t in turns]))
         for i, (date, turns) in enumerate(dated)
     ]
+
+
+def first_kept(
+    blocks: Sequence[str], prompt: Callable[[list[str]], str], count: Callable[[str], int], budget: int
+) -> int:
+    """Index of the oldest session kept: the first i such that `prompt(blocks[i:])` fits `budget` tokens (the
+    newest session always stays). Each block is counted once to estimate i (the prompt's count is about the
+    sum of its parts), then whole prompts are counted near it to settle it exactly: a handful of counts instead
+    of one whole-prompt count per dropped session (~50 of ~115K tokens on an `_s` haystack)."""
+    n = len(blocks)
+    if n <= 1:
+        return 0
+    sizes = [count(b) for b in blocks]
+    estimate, i = count(prompt([])) + sum(sizes), 0
+    while i < n - 1 and estimate > budget:
+        estimate -= sizes[i]
+        i += 1
+
+    def fits(j: int) -> bool:
+        return count(prompt(list(blocks[j:]))) <= budget
+
+    if fits(i):
+        while i > 0 and fits(i - 1):
+            i -= 1
+    else:
+        while i < n - 1 and not fits(i):
+            i += 1
+    return i
 
 
 @dataclass
@@ -43,9 +72,7 @@ class LongMemEvalOfficialMode:
             return LME_OFFICIAL_TEMPLATE.format("".join(kept), ctx.case.question_date, ctx.case.question)
 
         full = counter.count(prompt(blocks))
-        kept = list(blocks)
-        while len(kept) > 1 and counter.count(prompt(kept)) > budget:
-            kept.pop(0)  # the oldest session first; the question and its date always stay
+        kept = blocks[first_kept(blocks, prompt, counter.count, budget) :]
         text = prompt(kept)
         tokens = counter.count(text)
         info = {
