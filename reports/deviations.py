@@ -1,4 +1,5 @@
-"""Settings of a run that depart from the reference protocol, as one line each for the report header."""
+"""Lines for the report header: settings of a run that depart from the reference protocol, and records written
+by code of more than one commit."""
 
 from __future__ import annotations
 
@@ -16,3 +17,24 @@ def protocol_deviations(meta: Mapping[str, Any] | None) -> list[str]:
     if choice in (None, "", "auto"):
         return []
     return [FORCED_FIRST_TOOL.format(choice=choice)]
+
+
+def mixed_code_note(meta: Mapping[str, Any]) -> str | None:
+    """One line when the records of a run directory come from invocations at different commits (or a dirty tree)."""
+    history = meta.get("invocations") or []
+    shas = list(dict.fromkeys(str((e.get("git") or {}).get("sha")) for e in history))
+    dirty = any((e.get("git") or {}).get("dirty") for e in history)
+    if len(shas) < 2:
+        return None
+    parts = ", ".join(
+        f"{str((e.get('git') or {}).get('sha'))[:10]}{' (dirty)' if (e.get('git') or {}).get('dirty') else ''}"
+        f" ({e.get('pairs_run') if e.get('pairs_run') is not None else '?'} pairs)"
+        for e in history
+    )
+    return f"records written by {len(history)} invocations at {len(shas)} commits{' (some dirty)' if dirty else ''}: {parts}"
+
+
+def header_notes(meta: Mapping[str, Any] | None) -> list[str]:
+    """Every line the report header stresses: protocol deviations, then a mixed-code note."""
+    note = mixed_code_note(meta or {})
+    return protocol_deviations(meta) + ([f"provenance: {note}"] if note else [])

@@ -25,7 +25,7 @@ from reports.aggregate import (
 )
 from reports.compare import compare_keys, compare_modes, markdown_paired, mcnemar_cell
 from reports.cost import PriceTable
-from reports.deviations import protocol_deviations
+from reports.deviations import header_notes
 from reports.failures import failures_markdown, group_failures
 from reports.metrics import BUILTIN, MetricCatalog
 from reports.safe import md_cell, write_csv
@@ -211,7 +211,7 @@ def _provenance_lines(meta: Mapping[str, Any]) -> list[str]:
     judge = ((meta.get("config") or {}).get("judge") or {}).get("_target_")
     lines.append(f"- judge: `{judge.rsplit('.', 1)[-1] if judge else 'none'}`")
     lines.append(f"- git: `{g.get('sha')}`{' (dirty)' if g.get('dirty') else ''}")
-    return lines + [f"- **{line}**" for line in protocol_deviations(meta)]
+    return lines + [f"- **{line}**" for line in header_notes(meta)]
 
 
 def _markdown(
@@ -637,9 +637,7 @@ def _provenance_html(meta: Mapping[str, Any]) -> str:
         ("python / platform", f"{meta.get('python')} · {meta.get('platform')}"),
         ("packages", ", ".join(f"{k} {v}" for k, v in (meta.get("packages") or {}).items() if v)),
     ]
-    deviations = "".join(
-        f'<p class="deviation"><strong>{H.esc(line)}</strong></p>' for line in protocol_deviations(meta)
-    )
+    deviations = "".join(f'<p class="deviation"><strong>{H.esc(line)}</strong></p>' for line in header_notes(meta))
     return (
         deviations
         + H.kv(pairs)

@@ -18,6 +18,7 @@ from omegaconf import OmegaConf
 from harness.data.longmemeval import parse_shard
 from harness.records import RECORDS_FILE, RecordError, load_records, record_key
 from harness.storage import write_text_atomic
+from runners.provenance import history_of
 
 
 def _identity(run_dir: Path) -> tuple[str, str | None]:
@@ -82,10 +83,12 @@ def merge_runs(out: Path, run_dirs: Sequence[Path]) -> Path:
             lines.append(json.dumps(r, ensure_ascii=False))
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out / RECORDS_FILE, "".join(line + "\n" for line in lines))
-    meta: dict[str, Any] = {}
-    first = dirs[0] / "run.json"
-    if first.exists():
-        meta = json.loads(first.read_text())
+    metas = [json.loads((d / "run.json").read_text()) if (d / "run.json").exists() else {} for d in dirs]
+    meta: dict[str, Any] = dict(metas[0])
+    # every shard's invocations, so shards run at different commits say so in the report
+    history = [{**e, "run_dir": str(d)} for d, m in zip(dirs, metas) for e in history_of(m)]
+    if history:
+        meta["invocations"] = history
     meta.update({"merged_from": [str(d) for d in dirs], "shards": shards})
     write_text_atomic(out / "run.json", json.dumps(meta, indent=2, default=str))
     return out / RECORDS_FILE

@@ -5,6 +5,8 @@ from __future__ import annotations
 import platform
 import subprocess
 import sys
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -66,3 +68,25 @@ def provenance(cfg: DictConfig, data: dict[str, Any]) -> dict[str, Any]:
         or None,
         "config": config,
     }
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def invocations(
+    prior: Mapping[str, Any] | None, git: Mapping[str, Any], started: str, pairs_run: int
+) -> list[dict[str, Any]]:
+    """run.json's `invocations`: one entry per command that ran pairs in this directory (the code at its start,
+    when it started, how many (case, mode) pairs it ran or re-scored), so a directory resumed under other code
+    says so. An earlier run.json without the list counts as one invocation of unknown start and size."""
+    return history_of(prior) + [{"git": dict(git), "started": started, "pairs_run": pairs_run}]
+
+
+def history_of(meta: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """A run.json's invocations (one of unknown start and size for a run.json written before the list)."""
+    meta = meta or {}
+    history = [dict(e) for e in meta.get("invocations") or []]
+    if not history and meta.get("git"):
+        history = [{"git": meta["git"], "started": None, "pairs_run": None}]
+    return history

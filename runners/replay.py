@@ -54,7 +54,7 @@ from runners.console import log_failure
 from runners.fingerprint import FINGERPRINT_FILE, check_fingerprint, fingerprint
 from runners.lifecycle import FAILURE_NOTE, RunStopped, RunSummary, clear_failure, write_failure
 from runners.modes import CaseContext, Mode, ModeOutput
-from runners.provenance import provenance
+from runners.provenance import invocations, provenance, utc_now
 from runners.reference_latency import appended_event_texts, embed_appended, latency_fields, should_measure
 from runners.scoring import apply_scores, rescore_pending
 from runners.settings import RunConfigError, validate_settings
@@ -126,6 +126,10 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
                 for r in prior:  # summaries recorded by an interrupted run keep their attribution
                     if r.summary and r.summary.get("reused") is False:
                         components.summaries.adopt(r.question_id, r.summary.get("generated_for") or r.mode)
+            # What produced the records: taken before the first case, so a tree changed during a long run
+            # (a commit, a checkout) is not what run.json names.
+            prov, started_at = provenance(cfg, data_prov), utc_now()
+            prior_meta = _prior_meta(run_dir)
             started = True
             clear_failure(run_dir)
             write_text_atomic(run_dir / FINGERPRINT_FILE, json.dumps({"fingerprint": fp}))
@@ -139,7 +143,13 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
                 stats = client.stats.as_dict()
                 if judge_client is not client:
                     stats["judge"] = judge_client.stats.as_dict()
-            prov = provenance(cfg, data_prov)
+            pairs_run = sum(len(ms) for _, ms in todo) + len(rescore)
+            if pairs_run:
+                prov["invocations"] = invocations(prior_meta, prov["git"], started_at, pairs_run)
+            elif prior_meta.get("git"):  # nothing ran: the code that wrote the records is still the earlier one
+                prov["git"] = prior_meta["git"]
+                if prior_meta.get("invocations"):
+                    prov["invocations"] = prior_meta["invocations"]
             if components is not None:  # which embedder weights ranked the searches (model2vec:<sha256 prefix>)
                 prov["retrieval"] = components.retrieval.describe()
             # the scorers' metric declarations: every report column's direction, label and format
@@ -194,13 +204,19 @@ class FailureBreaker:
                 self.tripped.set()
 
 
+def _prior_meta(run_dir: Path) -> dict[str, Any]:
+    """The run.json an earlier invocation wrote here ({} when none or unreadable: it is rewritten at the end)."""
+    try:
+        meta = json.loads((run_dir / "run.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
 def _prior_metrics(run_dir: Path) -> list[dict[str, Any]] | None:
     """run.json's metric specs of an earlier run of this directory (a resumed run with nothing left to do builds no
     scorer, and must not lose them)."""
-    try:
-        return json.loads((run_dir / "run.json").read_text()).get("metrics")
-    except (OSError, ValueError, AttributeError):
-        return None
+    return _prior_meta(run_dir).get("metrics")
 
 
 def _run_cases(cfg: DictConfig, todo: Sequence[tuple[Case, list[Mode]]], comp: Components, writer: RecordWriter) -> int:
