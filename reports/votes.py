@@ -1,0 +1,67 @@
+"""What a report says about a voted judge (harness/scoring/votes.py): its settings and how often its votes agreed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+AGREEMENT = "judge_agreement"
+
+
+def judge_config(meta: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return ((meta or {}).get("config") or {}).get("judge") or {}
+
+
+def judge_label(meta: Mapping[str, Any] | None) -> str:
+    """`LongMemEvalJudge`, or `VotedJudge (LongMemEvalJudge, 3 votes, confirm_failures)` for a voted judge."""
+    cfg = judge_config(meta)
+    target = str(cfg.get("_target_") or "")
+    if not target:
+        return "none"
+    name = target.rsplit(".", 1)[-1]
+    inner = cfg.get("judge")
+    if isinstance(inner, Mapping) and "votes" in cfg:
+        extra = ", confirm_failures" if cfg.get("confirm_failures") else ""
+        return f"{name} ({str(inner.get('_target_', '')).rsplit('.', 1)[-1]}, {cfg['votes']} votes{extra})"
+    return name
+
+
+def votes_rows(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per mode: cases whose votes gave an agreement, its mean, and the share of unanimous cases."""
+    if df.empty or AGREEMENT not in df.columns:
+        return []
+    ok = df[df["status"] == "ok"]
+    rows = []
+    for mode, part in ok.groupby("mode", observed=True, sort=True):
+        vals = part[AGREEMENT].dropna()
+        if vals.empty:
+            continue
+        rows.append(
+            {
+                "mode": str(mode),
+                "voted": int(vals.size),
+                "agreement": float(vals.mean()),
+                "unanimous": float((vals >= 1.0).mean()),
+            }
+        )
+    return rows
+
+
+def votes_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None) -> list[str]:
+    """The report's "Judge votes" section (no lines for a run without votes)."""
+    rows = votes_rows(df)
+    if not rows:
+        return []
+    cfg = judge_config(meta)
+    note = (
+        f"Each answer judged {cfg.get('votes', '?')} times; the metrics above are the majority verdict (a score: "
+        "the mean over votes). `agreement`: mean share of a case's votes agreeing with its majority; `unanimous`: "
+        "share of cases where every vote agreed; `voted`: cases with two or more verdicts."
+    )
+    if cfg.get("confirm_failures"):
+        note += " confirm_failures: extra votes only after an 'incorrect' first verdict (biased towards correct)."
+    lines = ["## Judge votes", "", note, "", "| mode | voted | agreement | unanimous |", "|---|---|---|---|"]
+    lines += [f"| {r['mode']} | {r['voted']} | {r['agreement']:.4f} | {r['unanimous']:.4f} |" for r in rows]
+    return lines + [""]
