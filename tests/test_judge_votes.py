@@ -23,7 +23,7 @@ from reports.cost import judge_calls
 from reports.gate import run_gate
 from runners.cli import main
 from tests.report_fixtures import rec, write_run
-from tests.test_crash_resume import args, dataset
+from tests.test_crash_resume import MODES, N_CASES, answer, args, dataset, stable_records
 
 
 def model(*script: str | Exception) -> FakeModel:
@@ -67,8 +67,7 @@ def test_unanimous_votes_agree_fully():
 def test_strict_tie_among_counted_votes_is_none_with_a_reason_never_0_or_1():
     # vote 1 is unparsable in the strict parse (not_run): it does not count; the other two split 1-1
     res = lme(model("yes", "Maybe yes", "no")).score(item())
-    assert res.values["lme_acc"] is None or res.values["lme_acc"] == 1.0  # upstream parse: yes, yes, no
-    assert res.values["lme_acc"] == 1.0
+    assert res.values["lme_acc"] == 1.0  # upstream parse: yes, yes, no
     assert res.values["lme_acc_strict"] is None
     d = res.details
     assert d["verdict_strict"] == "not_run"  # the derived strict verdict is not a silent 0/1 either
@@ -333,3 +332,57 @@ def test_a_failed_vote_makes_the_pair_scoring_failed_and_a_rerun_rescores_it(tmp
     new = load_records(tmp_path / "voted" / "records.jsonl")[-1]
     assert new["status"] == "ok" and new["metrics"]["lme_acc"] == 1.0
     assert len(new["metric_details"]["LongMemEvalJudge"]["votes"]) == 3
+
+
+# --- end to end: a small fake benchmark run ----------------------------------------------------------------
+
+
+def _judge_bodies(requests: list[dict[str, Any]]) -> list[str]:
+    return sorted(json.dumps(r, sort_keys=True) for r in requests if request_kind(r) == "judge")
+
+
+def test_run_with_votes_1_writes_the_records_of_the_plain_judge(tmp_path):
+    data = dataset(tmp_path)
+    with FakeOpenAIServer(FakeModel(answer=answer)) as srv:
+        assert main([*args(tmp_path, srv.base_url, data, "plain"), "judge=trpc"]) == 0
+        plain_requests = list(srv.requests)
+        one = [
+            *args(tmp_path, srv.base_url, data, "one"),
+            "judge=trpc_votes3",
+            "judge.votes=1",
+            "~judge.judge.params.temperature",  # the plain trpc judge sets none
+        ]
+        assert main(one) == 0
+        one_requests = srv.requests[len(plain_requests) :]
+    assert _judge_bodies(one_requests) == _judge_bodies(plain_requests)  # the same judge requests, no more
+    assert stable_records(tmp_path / "one") == stable_records(tmp_path / "plain")
+    meta = [json.loads((tmp_path / d / "run.json").read_text())["metrics"] for d in ("plain", "one")]
+    assert meta[0] == meta[1]
+
+
+def test_run_with_three_votes_asks_the_judge_three_times_per_judged_pair(tmp_path):
+    data = dataset(tmp_path)
+    with FakeOpenAIServer(FakeModel(answer=answer)) as srv:
+        assert main([*args(tmp_path, srv.base_url, data, "voted"), "judge=trpc_votes3"]) == 0
+        judged = [r for r in srv.requests if request_kind(r) == "judge"]
+    recs = load_records(tmp_path / "voted" / "records.jsonl")
+    assert len(recs) == N_CASES * len(MODES) and len(judged) == 3 * len(recs)
+    assert all(r["status"] == "ok" for r in recs)
+    for r in recs:  # the fake judge always says "incorrect": unanimous
+        assert r["metrics"]["llm_score"] == 0.0 and r["metrics"]["judge_agreement"] == 1.0
+        votes = r["metric_details"]["TrpcJudge"]["votes"]
+        assert [v["verdict"] for v in votes] == ["incorrect"] * 3
+    assert all(r["temperature"] == 1.0 for r in judged)
+
+
+def test_plan_counts_every_vote_at_the_inner_judges_max_tokens(tmp_path):
+    data = dataset(tmp_path)
+    totals = {}
+    for judge in ("longmemeval", "longmemeval_votes3"):
+        argv = args(tmp_path, "http://127.0.0.1:9/v1", data, judge)[1:]  # plan sends nothing
+        assert main(["plan", *argv, f"judge={judge}", "--out", str(tmp_path / f"{judge}.json")]) == 0
+        totals[judge] = json.loads((tmp_path / f"{judge}.json").read_text())["total"]
+    plain, voted = totals["longmemeval"], totals["longmemeval_votes3"]
+    assert voted["calls"]["judge"] == 3 * plain["calls"]["judge"] == 3 * N_CASES * len(MODES)
+    extra = voted["calls"]["judge"] - plain["calls"]["judge"]
+    assert voted["completion_tokens_est"] - plain["completion_tokens_est"] == extra * 10  # judge.judge.params
