@@ -21,11 +21,13 @@ def judge_label(meta: Mapping[str, Any] | None) -> str:
     if not target:
         return "none"
     name = target.rsplit(".", 1)[-1]
+    if "votes" not in cfg:
+        return name
     inner = cfg.get("judge")
-    if isinstance(inner, Mapping) and "votes" in cfg:
-        extra = ", confirm_failures" if cfg.get("confirm_failures") else ""
+    extra = ", confirm_failures" if cfg.get("confirm_failures") else ""
+    if isinstance(inner, Mapping):  # judge=*_votes3
         return f"{name} ({str(inner.get('_target_', '')).rsplit('.', 1)[-1]}, {cfg['votes']} votes{extra})"
-    return name
+    return f"VotedJudge ({name}, {cfg['votes']} votes{extra})"  # judge=<plain> +judge.votes=k
 
 
 def votes_rows(df: pd.DataFrame) -> list[dict[str, Any]]:

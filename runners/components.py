@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 
 from harness.llm.cache import ResponseCache
 from harness.scoring.base import ScoreInput
-from harness.scoring.votes import VotesConfigError
+from harness.scoring.votes import VotesConfigError, voted_config
 from harness.settings import ClientSettings, GenerationSettings, RunSettings
 from harness.storage import StorageError
 from runners.bounds import RecordBounds
@@ -114,7 +114,7 @@ def build_scorers(cfg: DictConfig, judge_client) -> list[Any]:
     if cfg.judge.get("_target_"):
         judge_cfg = {k: v for k, v in cfg.judge.items() if k != "endpoint"}  # the endpoint is opened by the caller
         try:
-            scorers.append(instantiate(judge_cfg, model=judge_client))
+            scorers.append(instantiate(voted_config(judge_cfg), model=judge_client))  # +judge.votes on any judge
         except Exception as e:  # Hydra wraps it: a bad judge.votes is one config error, not a traceback
             if isinstance(e.__cause__, VotesConfigError):
                 raise RunConfigError(str(e.__cause__)) from None

@@ -386,3 +386,30 @@ def test_plan_counts_every_vote_at_the_inner_judges_max_tokens(tmp_path):
     assert voted["calls"]["judge"] == 3 * plain["calls"]["judge"] == 3 * N_CASES * len(MODES)
     extra = voted["calls"]["judge"] - plain["calls"]["judge"]
     assert voted["completion_tokens_est"] - plain["completion_tokens_est"] == extra * 10  # judge.judge.params
+
+
+def test_votes_on_any_judge_by_override_equal_the_votes_config(tmp_path, capsys):
+    src = _source(tmp_path)
+    with FakeOpenAIServer(Judge(SCRIPT)) as srv:
+        assert main([*_rescore_argv(tmp_path, src, srv.base_url, "config"), "judge=longmemeval_votes3"]) == 0
+        assert len(srv.requests) == 9
+        override = [
+            *_rescore_argv(tmp_path, src, srv.base_url, "override"),
+            "judge=longmemeval",
+            "+judge.votes=3",
+            "judge.params.temperature=1.0",
+        ]
+        assert main(override) == 0
+        assert len(srv.requests) == 9  # the same 9 requests and cache keys: all cached
+        out = capsys.readouterr()
+        assert "temperature 0 (or unset)" not in out.out + out.err
+        argv = [*_rescore_argv(tmp_path, src, srv.base_url, "t0"), "judge=longmemeval", "+judge.votes=3"]
+        assert main(argv) == 0
+        out = capsys.readouterr()
+        assert (out.out + out.err).count("judge.votes=3 at judge temperature 0 (or unset)") == 1  # one line
+    a, b = (
+        [_without(r, ("cached", "rescored_at")) for r in load_records(tmp_path / d / "records.jsonl")]
+        for d in ("config", "override")
+    )
+    assert [(r["metrics"], r["metric_details"]) for r in a] == [(r["metrics"], r["metric_details"]) for r in b]
+    assert "- judge: `VotedJudge (LongMemEvalJudge, 3 votes)`" in (tmp_path / "override" / "report.md").read_text()

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from harness.llm.types import ChatModel, ChatResult, Message
@@ -69,6 +69,24 @@ class SaltedJudgeModel:
         **params: Any,
     ) -> ChatResult:
         return self.inner.chat(messages, tools=tools, purpose=purpose, cache_salt=self.salt, **params)
+
+
+VOTED_TARGET = f"{__name__}.VotedJudge"
+WRAPPER_KEYS = ("votes", "confirm_failures")
+
+
+def voted_config(judge_cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """A judge's Hydra config, wrapped in VotedJudge when it sets `votes`/`confirm_failures` on a plain judge
+    (`judge=longmemeval +judge.votes=3`); any other config unchanged."""
+    cfg = dict(judge_cfg)
+    if cfg.get("_target_") == VOTED_TARGET or not any(k in cfg for k in WRAPPER_KEYS):
+        return cfg
+    inner = {k: v for k, v in cfg.items() if k not in WRAPPER_KEYS}
+    return {
+        "_target_": VOTED_TARGET,
+        **{k: cfg[k] for k in WRAPPER_KEYS if k in cfg},
+        "judge": {**inner, "_partial_": True},
+    }
 
 
 def vote_salt(i: int) -> str | None:
