@@ -30,7 +30,7 @@ from reports.failures import failures_markdown, group_failures
 from reports.metrics import BUILTIN, MetricCatalog
 from reports.safe import md_cell, write_csv
 from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, WinLossTie
-from reports.votes import judge_label, votes_markdown
+from reports.votes import judge_label, vote_lines, votes_markdown
 
 BAR_KEYS = ("em", "llm_score", "llm_score_strict", "lme_acc", "lme_acc_strict", "rouge_l", "f1", "bleu1")
 # The reference compares summary_ondemand with summary per case (63 wins / 3 losses / 4 ties on ROUGE-L).
@@ -751,6 +751,8 @@ def _mode_block(r: Mapping[str, Any]) -> str:
                 )
                 if det.get(k) is not None
             }
+            if vote_lines(det):  # a voted judge (harness/scoring/votes.py): each vote's verdict and reply
+                keep.update(votes=vote_lines(det), vote_ties=det.get("vote_ties"))
             parts.append(
                 f"<details><summary>judge: {H.esc(name)} → {H.esc(det.get('verdict'))}</summary>{H.pre(keep)}</details>"
             )

@@ -67,3 +67,15 @@ def votes_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None) -> list[str
     lines = ["## Judge votes", "", note, "", "| mode | voted | agreement | unanimous |", "|---|---|---|---|"]
     lines += [f"| {r['mode']} | {r['voted']} | {r['agreement']:.4f} | {r['unanimous']:.4f} |" for r in rows]
     return lines + [""]
+
+
+def vote_lines(details: Mapping[str, Any]) -> list[str]:
+    """A voted judge's votes for the per-case drill-down: "1: correct (yes)", one per vote cast."""
+    votes = details.get("votes")
+    if not isinstance(votes, list):
+        return []
+    return [
+        f"{i}: {v.get('verdict')} ({str(v.get('raw') or '').strip()[:80]})"
+        for i, v in enumerate(votes, 1)
+        if isinstance(v, Mapping)
+    ]

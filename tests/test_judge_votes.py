@@ -290,7 +290,9 @@ def test_three_votes_end_to_end_cache_report_gate_and_cost(tmp_path):
     assert "| summary | 3 | 0.7778 | 0.3333 |" in report.split("## Judge votes")[1]  # agreement, unanimous
     assert "- judge: `VotedJudge (LongMemEvalJudge, 3 votes)`" in report
     assert "| lme_acc | summary | 0.6667" in report  # the majority metric, in the judges table as before
-    assert "judge agreement" in (tmp_path / "voted" / "report.html").read_text()
+    html = (tmp_path / "voted" / "report.html").read_text()
+    assert "judge agreement" in html
+    assert "1: correct (yes)" in html and "3: incorrect (no)" in html  # q1's votes in its drill-down
     assert "## Judge votes" not in (tmp_path / "plain" / "report.md").read_text()
     df = load_run(tmp_path / "voted")
     board = scoreboard(df)
