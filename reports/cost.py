@@ -122,12 +122,17 @@ def _typed(rec: RecordLike) -> Record:
 
 
 def judge_calls(rec: RecordLike) -> list[dict[str, Any]]:
-    """The judge calls of a record: every scorer detail that carries a ChatResult record as `usage`."""
+    """The judge calls of a record: every scorer detail that carries a ChatResult record as `usage`; a voted
+    judge's (harness/scoring/votes.py) are its `votes`, every one a call (its top-level usage is one of them)."""
     out = []
     for det in (_typed(rec).metric_details or {}).values():
-        u = det.get("usage") if isinstance(det, Mapping) else None
-        if isinstance(u, Mapping) and "usage" in u:
-            out.append(dict(u))
+        if not isinstance(det, Mapping):
+            continue
+        votes = det.get("votes")
+        for call in votes if isinstance(votes, list) else [det]:
+            u = call.get("usage") if isinstance(call, Mapping) else None
+            if isinstance(u, Mapping) and "usage" in u:
+                out.append(dict(u))
     return out
 
 

@@ -30,6 +30,7 @@ from reports.failures import failures_markdown, group_failures
 from reports.metrics import BUILTIN, MetricCatalog
 from reports.safe import md_cell, write_csv
 from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, WinLossTie
+from reports.votes import judge_label, vote_lines, votes_markdown
 
 BAR_KEYS = ("em", "llm_score", "llm_score_strict", "lme_acc", "lme_acc_strict", "rouge_l", "f1", "bleu1")
 # The reference compares summary_ondemand with summary per case (63 wins / 3 losses / 4 ties on ROUGE-L).
@@ -208,8 +209,7 @@ def _provenance_lines(meta: Mapping[str, Any]) -> list[str]:
     ]
     if meta.get("judge_model"):
         lines.append(f"- judge model: `{meta['judge_model'].get('name')}` ({meta['judge_model'].get('model')})")
-    judge = ((meta.get("config") or {}).get("judge") or {}).get("_target_")
-    lines.append(f"- judge: `{judge.rsplit('.', 1)[-1] if judge else 'none'}`")
+    lines.append(f"- judge: `{judge_label(meta)}`")
     lines.append(f"- git: `{g.get('sha')}`{' (dirty)' if g.get('dirty') else ''}")
     return lines + [f"- **{line}**" for line in header_notes(meta)]
 
@@ -289,6 +289,7 @@ def _markdown(
             ),
             "",
         ]
+    L += votes_markdown(df, meta)
     if not sav.empty:
         L += [
             "## Prompt savings vs long_context",
@@ -633,6 +634,7 @@ def _provenance_html(meta: Mapping[str, Any]) -> str:
         ("model", f"{m.get('name')} · {m.get('model')}"),
         ("model sha256", m.get("sha256") or "n/a (remote)"),
         ("judge model", (meta.get("judge_model") or {}).get("model") or "the answer model"),
+        ("judge", judge_label(meta)),
         ("git", f"{g.get('sha')}{' (dirty)' if g.get('dirty') else ''}"),
         ("python / platform", f"{meta.get('python')} · {meta.get('platform')}"),
         ("packages", ", ".join(f"{k} {v}" for k, v in (meta.get("packages") or {}).items() if v)),
@@ -747,6 +749,8 @@ def _mode_block(r: Mapping[str, Any]) -> str:
                 )
                 if det.get(k) is not None
             }
+            if vote_lines(det):  # a voted judge (harness/scoring/votes.py): each vote's verdict and reply
+                keep.update(votes=vote_lines(det), vote_ties=det.get("vote_ties"))
             parts.append(
                 f"<details><summary>judge: {H.esc(name)} → {H.esc(det.get('verdict'))}</summary>{H.pre(keep)}</details>"
             )

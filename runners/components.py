@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 
 from harness.llm.cache import ResponseCache
 from harness.scoring.base import ScoreInput
+from harness.scoring.votes import VotesConfigError, voted_config
 from harness.settings import ClientSettings, GenerationSettings, RunSettings
 from harness.storage import StorageError
 from runners.bounds import RecordBounds
@@ -112,7 +113,12 @@ def build_scorers(cfg: DictConfig, judge_client) -> list[Any]:
         s.score(ScoreInput("warm-up", "", "", "warm up", "warm up"))  # that all concurrent cases would queue on
     if cfg.judge.get("_target_"):
         judge_cfg = {k: v for k, v in cfg.judge.items() if k != "endpoint"}  # the endpoint is opened by the caller
-        scorers.append(instantiate(judge_cfg, model=judge_client))
+        try:
+            scorers.append(instantiate(voted_config(judge_cfg), model=judge_client))  # +judge.votes on any judge
+        except Exception as e:  # Hydra wraps it: a bad judge.votes is one config error, not a traceback
+            if isinstance(e.__cause__, VotesConfigError):
+                raise RunConfigError(str(e.__cause__)) from None
+            raise
     return scorers
 
 

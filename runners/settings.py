@@ -13,6 +13,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from harness.scoring.votes import VotesConfigError, check_votes
 from harness.settings import RunConfigError
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,9 @@ RULES: tuple[Rule, ...] = (
     _int("model.n_ctx", 1),
     _int("judge.params.max_tokens", 1),
     _num("judge.params.temperature", 0, TEMPERATURE_MAX),
+    _int("judge.votes", 1),  # and odd: validate_settings
+    _int("judge.judge.params.max_tokens", 1),  # a voted judge's inner judge (configs/judge/*_votes3.yaml)
+    _num("judge.judge.params.temperature", 0, TEMPERATURE_MAX),
     _int("prompt.max_summary_words", 0),
     _int("mode.long_context.max_events", 1),
     _int("mode.summary_ondemand.max_tool_iterations", 1),
@@ -120,6 +124,12 @@ def check(rule: Rule, value: Any) -> str | None:
 def validate_settings(cfg: DictConfig) -> None:
     """RunConfigError naming every numeric setting that is out of range or not a number."""
     problems = [p for rule in RULES if (p := check(rule, OmegaConf.select(cfg, rule.key, default=None)))]
+    votes = OmegaConf.select(cfg, "judge.votes", default=None)
+    if votes is not None and not any(p.startswith("judge.votes ") for p in problems):  # an even count: no majority
+        try:
+            check_votes(votes)
+        except VotesConfigError as e:
+            problems.append(str(e))
     if problems:
         raise RunConfigError("; ".join(problems))
     if int(cfg.client.concurrency) < int(cfg.run.concurrency):

@@ -74,8 +74,11 @@ def declared_specs(scorer: Any) -> tuple[MetricSpec, ...]:
 
 
 def details_key(scorer: Any) -> str:
-    """The key of a scorer's details (and of its errors) in a record: its class name, as records always had it."""
-    return scorer.__name__ if isinstance(scorer, type) else type(scorer).__name__
+    """The key of a scorer's details (and of its errors) in a record: its class name, as records always had it,
+    or the `details_name` a wrapper declares (a voted judge keeps its inner judge's key, so reports find it)."""
+    if isinstance(scorer, type):
+        return scorer.__name__
+    return getattr(scorer, "details_name", None) or type(scorer).__name__
 
 
 def specs_json(scorers: Iterable[Any]) -> list[dict[str, Any]]:
