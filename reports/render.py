@@ -211,6 +211,11 @@ def _provenance_lines(meta: Mapping[str, Any]) -> list[str]:
         lines.append(f"- judge model: `{meta['judge_model'].get('name')}` ({meta['judge_model'].get('model')})")
     lines.append(f"- judge: `{judge_label(meta)}`")
     lines.append(f"- git: `{g.get('sha')}`{' (dirty)' if g.get('dirty') else ''}")
+    rg = (meta.get("rescore") or {}).get("git")
+    if rg:
+        lines.append(
+            f"- rescored at git: `{rg.get('sha')}`{' (dirty)' if rg.get('dirty') else ''} (the answers: git above)"
+        )
     return lines + [f"- **{line}**" for line in header_notes(meta)]
 
 

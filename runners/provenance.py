@@ -47,6 +47,12 @@ def redacted_config(cfg: DictConfig) -> dict[str, Any]:
     return secrets.mask_config(c, secrets.REGISTRY.values + tuple(secrets.config_secrets(cfg)))
 
 
+def git_state() -> dict[str, Any]:
+    """The code's commit and whether the tree had uncommitted changes (None each when git cannot tell)."""
+    status = _git("status", "--porcelain")
+    return {"sha": _git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None}
+
+
 def provenance(cfg: DictConfig, data: dict[str, Any]) -> dict[str, Any]:
     versions = {}
     for p in PACKAGES:
@@ -54,11 +60,10 @@ def provenance(cfg: DictConfig, data: dict[str, Any]) -> dict[str, Any]:
             versions[p] = metadata.version(p)
         except metadata.PackageNotFoundError:
             versions[p] = None
-    status = _git("status", "--porcelain")
     config = redacted_config(cfg)
     return {
         "dataset": data,
-        "git": {"sha": _git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None},
+        "git": git_state(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "packages": versions,

@@ -48,7 +48,7 @@ from harness.runlock import run_dir_lock
 from harness.scoring.base import specs_json
 from runners.components import build_scorers, open_cache, preflight
 from runners.lifecycle import RunStopped, RunSummary, clear_failure, write_failure
-from runners.provenance import MODEL_KEYS, redacted_config
+from runners.provenance import MODEL_KEYS, git_state, redacted_config, utc_now
 from runners.scoring import apply_scores
 
 log = logging.getLogger(__name__)
@@ -87,6 +87,7 @@ def _rescore_locked(cfg: DictConfig, src_dir: Path, out_dir: Path, source: list[
                 judge_client = make_client(ep, cfg.client, cache)
                 preflight(cfg, judge_client)
             scorers = build_scorers(cfg, judge_client) if todo else []
+            code = {"git": git_state(), "started": utc_now()}  # the scoring code, before the first score
             started = True
             clear_failure(out_dir)
             writer = RecordWriter(out_dir / RECORDS_FILE)
@@ -113,7 +114,7 @@ def _rescore_locked(cfg: DictConfig, src_dir: Path, out_dir: Path, source: list[
                 ) from watch.died
             if judge_client is not None:
                 stats = judge_client.stats.as_dict()
-            _write_meta(cfg, src_dir, out_dir, judge_spec, stats, time.perf_counter() - t0, scorers)
+            _write_meta(cfg, src_dir, out_dir, judge_spec, stats, time.perf_counter() - t0, scorers, code)
     except Exception as e:
         write_failure(out_dir, e, started)
         raise
@@ -137,6 +138,7 @@ def _write_meta(
     stats: dict[str, Any],
     elapsed: float,
     scorers: Sequence[Any] = (),
+    code: dict[str, Any] | None = None,
 ) -> None:
     """run.json: the source run's provenance (dataset, answer model, config), with the new scoring on top."""
     src_meta_path = src_dir / "run.json"
@@ -163,6 +165,7 @@ def _write_meta(
                 "source_fingerprint": meta.get("fingerprint"),
                 "elapsed_s": round(elapsed, 2),
                 "judge_stats": stats,
+                **(code or {}),  # git: the code that scored (the top-level git is the answering run's)
             },
         }
     )

@@ -106,3 +106,31 @@ def test_shards_run_at_different_commits_say_so_once_merged(tmp_path, monkeypatc
         ("2", str(tmp_path / "s1")),
     ]
     assert "records written by 2 invocations at 2 commits" in (tmp_path / "merged" / "report.md").read_text()
+
+
+def test_a_rescore_names_the_code_that_scored_beside_the_code_that_answered(tmp_path, monkeypatch):
+    from report_fixtures import meta, rec, write_run
+
+    from tests.test_judge_failures import judge_yes_no
+
+    m = meta()
+    m["git"] = {"sha": "9" * 40, "dirty": False}  # the answering run's code
+    src = write_run(tmp_path / "src", [rec("q1", "summary", prediction="You went to Paris.")], m)
+    tree = _Tree("8" * 40)
+    monkeypatch.setattr(provenance, "_git", tree)
+    model_calls = []
+
+    def judge_moves_the_tree(req):
+        model_calls.append(1)
+        tree.sha = "7" * 40  # a commit lands while the rescore is judging
+        return judge_yes_no(req)
+
+    with FakeOpenAIServer(judge_moves_the_tree) as srv:
+        argv = ["rescore", str(src), f"hydra.run.dir={tmp_path / 'out'}", "model=endpoint", "model.model=fake-judge"]
+        argv += [f"model.base_url={srv.base_url}", "judge=longmemeval", "run.progress=false"]
+        assert main([*argv, f"cache.path={tmp_path / 'cache.sqlite'}"]) == 0
+    assert model_calls
+    out_meta = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert out_meta["git"]["sha"] == "9" * 40  # the answers' code stays the run's git
+    assert out_meta["rescore"]["git"]["sha"] == "8" * 40 and out_meta["rescore"]["started"]
+    assert f"rescored at git: `{'8' * 40}`" in (tmp_path / "out" / "report.md").read_text()
