@@ -20,18 +20,19 @@ def protocol_deviations(meta: Mapping[str, Any] | None) -> list[str]:
 
 
 def mixed_code_note(meta: Mapping[str, Any]) -> str | None:
-    """One line when the records of a run directory come from invocations at different commits (or a dirty tree)."""
+    """One line when the records of a run directory come from invocations at different commits."""
     history = meta.get("invocations") or []
-    shas = list(dict.fromkeys(str((e.get("git") or {}).get("sha")) for e in history))
-    dirty = any((e.get("git") or {}).get("dirty") for e in history)
-    if len(shas) < 2:
+    gits = [e.get("git") or {} for e in history]
+    n_commits = len({str(g.get("sha")) for g in gits})
+    if n_commits < 2:
         return None
     parts = ", ".join(
-        f"{str((e.get('git') or {}).get('sha'))[:10]}{' (dirty)' if (e.get('git') or {}).get('dirty') else ''}"
+        f"{str(g.get('sha'))[:10]}{' (dirty)' if g.get('dirty') else ''}"
         f" ({e.get('pairs_run') if e.get('pairs_run') is not None else '?'} pairs)"
-        for e in history
+        for e, g in zip(history, gits)
     )
-    return f"records written by {len(history)} invocations at {len(shas)} commits{' (some dirty)' if dirty else ''}: {parts}"
+    dirty = " (some dirty)" if any(g.get("dirty") for g in gits) else ""
+    return f"records written by {len(history)} invocations at {n_commits} commits{dirty}: {parts}"
 
 
 def header_notes(meta: Mapping[str, Any] | None) -> list[str]:

@@ -72,9 +72,9 @@ class LongMemEvalOfficialMode:
             return LME_OFFICIAL_TEMPLATE.format("".join(kept), ctx.case.question_date, ctx.case.question)
 
         full = counter.count(prompt(blocks))
-        kept = blocks[first_kept(blocks, prompt, counter.count, budget) :]
+        kept = blocks if full <= budget else blocks[first_kept(blocks, prompt, counter.count, budget) :]
         text = prompt(kept)
-        tokens = counter.count(text)
+        tokens = full if len(kept) == len(blocks) else counter.count(text)
         info = {
             "truncated": len(kept) < len(blocks),
             "dropped_sessions": len(blocks) - len(kept),

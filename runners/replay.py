@@ -153,7 +153,7 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
             if components is not None:  # which embedder weights ranked the searches (model2vec:<sha256 prefix>)
                 prov["retrieval"] = components.retrieval.describe()
             # the scorers' metric declarations: every report column's direction, label and format
-            specs = specs_json(components.scorers) if components is not None else _prior_metrics(run_dir)
+            specs = specs_json(components.scorers) if components is not None else prior_meta.get("metrics")
             if specs:
                 prov["metrics"] = specs
             prov.update(
@@ -205,18 +205,13 @@ class FailureBreaker:
 
 
 def _prior_meta(run_dir: Path) -> dict[str, Any]:
-    """The run.json an earlier invocation wrote here ({} when none or unreadable: it is rewritten at the end)."""
+    """The run.json an earlier invocation wrote here ({} when none or unreadable: it is rewritten at the end).
+    A resumed run with nothing left to do builds no scorer: its metric specs come from here."""
     try:
         meta = json.loads((run_dir / "run.json").read_text())
     except (OSError, ValueError):
         return {}
     return meta if isinstance(meta, dict) else {}
-
-
-def _prior_metrics(run_dir: Path) -> list[dict[str, Any]] | None:
-    """run.json's metric specs of an earlier run of this directory (a resumed run with nothing left to do builds no
-    scorer, and must not lose them)."""
-    return _prior_meta(run_dir).get("metrics")
 
 
 def _run_cases(cfg: DictConfig, todo: Sequence[tuple[Case, list[Mode]]], comp: Components, writer: RecordWriter) -> int:

@@ -10,6 +10,7 @@ from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
 from runners import provenance
 from runners.cli import main
+from tests.test_bad_inputs import run
 
 
 class _Tree:
@@ -23,22 +24,13 @@ class _Tree:
 
 
 def _run(tmp_path, base_url) -> int:
-    return main(
-        [
-            "run",
-            f"hydra.run.dir={tmp_path / 'run'}",
-            "model=endpoint",
-            f"model.base_url={base_url}",
-            "model.model=fake-model",
-            f"cache.path={tmp_path / 'cache.sqlite'}",
-            "run.progress=false",
-            "retrieval=bm25",
-            "judge=none",
-            "mode=[long_context]",
-            "dataset.limit=2",
-            "run.concurrency=1",
-            "client.max_retries=0",
-        ]
+    return run(
+        tmp_path,
+        "mode=[long_context]",
+        "dataset.limit=2",
+        "run.concurrency=1",
+        "client.max_retries=0",
+        base_url=base_url,
     )
 
 
