@@ -1,0 +1,45 @@
+"""How long `lme_official` takes to fit a long history into the model's window: the one-count-per-dropped-session
+definition against `runners.official_mode.first_kept`, on the first N `_s` single-session-user haystacks
+(~115K o200k tokens each), for an 8K window (8192 - 384 answer tokens - 64 reserved). Both must keep the same sessions.
+
+    python benchmarks/official_fit.py [N]
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from types import SimpleNamespace
+
+from harness.data.longmemeval import find_local, parse_cases, read_json_bytes
+from harness.session.tokens import o200k_counter
+from runners.official_mode import first_kept, session_blocks
+
+BUDGET = 8192 - 384 - 64
+
+
+def one_count_per_drop(blocks, prompt, count, budget) -> int:
+    i = 0
+    while i < len(blocks) - 1 and count(prompt(blocks[i:])) > budget:
+        i += 1
+    return i
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    path = find_local("longmemeval_s_single_session_user.json.gz")
+    if path is None:
+        sys.exit("longmemeval_s_single_session_user.json.gz not found: set LME_DATA_DIR")
+    cases = parse_cases(read_json_bytes(path), str(path))[:n]
+    count = o200k_counter().count
+    print("| fit | s per case | sessions kept (all cases) |\n|---|---|---|")
+    for fit in (one_count_per_drop, first_kept):
+        kept, t0 = [], time.perf_counter()
+        for case in cases:
+            blocks = session_blocks(SimpleNamespace(case=case))
+            kept.append(len(blocks) - fit(blocks, lambda k, c=case: "".join(k) + c.question, count, BUDGET))
+        print(f"| {fit.__name__} | {(time.perf_counter() - t0) / len(cases):.3f} | {kept} |")
+
+
+if __name__ == "__main__":
+    main()
