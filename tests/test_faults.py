@@ -7,6 +7,7 @@ JSON, empty content and bad tool calls at the real client and the real modes.
 
 import json
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from harness.testing.faults import (
     FakeModel,
     FaultInjector,
     FaultMix,
+    request_identity,
 )
 from runners.cli import main
 from tests.conftest import RERUN_VOLATILE, without_keys
@@ -251,8 +253,39 @@ def test_every_fault_at_once_with_concurrency(tmp_path):
     with FakeOpenAIServer(inj) as srv:
         code = run(tmp_path, srv.base_url, "run.concurrency=3", "client.concurrency=3")
     check_outcomes(tmp_path / "run", code)
+    # Not a likely schedule but a guarantee: a persistent request takes no card of the cycle (so every card dealt
+    # is injected), and whatever order the 3 concurrent pairs' requests arrive in, the run makes more first
+    # attempts that are not persistent than either deck has cards: the 3 long_context and 3 summary answers and
+    # the summaries have fixed prompts (no fault changes them) and none is persistent under seed 11, and each
+    # summary_ondemand case offers tools at least once.
     assert set(inj.injected) >= set(FAULTS), inj.injected
     assert time.perf_counter() - t0 < 60  # bounded: no fault can stall a run
+
+
+def test_every_card_of_the_cycle_is_injected_whatever_order_requests_arrive_in():
+    """The cycle's coverage is a guarantee, not a likely schedule: a persistent request takes no card (its fault
+    is the persistent one), so as many non-persistent requests as cards get every kind, in any arrival order."""
+    import random
+
+    mix = FaultMix(cycle=TRANSPORT_FAULTS + ("slow",), persistent=0.3, persistent_fault="500", seed=3)
+    probe = FaultInjector(FakeModel(), mix)
+    reqs = [
+        {"_path": "/v1/chat/completions", "model": "m", "messages": [{"role": "user", "content": f"q{i}"}]}
+        for i in range(40)
+    ]
+    sticky = [r for r in reqs if probe.is_persistent(request_identity(r))]
+    clean = [r for r in reqs if not probe.is_persistent(request_identity(r))][: len(mix.cycle)]
+    assert len(sticky) >= 2 and len(clean) == len(mix.cycle)  # the mix makes both kinds among these requests
+    orders = [sticky[:2] + clean, clean + sticky[:2], clean[:3] + sticky[:2] + clean[3:]]
+    rng = random.Random(0)
+    orders += [rng.sample(sticky[:2] + clean, len(clean) + 2) for _ in range(30)]
+    for order in orders:
+        inj = FaultInjector(FakeModel(), mix)
+        for req in order:
+            inj(dict(req))
+        dealt = Counter(f for ident, _, f in inj.log if ident not in inj.persistent_ids)
+        assert dealt == Counter(mix.cycle), dealt  # each card once, to the requests that can take it
+        assert inj.injected["500"] == 1 + 2  # its card, and the two persistent requests
 
 
 def test_all_modes_fail_cleanly_when_every_call_fails(tmp_path):

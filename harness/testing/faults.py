@@ -241,7 +241,9 @@ class FaultMix:
     answers (a 200) and hit the first attempt only. `persistent`: share of distinct requests that get
     `persistent_fault` on every attempt. `cycle`: each new request gets the next fault of the cycle (content
     faults are dealt to tool-offering requests only, with a clean request after each round), whatever `rates`
-    would have drawn: coverage of every fault kind does not depend on how many requests a run makes.
+    would have drawn; persistent requests take no card. So every card dealt is injected, and once a run has made
+    as many non-persistent requests of a deck as it has cards, every kind in it was injected, in whatever order
+    concurrent requests arrived.
     """
 
     rates: Mapping[str, float] = field(default_factory=dict)
@@ -306,9 +308,11 @@ class FaultInjector:
         self._turn: Counter[str] = Counter()
 
     def _deal(self, ident: str, req: Mapping[str, Any]) -> None:
-        """Called under the lock on a request's first attempt."""
+        """Called under the lock on a request's first attempt. A persistent request takes no card: it gets its
+        persistent fault on every attempt, so a card dealt to it would never be injected, and which kind was
+        lost would depend on the order requests arrive in (that is, on thread scheduling)."""
         deck = "content" if request_kind(req) == "tool_answer" and self._decks["content"] else "transport"
-        if request_kind(req) == "embedding" or not self._decks[deck]:
+        if request_kind(req) == "embedding" or not self._decks[deck] or self.is_persistent(ident):
             return
         cards = self._decks[deck]
         self._dealt[ident] = cards[self._turn[deck] % len(cards)]
