@@ -20,7 +20,7 @@ import pandas as pd
 from harness.records import RECORDS_FILE, STATUS_OK, Record, RecordError, load_records
 from reports.cost import Endpoints, PriceTable, judge_calls, load_price_table, record_costs, summary_calls
 from reports.metrics import BUILTIN, COST_KEYS, MetricCatalog, catalog_of
-from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap_ci
+from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap_ci, paired_bootstrap_ci
 
 MODE_ORDER = ("long_context", "summary", "summary_ondemand")
 BASELINE_MODE = "long_context"
@@ -249,6 +249,78 @@ def savings(
             }
         )
     return pd.DataFrame(rows)
+
+
+def headline_metric(df: pd.DataFrame) -> str | None:
+    """The quality figure a report leads with, chosen from the run's metric specs (run.json `metrics`), by no name:
+    the first quality metric of a judge (a scorer that declares a judged metric) with a value, else the first
+    quality metric with a value in the reference table's order (a lexical one). None when the run has neither."""
+    metrics = catalog(df)
+    ok = _ok(df)
+    present = [k for k in metrics.quality_keys if k in ok.columns and ok[k].notna().any()]
+    judges = {metrics.source.get(k) for k in metrics.judged_keys}
+    by_judge = [k for k in present if metrics.source.get(k) in judges]
+    if by_judge:
+        return by_judge[0]
+    return next((k for k in metrics.headline_keys if k in present), present[0] if present else None)
+
+
+HEADLINE_COLUMNS = ["mode", "n", "mean", "lo", "hi", "delta", "delta_lo", "delta_hi", "pairs"]
+HEADLINE_COLUMNS += ["prompt_tokens", "prompt_share", "latency_ms", "latency_share"]
+
+
+def headline(
+    df: pd.DataFrame,
+    metric: str,
+    *,
+    tokens: str = "prompt_tokens_total",
+    latency: str = "query_ms",
+    n_boot: int = DEFAULT_N_BOOT,
+    seed: int = DEFAULT_SEED,
+) -> pd.DataFrame:
+    """Per mode, what the report's first screen says: `metric`'s mean with its 95 % CI over scored cases; against
+    `long_context`, over the cases scored in both, the paired difference (mode − long_context, CI resampling
+    cases) and the prompt tokens and latency as a share of long_context's (ratio of means); and the mode's own
+    mean prompt tokens (`tokens`: every answer call by default) and latency. Without long_context in the run the
+    comparison columns are NaN."""
+    ok = _ok(df)
+    ok = ok.assign(**{c: pd.to_numeric(ok[c], errors="coerce") for c in (tokens, latency)})
+    base = ok[ok["mode"] == BASELINE_MODE].set_index("question_id") if BASELINE_MODE in modes(df) else None
+    rows = []
+    for mode in modes(df):
+        part = ok[ok["mode"] == mode]
+        if part.empty:
+            continue
+        est = bootstrap_ci(part[metric].to_numpy(dtype=float), n_boot=n_boot, seed=seed)
+        row: dict[str, Any] = {
+            "mode": mode,
+            "n": est.n,
+            "mean": est.mean,
+            "lo": est.lo,
+            "hi": est.hi,
+            "prompt_tokens": float(part[tokens].mean()),
+            "latency_ms": float(part[latency].mean()),
+        }
+        if base is not None and not base.empty:
+            both = base.merge(part.set_index("question_id"), left_index=True, right_index=True, suffixes=("_base", ""))
+            d = paired_bootstrap_ci(
+                both[f"{metric}_base"].to_numpy(dtype=float),
+                both[metric].to_numpy(dtype=float),
+                n_boot=n_boot,
+                seed=seed,
+            )
+            row.update(delta=d.mean, delta_lo=d.lo, delta_hi=d.hi, pairs=d.n)
+            row["prompt_share"] = _share(both[tokens], both[f"{tokens}_base"])
+            row["latency_share"] = _share(both[latency], both[f"{latency}_base"])
+        rows.append(row)
+    return pd.DataFrame(rows, columns=HEADLINE_COLUMNS)
+
+
+def _share(mode: pd.Series, base: pd.Series) -> float:
+    """sum(mode) / sum(base) over the cases where both are known (a ratio of means); NaN when undefined."""
+    keep = mode.notna() & base.notna()
+    total = float(base[keep].sum())
+    return float(mode[keep].sum()) / total if keep.any() and total > 0 else math.nan
 
 
 def tool_stats(df: pd.DataFrame) -> pd.DataFrame:

@@ -27,6 +27,9 @@ img.plot{max-width:100%;border:1px solid #eee;margin:.5rem 0}.muted{color:#666}.
 details{border:1px solid #e3e3e3;margin:.35rem 0;padding:.3rem .6rem}summary{cursor:pointer}
 .kv{display:grid;grid-template-columns:max-content 1fr;gap:.2rem .8rem}.kv>div:nth-child(odd){color:#555}
 input#case-filter{padding:.3rem;width:22rem;margin:.4rem 0}
+#headline{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,520px);gap:0 1.2rem;align-items:start}
+#headline p.verdict{font-size:15px;margin:.2rem 0 .6rem}#headline img.plot{width:100%;margin:0}
+@media (max-width:1000px){#headline{grid-template-columns:1fr}}
 """
 
 # Sorting: numbers by `data-v`, text otherwise; a filter box hides case rows and drill-downs that do not match.
@@ -88,6 +91,12 @@ def cell(value: Any, fmt: str | None = None, *, raw: Any = None) -> str:
     return f"<td>{esc(clip(str(value)))}</td>"
 
 
+def num_cell(text: str, raw: Any) -> str:
+    """A right-aligned <td> showing `text` (e.g. a value with its CI) and sorted by the number `raw`."""
+    sort_v = "" if raw is None or (isinstance(raw, float) and math.isnan(raw)) else raw
+    return f'<td class="num" data-v="{esc(sort_v)}">{esc(text)}</td>'
+
+
 def table(
     headers: Sequence[str],
     rows: Iterable[Sequence[str]],
@@ -107,9 +116,10 @@ def table(
     return f"<table{cls}{tid}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def image(path: Path, alt: str) -> str:
+def image(path: Path, alt: str, *, element_id: str | None = None) -> str:
     data = base64.b64encode(Path(path).read_bytes()).decode()
-    return f'<img class="plot" alt="{esc(alt)}" src="data:image/png;base64,{data}">'
+    eid = f' id="{esc(element_id)}"' if element_id else ""
+    return f'<img class="plot"{eid} alt="{esc(alt)}" src="data:image/png;base64,{data}">'
 
 
 def pre(value: Any) -> str:

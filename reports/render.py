@@ -13,8 +13,11 @@ import pandas as pd
 from reports import html as H
 from reports import plots
 from reports.aggregate import (
+    BASELINE_MODE,
     catalog,
     cost_table,
+    headline,
+    headline_metric,
     judge_table,
     modes,
     read_run,
@@ -110,6 +113,8 @@ def build_report(run_dir: Path, *, prices: PriceTable | str | Path | None = None
     quality = _present(df, metrics.quality_keys)
     other = _present(df, [k for k in metrics.columns if k not in metrics.quality_keys])
     ci = summarize_ci(df, quality + other)
+    lead = headline_metric(df)
+    head = headline(df, lead) if lead else pd.DataFrame()
     judges, sav, tools, costs = judge_table(df, ci=ci), savings(df), tool_stats(df), cost_table(df)
     ms = modes(df)
     pair = WLT_PAIR if all(m in ms for m in WLT_PAIR) else (tuple(ms[:2]) if len(ms) >= 2 else None)
@@ -167,6 +172,8 @@ def build_report(run_dir: Path, *, prices: PriceTable | str | Path | None = None
         wlt=wlt,
         figs=figs,
         metrics=metrics,
+        lead=lead,
+        head=head,
     )
     md = _markdown(**ctx)
     # empty for a single-type run: its files stay exactly as before
@@ -191,6 +198,120 @@ def _by_type(df: pd.DataFrame, run_dir: Path, out: dict[str, Path], metrics: Met
         "\n" + "\n".join(by_type.markdown(table) + ["![per question type](by_type.png)", ""]),
         by_type.html(table, paths[0]),
     )
+
+
+# --- The first screen: which mode wins, and at what cost ----------------------------------------------------
+
+HEADLINE_NOTE = (
+    "Quality: mean over scored cases [95 % bootstrap CI]. Δ: paired over the cases both modes scored "
+    "(mode − long_context) [95 % CI]. Prompt tokens: every answer call of a case (the final call alone is the "
+    "plot's x and the reference table's figure); latency: the reference's query latency; the % is the mode's "
+    "share of long_context's over the same cases (ratio of means)."
+)
+
+
+def _pct(v: float) -> str:
+    return "n/a" if v is None or math.isnan(v) else f"{100 * v:.0f} %"
+
+
+def headline_text(head: pd.DataFrame, lead: str | None, metrics: MetricCatalog) -> str:
+    """One sentence: which mode leads on the headline metric and what it costs against long_context."""
+    if lead is None or head.empty or head["mean"].isna().all():
+        return "No mode has a quality score in this run (see the failures below)."
+    hib = metrics.higher_is_better(lead) is not False
+    scored = head.dropna(subset=["mean"])
+    best = scored["mean"].max() if hib else scored["mean"].min()
+    leaders = scored[scored["mean"] == best]
+    top = leaders.iloc[0]
+    f, label = metrics.fmt(lead), metrics.label(lead)
+    names = " and ".join(str(m) for m in leaders["mode"])
+    text = (
+        f"{names} {'lead' if len(leaders) > 1 else 'leads'} on {label}: "
+        f"{H.fmt_ci(top['mean'], top['lo'], top['hi'], f)} over {int(top['n'])} cases."
+    )
+    if BASELINE_MODE not in set(head["mode"]):
+        return text + f" No {BASELINE_MODE} in this run: no baseline for differences and shares."
+    others = scored[scored["mode"] != BASELINE_MODE]
+    if top["mode"] == BASELINE_MODE:
+        if others.empty:
+            return text
+        hib_sign = 1 if hib else -1  # the best other mode; among equals the one with the fewest prompt tokens
+        alt = others.assign(_q=-hib_sign * others["mean"], _t=others["prompt_share"].fillna(math.inf))
+        nxt = alt.sort_values(["_q", "_t"], kind="stable").iloc[0]
+        return text + (
+            f" The best other mode, {nxt['mode']}, scores Δ {_delta(nxt, f)}{_sig_text(nxt)}, at "
+            f"{_pct(nxt['prompt_share'])} of its prompt tokens and {_pct(nxt['latency_share'])} of its latency."
+        )
+    return text + (
+        f" Against {BASELINE_MODE}: Δ {_delta(top, f)}{_sig_text(top)}, at {_pct(top['prompt_share'])} of its "
+        f"prompt tokens and {_pct(top['latency_share'])} of its latency."
+    )
+
+
+def _delta(r: Mapping[str, Any], fmt: str) -> str:
+    return H.fmt_ci(r["delta"], r["delta_lo"], r["delta_hi"], fmt.replace("{:", "{:+"))
+
+
+def _sig_text(r: Mapping[str, Any]) -> str:
+    if r["delta_lo"] > 0 or r["delta_hi"] < 0:
+        return f" over {int(r['pairs'])} paired cases (the interval excludes 0)"
+    return f" over {int(r['pairs'])} paired cases (the interval includes 0: no difference shown at this size)"
+
+
+def headline_rows(
+    head: pd.DataFrame, lead: str, metrics: MetricCatalog
+) -> tuple[list[str], list[list[tuple[str, Any]]]]:
+    """The headline table, one row per mode: each cell its text and the value it sorts by."""
+    f = metrics.fmt(lead)
+    has_base = BASELINE_MODE in set(head["mode"])
+    heads = ["mode", f"{metrics.arrow_label(lead)} [95 % CI]"]
+    if has_base:
+        heads.append(f"Δ vs {BASELINE_MODE} [95 % CI]")
+    heads += ["prompt tokens/case", "latency ms/case"]
+    rows = []
+    for r in head.to_dict("records"):
+        cells = [(str(r["mode"]), None), (f"{H.fmt_ci(r['mean'], r['lo'], r['hi'], f)} (n={r['n']})", r["mean"])]
+        tokens, latency = _fmt(r["prompt_tokens"], "{:,.0f}"), _fmt(r["latency_ms"], "{:,.0f}")
+        if has_base:
+            base = r["mode"] == BASELINE_MODE
+            cells.append(("baseline" if base else _delta(r, f), r["delta"]))
+            if not base:
+                tokens += f" ({_pct(r['prompt_share'])})"
+                latency += f" ({_pct(r['latency_share'])})"
+        rows.append([*cells, (tokens, r["prompt_tokens"]), (latency, r["latency_ms"])])
+    return heads, rows
+
+
+def _headline_md(head: pd.DataFrame, lead: str | None, metrics: MetricCatalog) -> list[str]:
+    L = ["## Headline", "", headline_text(head, lead, metrics), ""]
+    if lead is not None and not head.empty:
+        heads, rows = headline_rows(head, lead, metrics)
+        L += [_md(heads, [[text for text, _ in r] for r in rows]), "", HEADLINE_NOTE, ""]
+    return L
+
+
+def _headline_html(
+    head: pd.DataFrame, lead: str | None, metrics: MetricCatalog, plot: Path, has_notes: bool
+) -> list[str]:
+    left = [f'<p class="verdict" id="verdict">{H.esc(headline_text(head, lead, metrics))}</p>']
+    if has_notes:
+        left.append(
+            '<p class="deviation"><strong>This run deviates from a plain run: see <a href="#run">Run</a>.</strong></p>'
+        )
+    if lead is not None and not head.empty:
+        heads, rows = headline_rows(head, lead, metrics)
+        cells = [[H.cell(r[0][0]), *[H.num_cell(text, v) for text, v in r[1:]]] for r in rows]
+        left += [
+            H.table(heads, cells, table_id="headline-table"),
+            f'<p class="muted">{H.esc(HEADLINE_NOTE)}</p>',
+        ]
+    return [
+        '<section id="headline"><div>',
+        *left,
+        "</div>",
+        H.image(plot, "quality vs prompt tokens per mode", element_id="headline-plot"),
+        "</section>",
+    ]
 
 
 # --- Markdown -----------------------------------------------------------------------------------------------
@@ -224,6 +345,8 @@ def _markdown(
     run_dir,
     df,
     meta,
+    head,
+    lead,
     summary,
     ci,
     quality,
@@ -244,6 +367,7 @@ def _markdown(
         "",
         *_provenance_lines(meta),
         "",
+        *_headline_md(head, lead, metrics),
         "## Reference table",
         "",
         markdown_table(summary, metrics),
@@ -448,10 +572,15 @@ def _html(
     wlt,
     figs,
     metrics,
+    head,
+    lead,
     by_type_html: Sequence[str] = (),
     **_: Any,
 ) -> str:
-    B: list[str] = [f"<h1>lme-harness report: {H.esc(run_dir.name)}</h1>", _provenance_html(meta)]
+    B: list[str] = [f"<h1>lme-harness report: {H.esc(run_dir.name)}</h1>"]
+    # The first screen answers the question (which mode wins, at what cost) before the provenance and any wide table.
+    B += _headline_html(head, lead, metrics, figs["quality_vs_tokens"][0], bool(header_notes(meta)))
+    B += ['<h2 id="run">Run</h2>', _provenance_html(meta)]
     B += [
         "<h2>Reference table</h2>",
         H.frame_table(
@@ -576,7 +705,7 @@ def _html(
         ]
     B += by_type_html
     B.append("<h2>Plots</h2>")
-    B += [H.image(paths[0], name) for name, paths in figs.items()]
+    B += [H.image(paths[0], name) for name, paths in figs.items() if name != "quality_vs_tokens"]  # it leads the page
     groups = group_failures(df)
     if groups:
         B += [

@@ -150,3 +150,59 @@ def test_sorting_and_filter_work_in_the_browser(report, tmp_path):
     vals = [float(v) for v in result["vals"]]
     assert vals == sorted(vals, reverse=True) and vals[0] == 8000
     assert result["shown"] == 3  # q3_abs × 3 modes
+
+
+# A laptop's window; a real browser's tabs and address bar take about this much of its height.
+LAPTOP_WINDOWS = ((1366, 768), (1280, 800))
+BROWSER_BARS_PX = 120
+MEASURE = """<script>
+function box(el){var r=el.getBoundingClientRect();return {top:r.top,bottom:r.bottom,width:r.width};}
+var wide=Array.prototype.filter.call(document.querySelectorAll('table'),function(t){
+  return t.id!=='headline-table'&&t.tHead&&t.tHead.rows[0].cells.length>=6;});
+var plot=document.getElementById('headline-plot');
+document.body.setAttribute('data-test',JSON.stringify({w:window.innerWidth,h:window.innerHeight,
+  verdict:box(document.getElementById('verdict')),table:box(document.getElementById('headline-table')),
+  plot:box(plot),plotLoaded:plot.complete&&plot.naturalWidth>0,
+  firstWide:Math.min.apply(null,wide.map(function(t){return box(t).top;})),nWide:wide.length,
+  rows:Array.prototype.map.call(document.getElementById('headline-table').tBodies[0].rows,
+    function(r){return r.cells[0].textContent;})}));
+</script></body>"""
+
+
+@pytest.mark.parametrize("window", LAPTOP_WINDOWS, ids=lambda w: f"{w[0]}x{w[1]}")
+def test_the_first_screen_at_a_laptop_window_says_which_mode_wins_with_the_plot(report, tmp_path, window):
+    """Laid out by Chromium at a laptop's window size: the verdict, the headline table (a row per mode) and the
+    quality-vs-cost plot lie within the first screen, less the browser's bars, above every wide table."""
+    html = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", report.read_text())
+    page = tmp_path / "measured.html"
+    page.write_text(html.replace("</body>", MEASURE, 1))
+    proc = subprocess.run(
+        [
+            _chromium(),
+            *FLAGS,
+            f"--user-data-dir={tmp_path / 'profile'}",
+            f"--window-size={window[0]},{window[1]}",
+            "--hide-scrollbars",
+            "--virtual-time-budget=2000",
+            "--dump-dom",
+            page.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr[-2000:]
+    dom = Dom()
+    dom.feed(proc.stdout)
+    import json
+
+    got = json.loads(dom.tags("body")[0]["data-test"])
+    assert got["w"] == window[0] and got["h"] <= window[1]  # laid out at the laptop's width
+    # headless Chromium takes its own bars off the window's height (657 px of 800 here); never count on more
+    # than the window less a browser's usual bars
+    screen = min(got["h"], window[1] - BROWSER_BARS_PX)
+    for part in ("verdict", "table", "plot"):
+        assert 0 <= got[part]["top"] and got[part]["bottom"] <= screen, (part, got)
+    assert got["plotLoaded"] and got["plot"]["width"] >= 400  # the embedded PNG shows, at a readable size
+    assert got["rows"] == ["long_context", "summary", "summary_ondemand"]
+    assert got["nWide"] >= 5 and got["firstWide"] > max(got[p]["bottom"] for p in ("verdict", "table", "plot"))
