@@ -59,8 +59,8 @@ def test_queue_full_drops_without_blocking_and_coalesces_same_session():
         while running.status != "running" and time.time() < deadline:  # the worker took it: the slot is free
             time.sleep(0.01)
         waiting = w.enqueue(make_session("b"), force=True)
-        # enqueue never blocks: with the one slot taken and the worker held by the closed gate, a blocking enqueue
-        # would wait for as long as the gate stays shut (it opens only below), so returning at all proves it.
+        # enqueue never blocks: with the one slot taken and the worker held by the closed gate, it returns the job
+        # dropped; a blocking enqueue would have waited for the slot (until the gate's 5 s give-up) and queued it.
         # No wall-clock bound: a loaded machine may pause any thread for longer than a tight one.
         got: list = []
         caller = threading.Thread(target=lambda: got.append(w.enqueue(make_session("c"), force=True)), daemon=True)
