@@ -142,7 +142,7 @@ def test_judge_samples_once_per_mode_only_when_set(judge_cls):
         assert call["params"].get("cache_salt") == salt
 
 
-def test_judge_sample_per_mode_default_is_declared_in_its_yaml_and_typed():
+def test_judge_sample_per_mode_defaults_to_false_and_is_typed():
     assert TrpcJudge(FakeModel()).sample_per_mode is False
     assert LongMemEvalJudge(FakeModel()).sample_per_mode is False
     with pytest.raises(ValueError, match="judge.sample_per_mode"):

@@ -30,7 +30,6 @@ from harness.llm.types import ChatModel
 from harness.prompts.judges import LME_ABSTENTION_PROMPT, LME_JUDGE_PROMPTS, TRPC_JUDGE_PROMPT
 from harness.scoring.base import MetricSpec, ScoreInput, ScoreResult, require_text
 from harness.scoring.lexical import contains_match
-from harness.settings import group_default
 
 FALLBACK_REASON = "failed to parse JSON response"  # the reference's wording
 
@@ -146,9 +145,11 @@ def per_mode_salt(sample_per_mode: bool, item: ScoreInput) -> dict[str, Any]:
     return {"cache_salt": f"judge-mode:{item.mode}"} if sample_per_mode else {}
 
 
-def _sample_per_mode(option: str, value: bool | None) -> bool:
-    """The `sample_per_mode` setting; its default is declared once, in configs/judge/<option>.yaml."""
-    value = group_default("judge", option, "sample_per_mode") if value is None else value
+def _sample_per_mode(value: bool | None) -> bool:
+    """The `judge.sample_per_mode` setting (configs/judge/*.yaml): null means false, so configs written before
+    the setting existed keep their meaning and their run directories' fingerprints."""
+    if value is None:
+        return False
     if not isinstance(value, bool):
         raise ValueError(f"judge.sample_per_mode must be true or false, got {value!r}")
     return value
@@ -213,7 +214,7 @@ class TrpcJudge:
     ) -> None:
         self.model = model
         self.params: dict[str, Any] = _plain(params or {})
-        self.sample_per_mode = _sample_per_mode("trpc", sample_per_mode)
+        self.sample_per_mode = _sample_per_mode(sample_per_mode)
         clash = {"messages", "tools", "purpose"} & self.params.keys()
         if clash:
             raise ValueError(f"TrpcJudge: params may not set {sorted(clash)}; they are fixed by the judge")
@@ -344,7 +345,7 @@ class LongMemEvalJudge:
     ) -> None:
         self.model = model
         self.params: dict[str, Any] = dict(LME_JUDGE_PARAMS) if params is None else _plain(params)
-        self.sample_per_mode = _sample_per_mode("longmemeval", sample_per_mode)
+        self.sample_per_mode = _sample_per_mode(sample_per_mode)
         clash = {"messages", "tools", "purpose"} & self.params.keys()
         if clash:
             raise ValueError(f"LongMemEvalJudge: params may not set {sorted(clash)}; they are fixed by the judge")
