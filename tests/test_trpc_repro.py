@@ -85,6 +85,7 @@ def test_experiment_sets_every_reference_switch_and_defaults_stay():
     assert base.generation.seed == 0 and base.judge.params.max_tokens == 256
     assert (exp.wire.event_ids, exp.wire.session_id, exp.wire.timestamps) == ("uuid", WIRE["session_id_format"], "us")
     assert exp.generation.seed is None and exp.judge.params is None
+    assert exp.judge.sample_per_mode is True and base.judge.sample_per_mode is None  # null: shared (= false)
     assert exp.retrieval.config.name == "trpc_parity_openai" and exp.dataset.name == "longmemeval_s_ssu"
     assert exp.model.model == "gpt-4o-mini" and exp.client.max_tokens_param == "max_completion_tokens"
     assert exp.run.reference_latency is True and base.run.reference_latency == "auto"

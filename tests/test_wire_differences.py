@@ -173,3 +173,21 @@ def test_tool_results_escape_line_separators_as_gos_encoder(preset):
         assert "\u2028" not in out.content and "\u2029" not in out.content
         assert "my cat\\u2028is named\\u2029Miso" in out.content
         assert "my cat\u2028is named\u2029Miso" in json.dumps(json.loads(out.content), ensure_ascii=False)
+
+
+# --- token counting: the published rule -----------------------------------------------------------------
+def test_api_prompt_tokens_adds_roles_and_priming():
+    from harness.session.tokens import MESSAGE_OVERHEAD, REPLY_PRIMING, api_prompt_tokens, o200k_counter
+
+    c = o200k_counter()
+    msgs = [
+        {"role": "system", "content": "Answer briefly."},
+        {"role": "user", "content": "Where did I go in May?"},
+        {"role": "assistant", "content": "Paris.", "name": "bot"},
+    ]
+    # OpenAI's counting guide: 3 per message, every value's tokens (role, content, name + 1), 3 to prime the reply;
+    # "system", "user", "assistant" and "bot" are one o200k token each.
+    assert [c.count(r) for r in ("system", "user", "assistant", "bot")] == [1, 1, 1, 1]
+    contents = sum(c.count(m["content"]) for m in msgs)
+    assert api_prompt_tokens(c, msgs) == 3 * MESSAGE_OVERHEAD + 3 + contents + (1 + 1) + REPLY_PRIMING
+    assert c.count_messages(msgs) == 3 * MESSAGE_OVERHEAD + contents  # the harness's own rule: no roles, no priming
