@@ -334,7 +334,7 @@ def _base_record(case: Case, mode: str) -> dict[str, Any]:
 
 
 def _record(case: Case, mode: str, out: ModeOutput, scorers, wall_s: float) -> Record:
-    item = ScoreInput(case.question_id, case.question_type, case.question, case.answer, out.prediction)
+    item = ScoreInput(case.question_id, case.question_type, case.question, case.answer, out.prediction, mode)
     answer_calls = [c.to_record() for c in out.calls]
     summary_calls = (out.summary or {}).get("calls", [])
     final = out.calls[-1] if out.calls else None
