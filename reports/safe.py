@@ -12,10 +12,21 @@ import pandas as pd
 _FORMULA_LEAD = ("=", "+", "-", "@", "\t", "\r")
 
 
+# Markdown's own syntax in data: `[text](url)` and `![alt](url)` would become a live link or an image that a
+# viewer fetches; a backslash before each bracket (and before a backslash) keeps them text.
+_MD_ESCAPES = str.maketrans({"\\": "\\\\", "[": "\\[", "]": "\\]", "`": "\\`", "|": "\\|"})
+
+
 def md_cell(value: Any) -> str:
-    """One Markdown table cell: HTML escaped (shown as text, never rendered), one line, no column break."""
+    """One Markdown table cell (or inline text): HTML escaped (shown as text, never rendered), Markdown link,
+    image and code syntax escaped, one line, no column break."""
     text = " ".join(str(value).split())
-    return html.escape(text, quote=False).replace("|", "\\|")
+    return html.escape(text, quote=False).translate(_MD_ESCAPES)
+
+
+def md_code(value: Any) -> str:
+    """A Markdown code span: nothing inside one is rendered (HTML, links), so only a backtick could end it early."""
+    return "`" + " ".join(str(value).replace("`", "'").split()) + "`"
 
 
 def csv_cell(value: Any) -> Any:
