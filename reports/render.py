@@ -418,13 +418,14 @@ def _cost_md(costs: pd.DataFrame, table: PriceTable, df: pd.DataFrame) -> list[s
             ],
         ),
         "",
-        f"Prices: `{Path(table.path).name if table.path else 'table'}` dated {table.date} ({table.currency} per 1M "
+        f"Prices: {md_code(Path(table.path).name if table.path else 'table')} dated {md_cell(table.date)} "
+        f"({md_cell(table.currency)} per 1M "
         "tokens; input, cached input, output). The final-call prompt tokens are the reference's figure; the cost "
         "counts every call: answer rounds, summary generation (charged to each mode that uses the summary), judge "
         "and embedding calls. Local models cost 0; calls replayed from the response cache are priced as if live.",
     ]
     if unpriced:
-        L.append(f"Unpriced models (cost n/a, not 0): {', '.join(f'`{m}`' for m in unpriced)}.")
+        L.append(f"Unpriced models (cost n/a, not 0): {', '.join(md_code(m) for m in unpriced)}.")
     L.append("")
     return L
 
