@@ -171,3 +171,18 @@ def test_rescore_validates_settings_like_a_run(tmp_path, capsys, override, culpr
         assert not srv.requests
     assert culprit in one_error_line(capsys.readouterr().err)
     assert not (tmp_path / "out" / "records.jsonl").exists()
+
+
+def test_a_run_into_a_rescore_directory_is_refused(shards, tmp_path, capsys):
+    data = copy_shards(shards, tmp_path)
+    src = write_run(tmp_path / "src", [rec("q1", "summary", prediction="You went to Paris.")])
+    out = tmp_path / "out"
+    with FakeOpenAIServer(judge) as srv:
+        assert rescore(src, out, srv.base_url, "judge=longmemeval") == 0
+    records = (out / "records.jsonl").read_bytes()
+    capsys.readouterr()
+    with FakeOpenAIServer(FakeModel(answer=answer)) as srv:
+        assert main(cli(tmp_path, srv.base_url, data, "out")) == 2
+        assert not [r for r in srv.requests if r.get("messages")]
+    assert "different configuration" in one_error_line(capsys.readouterr().err)
+    assert (out / "records.jsonl").read_bytes() == records
