@@ -238,6 +238,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("out")
     p.add_argument("run_dirs", nargs="+")
     p.add_argument("--pricing", help="price table YAML (default configs/pricing/default.yaml)")
+    p.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="merge even when (case, mode) pairs of the run have no record; run.json and the report say so",
+    )
     p = sub.add_parser("compare", help="paired comparison of runs (A = first; accepts a multirun sweep directory)")
     p.add_argument("runs", nargs="+", help="run directories, or a sweep directory such as runs/NAME/multirun")
     p.add_argument("--out", help="output directory (default: <first run's parent>/compare)")
@@ -329,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         from runners.merge import merge_runs
 
         def merge() -> int:
-            merge_runs(Path(args.out), [Path(d) for d in args.run_dirs])
+            merge_runs(Path(args.out), [Path(d) for d in args.run_dirs], allow_partial=args.allow_partial)
             paths = build_report(Path(args.out), prices=args.pricing)
             print(Path(paths["markdown"]).read_text())
             return 0

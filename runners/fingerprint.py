@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness import secrets
 from harness.records import RECORDS_FILE
+from harness.storage import write_text_atomic
 from runners.settings import RunConfigError
 
 # Keys that do not change results: a run directory may be resumed when only these differ.
@@ -81,11 +82,33 @@ def _legacy_identity_mask(obj: Any) -> None:
             _legacy_identity_mask(v)
 
 
+def read_fingerprint(run_dir: Path) -> str | None:
+    """The fingerprint recorded in `run_dir` (None: none recorded); RunConfigError naming a corrupt file."""
+    path = Path(run_dir) / FINGERPRINT_FILE
+    if not path.exists():
+        return None
+    try:
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError) as e:
+        doc = e
+    if not isinstance(doc, dict) or not isinstance(doc.get("fingerprint"), str):
+        why = f"{type(doc).__name__}: {doc}" if isinstance(doc, Exception) else "no 'fingerprint' string in it"
+        raise RunConfigError(
+            f"{path}: corrupt ({why}); it names the configuration this directory's records were written with, "
+            f"so nothing is written there until it is restored (run.json's 'fingerprint' holds the same value) "
+            f"or another directory is used"
+        )
+    return doc["fingerprint"]
+
+
+def write_fingerprint(run_dir: Path, fp: str, **extra: Any) -> None:
+    write_text_atomic(Path(run_dir) / FINGERPRINT_FILE, json.dumps({"fingerprint": fp, **extra}))
+
+
 def check_fingerprint(run_dir: Path, fp: str, legacy: str | None = None) -> None:
     """Refuse a directory holding records of another configuration (read-only: nothing is written here)."""
-    path = Path(run_dir) / FINGERPRINT_FILE
-    if path.exists():
-        old = json.loads(path.read_text()).get("fingerprint")
+    old = read_fingerprint(run_dir)
+    if old is not None:
         if old not in (fp, legacy) and (Path(run_dir) / RECORDS_FILE).exists():
             raise RunConfigError(
                 f"{run_dir}: holds records of a different configuration (fingerprint {old} != {fp}); "

@@ -58,6 +58,7 @@ from runners.provenance import invocations, provenance, utc_now
 from runners.reference_latency import appended_event_texts, embed_appended, latency_fields, should_measure
 from runners.scoring import apply_scores, rescore_pending
 from runners.settings import RunConfigError, validate_settings
+from runners.wire import WireShape
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +98,7 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
             validate_settings(cfg)
             dataset = instantiate(cfg.dataset, _convert_="all")
             cases, data_prov = dataset.load()
+            WireShape.from_config(cfg.get("wire")).check_cases(cases, str(data_prov.get("source")))
             modes = build_modes(cfg)
             prior = [r for r in read_records(run_dir / RECORDS_FILE) if r.answered]
             done = {r.key for r in prior}

@@ -12,6 +12,7 @@ import contextvars
 import dataclasses
 import json
 import logging
+import math
 import random
 import threading
 import time
@@ -83,21 +84,23 @@ def embedding_call_log() -> Iterator[list[dict[str, Any]]]:
 
 
 def _retry_after_s(exc: BaseException | None) -> float | None:
+    """The server's requested wait in seconds, or None (then the client's own backoff applies): a header that
+    is not a finite number (`nan`, `inf`, an HTTP date) is ignored, never passed on to sleep()."""
     resp = getattr(exc, "response", None)
     headers = getattr(resp, "headers", None)
     if not headers:
         return None
-    value = headers.get("retry-after-ms")
-    if value is not None:
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
         try:
-            return float(value) / 1000.0
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
+            seconds = float(value) / scale
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(seconds):
+            return seconds
+    return None
 
 
 @dataclass
