@@ -238,7 +238,7 @@ def mask_config(obj: Any, secrets: Iterable[str] = ()) -> Any:
 # null default (the form the shipped configs used before `*_env` fields; read like `api_key_env: VAR`).
 _ENV_REF = re.compile(r"^\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)(?:,\s*(?:null|None|''|\"\")?)?\}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_NULLS = (None, "", "null", "None", "~")
+_NULLS = (None, "", "null", "None", "~", "???")
 
 
 class SecretConfigError(ValueError):
@@ -423,6 +423,9 @@ def check_overrides(argv: Iterable[str]) -> list[str]:
         try:
             override = parser.parse_overrides([arg])[0]
             if override.is_sweep_override():
+                if resolvers:  # a sweep's job lines are printed before its jobs' configs exist to be checked
+                    bad.append(f"{key}=***: resolver {', '.join(sorted(resolvers))} in a sweep; write the values out")
+                    continue
                 try:
                     values = list(override.sweep_iterator())
                 except Exception:

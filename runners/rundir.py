@@ -37,7 +37,7 @@ _INTERPOLATION = re.compile(r"\$\{([^{}]*)\}")
 NAMED_ROOTS = frozenset(
     "dataset model mode prompt summarizer retrieval scorers judge store experiment run wire generation client cache".split()
 )
-MAX_NAME_BYTES = 200  # one path component (filesystems allow 255 bytes), with room for Hydra's `.hydra`
+MAX_NAME_BYTES = 255  # one path component (the common filesystem limit); names that fit are kept as they were
 _HASH_CHARS = 16
 
 

@@ -211,7 +211,7 @@ def test_twelve_ordinary_overrides_name_one_capped_directory(tmp_path, monkeypat
         [records] = tmp_path.glob("runs/quickstart/*/records.jsonl")
         name = records.parent.name
         assert (
-            len(name.encode()) <= 200
+            len(name.encode()) <= 255
             and "~" in name
             and name.startswith("client.max_retries=0,client.max_tokens_param")
         )

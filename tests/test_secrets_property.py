@@ -23,6 +23,7 @@ def _entries():
     return {
         "env interpolation on model.api_key": (env, lambda u, c: ["model.api_key=${oc.env:" + ENV_KEY + "}"], (3,)),
         "LME_HARNESS_API_KEY": ({"LME_HARNESS_API_KEY": "canary"}, lambda u, c: [], (3,)),
+        "model.api_key_env names the key's variable": (env, lambda u, c: [f"model.api_key_env={ENV_KEY}"], (3,)),
         "OPENAI_API_KEY, also under an innocent key": (
             {"OPENAI_API_KEY": "canary"},
             lambda u, c: ["model.api_key=${oc.env:OPENAI_API_KEY}", "+notes.comment=${oc.env:OPENAI_API_KEY}"],
@@ -187,7 +188,7 @@ def _echoing_success(model: FakeModel):
         "env interpolation on model.api_key",
         "OPENAI_API_KEY, also under an innocent key",
         "LME_HARNESS_API_KEY",
-        "secret-named custom key",
+        "model.api_key_env names the key's variable",
     ],
 )
 def test_a_canary_echoed_in_successful_answers_and_summaries_is_stored_nowhere(

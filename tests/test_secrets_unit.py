@@ -110,6 +110,7 @@ def test_describe_endpoint_keeps_scheme_host_port_path_only(url):
         "hydra.job.env_set.LME_HARNESS_API_KEY=sk-CANARYVAL",
         "hydra.job.env_set.OPENAI_API_KEY=sk-CANARYVAL",
         "model.api_key_env=sk-CANARYVAL-not-a-name",
+        "+notes.x=${oc.decode:'\"http:\\x2F\\x2Fu:sk-CANARYVAL@h\"'},b",
     ],
 )
 def test_refused_overrides(arg):
