@@ -19,7 +19,9 @@ NOISY_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "openai")
 
 def _hydra_main(task_fn, argv: list[str]) -> int:
     """Run `task_fn(cfg, run_dir)` under Hydra with `argv` as overrides (supports -m multirun).
-    Secrets of the composed config are masked in everything the run prints, logs or writes."""
+    A secret enters only through the environment (harness/secrets.py: overrides checked here, the composed config
+    by runners/rundir.py before Hydra writes); the env values are also masked in what the run prints, logs or
+    writes, as defence in depth."""
     import hydra
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import DictConfig
@@ -46,14 +48,8 @@ def _hydra_main(task_fn, argv: list[str]) -> int:
                 secrets.scrub_file(log)
 
     bad = secrets.check_overrides(argv)
-    if bad:
-        print(
-            f"lme-harness: error: {', '.join(bad)}: pass API keys through the environment (OPENAI_API_KEY, "
-            "LME_HARNESS_API_KEY, or KEY.api_key='${oc.env:YOUR_VAR}'), not as a literal or through another "
-            "resolver (oc.decode, ...) on the command line: it would be written into the run directory's name "
-            "and Hydra's config snapshot",
-            file=sys.stderr,
-        )
+    if bad:  # before Hydra: it prints and snapshots override text (a sweep's job lines, multirun.yaml)
+        print(f"lme-harness: error: {'; '.join(bad)}; nothing was written", file=sys.stderr)
         return 2
     for arg in argv:
         key, eq, value = arg.partition("=")

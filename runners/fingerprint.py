@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,7 @@ def fingerprint(cfg: DictConfig, *, legacy: bool = False) -> str:
     `legacy`: the identity before that change (URLs in, every `*api_key*` key masked, api_key_env included),
     still accepted so that older run directories resume; it is an identity, not a secret test."""
     c = _drop_nulls(OmegaConf.to_container(cfg, resolve=True))
+    _key_env_as_key(c)
     for dotted in NON_RESULT_KEYS + (() if legacy else ENDPOINT_KEYS):
         node = c
         *parents, last = dotted.split(".")
@@ -67,6 +69,17 @@ def fingerprint(cfg: DictConfig, *, legacy: bool = False) -> str:
     else:
         secrets.mask_config(c)
     return hashlib.sha256(json.dumps(c, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _key_env_as_key(c: dict[str, Any]) -> None:
+    """A model's `api_key_env: VAR` hashes as the `api_key` it replaced (masked when VAR is set, absent when not):
+    the shipped model configs moved from `api_key: ${oc.env:VAR,null}` to it, and their runs keep resuming."""
+    nodes = [c.get("model"), (c.get("judge") or {}).get("endpoint") if isinstance(c.get("judge"), dict) else None]
+    for node in nodes:
+        if isinstance(node, dict) and "api_key_env" in node:
+            var = node.pop("api_key_env")
+            if "api_key" not in node and os.environ.get(str(var)):
+                node["api_key"] = "***"
 
 
 def _legacy_identity_mask(obj: Any) -> None:

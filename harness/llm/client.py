@@ -28,6 +28,7 @@ from harness.llm.cache import ResponseCache, request_key
 from harness.llm.deadline import DeadlineHttpxClient, call_deadline
 from harness.llm.liveness import Liveness, ServerDied, wait_dead
 from harness.llm.types import ChatResult, EmbeddingResult, LLMError, Message, Usage
+from harness.secrets import describe_endpoint
 from harness.settings import ClientSettings
 
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504}
@@ -183,6 +184,7 @@ class LLMClient:
             raise ValueError(f"concurrency must be >= 1, got {s.concurrency}")
         self.settings = s
         self.base_url = base_url
+        self.endpoint = describe_endpoint(base_url)  # how messages name it: scheme, host, port, path only
         self.model = model
         self.cache = cache if use_cache else None
         self.cache_namespace = cache_namespace or base_url
@@ -315,7 +317,7 @@ class LLMClient:
                 why = "Retry-After" if _retry_after_s(exc) is not None else "backoff"
                 log.warning(
                     "%s model=%s: waiting %.0f s (%s) before attempt %d of %d, after %s",
-                    self.base_url,
+                    self.endpoint,
                     self.model,
                     wait,
                     why,
@@ -341,7 +343,7 @@ class LLMClient:
             raise
         except Exception as e:
             self.stats.bump("failures")
-            msg = f"{self.base_url} model={self.model}: {type(e).__name__}: {_short(e)}"
+            msg = f"{self.endpoint} model={self.model}: {type(e).__name__}: {_short(e)}"
             if self._secret:
                 msg = msg.replace(self._secret, "***")
             raise LLMError(msg) from None if self._secret and self._secret in str(e) else e
@@ -380,12 +382,12 @@ class LLMClient:
             self._sdk.with_options(timeout=timeout_s, max_retries=1).models.list()
         except (openai.APIConnectionError, openai.APITimeoutError) as e:
             raise LLMError(
-                f"endpoint {self.base_url} is unreachable ({type(e).__name__}: {_short(e, 200)}); "
+                f"endpoint {self.endpoint} is unreachable ({type(e).__name__}: {_short(e, 200)}); "
                 f"is the server running and model.base_url right?"
             ) from None
         except (openai.AuthenticationError, openai.PermissionDeniedError) as e:
             raise LLMError(
-                f"endpoint {self.base_url} rejected the API key (HTTP {e.status_code}); "
+                f"endpoint {self.endpoint} rejected the API key (HTTP {e.status_code}); "
                 f"check the key for model={self.model}"
             ) from None
         except openai.APIStatusError:

@@ -36,7 +36,8 @@ def open_endpoint(
     if not spec.is_local:
         if spec.api_key in (None, "") and "api.openai.com" in (spec.base_url or ""):
             raise ModelError(
-                f"model {spec.name!r}: no API key (export OPENAI_API_KEY, or set model.api_key to an ${{oc.env:VAR}} interpolation)"
+                f"model {spec.name!r}: no API key (export {spec.api_key_env or 'OPENAI_API_KEY'}, or name your variable "
+                "with model.api_key_env=VAR)"
             )
         yield Endpoint(spec, spec.base_url or "", spec.api_key, cache_namespace=cache_namespace(spec))
         return
