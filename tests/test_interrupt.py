@@ -173,11 +173,11 @@ def test_sigint_stops_in_order_abandons_the_hung_calls_and_the_same_command_resu
     assert json.loads((run_dir / "run.json").read_text())["state"] == "finished"
 
 
-def _embedded(tmp_path: Path, weights: dict[str, str]) -> tuple[list[str], Path]:
+def _embedded(tmp_path: Path, model_files: dict[str, str]) -> tuple[list[str], Path]:
     (tmp_path / "stand_in.py").write_text(STAND_IN)
     (tmp_path / "driver.py").write_text(DRIVER)
     flag = tmp_path / "hang"
-    args = embedded_args(tmp_path, weights)
+    args = embedded_args(tmp_path, model_files)
     return [sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "stand_in.py"), str(flag), *args], flag
 
 
