@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -233,7 +235,25 @@ def _print_scoring_failed(summary) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv is None:  # the command itself (`lme-harness`, `python -m runners.cli`), not a caller in this process
+        return _exit_interrupted_at_once(_main(list(sys.argv[1:])))
+    return _main(list(argv))
+
+
+def _exit_interrupted_at_once(code: int) -> int:
+    """An interrupted command has kept its records and written run.json and the report; a thread abandoned in a
+    model call (a summary call in a ThreadPoolExecutor, which the interpreter joins at exit) must not hold the exit
+    until its call times out, so the process ends here, streams and logs flushed."""
+    if code != EXIT_INTERRUPTED:
+        return code
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    logging.shutdown()
+    os._exit(code)
+
+
+def _main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="lme-harness", description=__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser(

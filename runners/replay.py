@@ -147,7 +147,7 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
             clients = [c for c in (client, judge_client) if c is not None]
             speeds = [(e.spec.name, e.perf) for e in endpoints if e.perf is not None]
             writer = RecordWriter(run_dir / RECORDS_FILE)
-            tally = {"recorded": 0, "cases_s": 0.0}
+            tally: dict[str, Any] = {"recorded": 0, "cases_s": 0.0}  # pairs recorded this invocation, pairs time
 
             def run_json(state: str) -> None:
                 """run.json as the run stands: written before the first pair, rewritten as pairs are recorded

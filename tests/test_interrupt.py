@@ -68,7 +68,8 @@ DRIVER = textwrap.dedent("""
     local_server.LlamaServer = StandIn
     from runners.cli import main
 
-    sys.exit(main(sys.argv[3:]))
+    sys.argv = [sys.argv[0], *sys.argv[3:]]
+    sys.exit(main())  # as the `lme-harness` entry point calls it
 """)
 
 
