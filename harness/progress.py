@@ -115,10 +115,15 @@ def step(label: str, ticker: Ticker, *, poll_s: float = 0.25) -> Iterator[None]:
     ticker.tick(render, force=True)
     thread = threading.Thread(target=loop, name="progress-step", daemon=True)
     thread.start()
-    outcome = "failed after"
+    outcome = "done in"
     try:
         yield
-        outcome = "done in"
+    except Exception:
+        outcome = "failed after"
+        raise
+    except BaseException:  # Ctrl-C during the step
+        outcome = "stopped after"
+        raise
     finally:
         done.set()
         thread.join()
