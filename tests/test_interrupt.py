@@ -258,3 +258,30 @@ def test_sigint_stops_a_multirun_sweep(tmp_path):
     jobs = [p for p in sweep.iterdir() if p.is_dir()]
     assert len(jobs) == 1, f"a later job of the sweep started: {jobs}"  # the second prompt never ran
     _check_interrupted_run_dir(jobs[0])
+
+
+def test_sigint_while_the_model_loads_exits_at_once_with_nothing_recorded(tmp_path, weights):  # noqa: F811
+    cmd, _flag = _embedded(tmp_path, weights)
+    # a server that never gets ready (a long model load)
+    (tmp_path / "stand_in.py").write_text(
+        "import os, pathlib, sys, time\n"
+        "(pathlib.Path(sys.argv[2]).parent / 'server.pid').write_text(str(os.getpid()))\n"
+        "time.sleep(600)\n"
+    )
+    run_dir = tmp_path / "run"
+    proc, err = _spawn(cmd, tmp_path)
+    try:
+        _wait(lambda: (tmp_path / "server.pid").exists(), proc, err)
+        server = int((tmp_path / "server.pid").read_text())
+        proc.send_signal(signal.SIGINT)
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+    text = err.read_text()
+    assert proc.returncode == EXIT_INTERRUPTED, text[-3000:]
+    assert "SIGINT: stopping" in text and "stopped before the first (case, mode) pair" in text
+    assert "Traceback" not in text
+    assert not _alive(server), "the embedded server outlived the run"
+    assert not (run_dir / "records.jsonl").exists() and not (run_dir / "FAILED.txt").exists()
