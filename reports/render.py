@@ -219,7 +219,34 @@ def _provenance_lines(meta: Mapping[str, Any]) -> list[str]:
         lines.append(
             f"- rescored at git: {md_code(rg.get('sha'))}{' (dirty)' if rg.get('dirty') else ''} (the answers: git above)"
         )
+    lines += [f"- {k}: {md_cell(v)}" for k, v in run_lines(meta)]
     return lines + [f"- **{md_cell(line)}**" for line in header_notes(meta)]
+
+
+def run_lines(meta: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The header's host line (CPU, flags, cores, the embedded model's measured speed: why two runs' latencies
+    differ) and, for a run that did not finish, its state."""
+    out: list[tuple[str, str]] = []
+    host = meta.get("host") or {}
+    if host:
+        cpu = f"{host.get('cpu_model') or 'unknown CPU'}" + (f" ({host['cpu_id']})" if host.get("cpu_id") else "")
+        cores = f"{host.get('cores_usable') or '?'} of {host.get('cores') or '?'} cores"
+        flags = " ".join(host.get("cpu_flags") or []) or "none of avx2/fma/f16c/avx512/amx"
+        speeds = [
+            f"{name}: prefill {_tps(p.get('prefill_tokens_per_s'))}, generation {_tps(p.get('generation_tokens_per_s'))}"
+            for name, p in (host.get("model_speed") or {}).items()
+        ]
+        out.append(("host", f"{cpu}, {cores}, flags {flags}"))
+        if speeds:
+            out.append(("embedded model speed (llama.cpp timings of this run's calls)", "; ".join(speeds)))
+    state = meta.get("state")
+    if state and state != "finished":
+        out.append(("run state", f"{state} (run.json updated {meta.get('updated')}): the records are partial"))
+    return out
+
+
+def _tps(v: Any) -> str:
+    return f"{v} tokens/s" if v is not None else "not measured"
 
 
 def _markdown(
@@ -646,6 +673,7 @@ def _provenance_html(meta: Mapping[str, Any]) -> str:
         ("judge", judge_label(meta)),
         ("git", f"{g.get('sha')}{' (dirty)' if g.get('dirty') else ''}"),
         ("python / platform", f"{meta.get('python')} · {meta.get('platform')}"),
+        *run_lines(meta),
         ("packages", ", ".join(f"{k} {v}" for k, v in (meta.get("packages") or {}).items() if v)),
     ]
     deviations = "".join(f'<p class="deviation"><strong>{H.esc(line)}</strong></p>' for line in header_notes(meta))

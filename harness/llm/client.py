@@ -114,6 +114,10 @@ class CallStats:
     failures: int = 0
     tokens: dict[str, dict[str, int]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(int)))
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # for the console's progress line (not in as_dict): tokens the endpoint computed, and the calls in flight
+    _network_tokens: list[int] = field(default_factory=lambda: [0, 0], repr=False)
+    _in_flight: dict[int, float] = field(default_factory=dict, repr=False)
+    _next_call: int = field(default=0, repr=False)
 
     def add(self, result: ChatResult | EmbeddingResult) -> None:
         with self._lock:
@@ -121,6 +125,8 @@ class CallStats:
                 self.cache_hits += 1
             else:
                 self.network_calls += 1
+                self._network_tokens[0] += result.usage.prompt_tokens
+                self._network_tokens[1] += result.usage.completion_tokens
             t = self.tokens[result.purpose]
             t["calls"] += 1
             t["prompt_tokens"] += result.usage.prompt_tokens
@@ -130,6 +136,34 @@ class CallStats:
     def bump(self, name: str) -> None:
         with self._lock:
             setattr(self, name, getattr(self, name) + 1)
+
+    @contextlib.contextmanager
+    def in_flight(self) -> Iterator[None]:
+        """Marks one network request in flight (the progress line shows how many, and the oldest one's age)."""
+        with self._lock:
+            self._next_call += 1
+            call = self._next_call
+            self._in_flight[call] = time.monotonic()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_flight.pop(call, None)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Totals for a progress line: calls (network + cache), prompt and completion tokens (all, and those the
+        endpoint computed), requests in flight and the age in seconds of the oldest."""
+        with self._lock:
+            oldest = min(self._in_flight.values(), default=None)
+            return {
+                "calls": self.network_calls + self.cache_hits,
+                "cache_hits": self.cache_hits,
+                "prompt_tokens": sum(t["prompt_tokens"] for t in self.tokens.values()),
+                "completion_tokens": sum(t["completion_tokens"] for t in self.tokens.values()),
+                "network_tokens": sum(self._network_tokens),
+                "in_flight": len(self._in_flight),
+                "oldest_in_flight_s": time.monotonic() - oldest if oldest is not None else None,
+            }
 
     def as_dict(self) -> dict[str, Any]:
         with self._lock:
@@ -399,7 +433,7 @@ class LLMClient:
             kwargs["tools"] = list(tools)
         for k, v in params.items():
             kwargs[self.max_tokens_param if k == "max_tokens" else k] = v
-        with self._sem:
+        with self._sem, self.stats.in_flight():
             t0 = time.perf_counter()
             try:
                 with call_deadline(self.timeout_s):
@@ -440,7 +474,7 @@ class LLMClient:
         )
 
     def _embed_once(self, inputs: list[str], params: dict[str, Any], purpose: str) -> EmbeddingResult:
-        with self._sem:
+        with self._sem, self.stats.in_flight():
             t0 = time.perf_counter()
             try:
                 with call_deadline(self.timeout_s):
