@@ -2,6 +2,7 @@
 
     python benchmarks/trpc_wire_size.py                          # the 70 `_s` cases, presets trpc_parity and default
     python benchmarks/trpc_wire_size.py --limit 10 --presets bm25 --out runs/trpc_wire_size
+    python benchmarks/trpc_wire_size.py --presets                # the summary requests only
 
 For each case and wire shape (runners/wire.py) the case is seeded, every event put behind the summary
 (as summary_ondemand sees it) and searched with the model-like call {"query": <question>, "scope":
@@ -68,18 +69,20 @@ def summary_tokens(cases, counter) -> dict[str, list[int]]:
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
-    from harness.session.summary import format_conversation
+    from harness.session.summary import drop_leading_non_user, format_conversation
 
     out: dict[str, list[int]] = {}
     for name in ("trpc_default", "trpc_detailed"):
         prompt = instantiate(OmegaConf.load(REPO / "configs" / "prompt" / f"{name}.yaml"))
-        out[name] = [counter.count_messages(prompt.render(format_conversation(c.events()))) for c in cases]
+        # the summarizer's input: the events from the first user turn on (as the reference's session holds them)
+        convs = (format_conversation(drop_leading_non_user(c.events())) for c in cases)
+        out[name] = [counter.count_messages(prompt.render(text)) for text in convs]
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--presets", nargs="+", default=["trpc_parity", "default"])
+    ap.add_argument("--presets", nargs="*", default=["trpc_parity", "default"], help="none: summary requests only")
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--out", type=Path, default=None, help="also write the numbers as JSON here")
     args = ap.parse_args(argv)

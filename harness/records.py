@@ -291,12 +291,17 @@ def iter_records(path: str | Path) -> Iterator[dict[str, Any]]:
         if not raw.strip():
             continue
         try:
-            yield json.loads(raw)
+            rec = json.loads(raw)
         except json.JSONDecodeError as e:
             if i == len(lines) - 1:  # torn last line: the case will simply be run again
                 warnings.warn(f"{p}: skipping a torn last line")
                 continue
             raise RecordError(f"{p}:{i + 1}: corrupt record ({e})") from e
+        except (ValueError, RecursionError) as e:  # valid JSON Python will not parse (4300+ digits, deep nesting)
+            raise RecordError(f"{p}:{i + 1}: corrupt record ({type(e).__name__}: {str(e)[:200]})") from None
+        if not isinstance(rec, dict):
+            raise RecordError(f"{p}:{i + 1}: corrupt record (a JSON {type(rec).__name__}, not an object)")
+        yield rec
 
 
 def done_keys(path: str | Path) -> set[tuple[str, str]]:

@@ -1,9 +1,13 @@
-"""Secrets (API keys, tokens, passwords) may enter a run through any config key, interpolation, URL or env var;
-this module finds them and masks them at every exit (files, directory names, console, logs).
+"""Secrets (API keys, tokens, passwords) enter a run only through the environment, by construction.
 
-One process-wide registry (`register`, `redact`) holds the secret values seen so far: the CLI registers a
-run's secrets as soon as its config is composed, and every writer (records, FAILED.txt, logs, stdout/stderr)
-masks through it. The API-key env vars the harness reads are always registered.
+A declared secret field names the env var (`api_key_env: VAR`; `store.password_env`); `check_overrides` (the
+command line, sweeps included) and `check_config` (the composed config, run before Hydra writes anything) refuse
+every other way in, naming keys and never values: a secret field holding anything but null or `${oc.env:VAR}`,
+a URL with userinfo, a query string or a fragment, a DSN with a password (libpq's own parser), `hydra.job.env_set`
+of a key. `describe_endpoint` is how an endpoint is written or printed anywhere (scheme, host, port, path).
+
+Defence in depth: one process-wide registry (`register`, `redact`) holds the env values read as keys; every
+writer (records, stores, FAILED.txt, logs, stdout/stderr) masks them, so an endpoint echoing a key leaves no trace.
 """
 
 from __future__ import annotations
@@ -23,17 +27,11 @@ _SECRET_NAME = re.compile(
     r"|(?:secret|private|access|session|client)[_-]?key|x[_-]api[_-]key)$",
     re.I,
 )
-# Query parameters that carry keys in URLs (?key=, ?sig=) beyond the secret names above.
-_SECRET_QUERY = {"key", "sig", "signature", "code", "access_token", "auth_token", "id_token", "refresh_token"}
 ENV_VARS = ("OPENAI_API_KEY", "LME_HARNESS_API_KEY")  # read by the shipped model configs
 # Values too short (or placeholders) to mask everywhere without mangling ordinary text.
 _MIN_LEN = 6
 _PLACEHOLDERS = {"no-key", "EMPTY", "null", "None", "none", "REDACTED", MASK}
 _URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>`]*[^\s'\"<>`.,;:!?)]")  # not a sentence's last stop
-# A literal allowed as a secret-key override: nothing, or a key read from the environment / another node.
-_SAFE_SECRET_VALUE = re.compile(
-    r"^(|null|None|~|\$\{oc\.env:[A-Za-z_][A-Za-z0-9_]*(,\s*(null|None|''|\"\")?)?\}|\$\{[A-Za-z_][\w.]*\})$"
-)
 _RESOLVER = re.compile(r"\$\{\s*([A-Za-z_][\w.]*)\s*:")
 
 
@@ -49,34 +47,61 @@ def names_secret_env(key: Any) -> bool:
 
 
 def url_secrets(url: str) -> list[str]:
-    """The userinfo (user and password) and secret-looking query values inside `url`."""
+    """The userinfo (user and password) and every query value inside `url` (defence in depth: the
+    registry masks them wherever else they appear; `describe_endpoint` leaves them out by construction)."""
     try:
         parts = urlsplit(url)
         found = [v for v in (parts.username, parts.password) if v]
-        found += [
-            v
-            for k, v in parse_qsl(parts.query, keep_blank_values=False)
-            if is_secret_name(k) or k.lower() in _SECRET_QUERY
-        ]
+        found += [v for _, v in parse_qsl(parts.query, keep_blank_values=False)]
     except ValueError:
         return []
     return found
 
 
+def describe_endpoint(url: Any) -> str:
+    """An endpoint as it may be persisted or printed: scheme, host, port and path only. Userinfo, query string
+    and fragment are left out whatever their names or encoding; this is the one place an endpoint is described
+    (provenance, records, reports, run.json, console, Hydra's snapshot)."""
+    text = str(url)
+    if "://" not in text:
+        return text
+    try:
+        parts = urlsplit(text.strip())
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return "<unparsable URL>"
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    return f"{parts.scheme}://{host}{f':{port}' if port is not None else ''}{parts.path}"
+
+
+def url_credentials(url: str) -> list[str]:
+    """What in `url` could carry a credential and is refused in a config: userinfo, a query string, a fragment
+    (named, never echoed: the error must not print the value)."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return ["an unparsable URL"]
+    return [
+        what
+        for what, present in (
+            ("userinfo (user:password@)", bool(parts.netloc.rpartition("@")[1])),
+            ("a query string (?...)", bool(parts.query) or url.rstrip().endswith("?")),
+            ("a fragment (#...)", bool(parts.fragment)),
+        )
+        if present
+    ]
+
+
 def redact_url(url: str) -> str:
-    """`url` with its userinfo and secret query values masked (http://***@host/v1?api_key=***)."""
-
-    def query(m: re.Match[str]) -> str:
-        name = m.group(2)
-        return m.group(1) + (MASK if is_secret_name(name) or name.lower() in _SECRET_QUERY else m.group(3))
-
-    url = re.sub(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)[^/?#@]*@", rf"\1{MASK}@", url)
-    return re.sub(r"([?&;]([^=&;#]+)=)([^&;#]*)", query, url)
+    """`url` as `describe_endpoint` writes it (kept under this name for callers of the masking API)."""
+    return describe_endpoint(url)
 
 
 def scrub_urls(text: str) -> str:
-    """Every URL in free text with its secrets masked."""
-    return _URL.sub(lambda m: redact_url(m.group(0)), text) if "://" in text else text
+    """Every URL in free text reduced to scheme, host, port and path (`describe_endpoint`)."""
+    return _URL.sub(lambda m: describe_endpoint(m.group(0)), text) if "://" in text else text
 
 
 class Registry:
@@ -122,7 +147,8 @@ def redact(text: Any) -> str:
 
 
 def redact_obj(obj: Any) -> Any:
-    """A copy of a JSON-like value with registered secrets masked in every string (keys too)."""
+    """A copy of a JSON-like value with registered secrets masked in every string (keys too). URLs are left as
+    they are: a record's answers are data (endpoints never carry credentials: `check_config`)."""
     if not REGISTRY.values:
         return obj
     if isinstance(obj, str):
@@ -192,7 +218,7 @@ def mask_config(obj: Any, secrets: Iterable[str] = ()) -> Any:
     def text(v: str) -> str:
         for s in values:
             v = v.replace(s, MASK)
-        return redact_url(v) if "://" in v else v
+        return scrub_urls(v)
 
     def walk(node: Any) -> None:
         items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
@@ -208,24 +234,213 @@ def mask_config(obj: Any, secrets: Iterable[str] = ()) -> Any:
     return obj
 
 
-def check_overrides(argv: Iterable[str]) -> list[str]:
-    """Overrides that would put a literal secret on the command line (and so into the run directory's name and
-    Hydra's snapshot): a secret-named key set to anything but an `${oc.env:VAR}` / `${other.node}` interpolation,
-    or a non-env resolver (`${oc.decode:...}`) on a secret key or inside a URL. Returned masked, for the error."""
-    bad = []
-    for arg in argv:
-        key, eq, value = arg.partition("=")
-        key = key.lstrip("+~")
-        if not eq or key.startswith("hydra."):
+# The one value a secret field may hold besides null: a reference to an env var, `${oc.env:VAR}` with at most a
+# null default (the form the shipped configs used before `*_env` fields; read like `api_key_env: VAR`).
+_ENV_REF = re.compile(r"^\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)(?:,\s*(?:null|None|''|\"\")?)?\}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NULLS = (None, "", "null", "None", "~", "???")
+
+
+class SecretConfigError(ValueError):
+    """A configuration that would carry a secret by any way but the environment (the message names keys only)."""
+
+
+def env_reference(raw: Any) -> str | None:
+    """The env var named by a secret field's unresolved value `${oc.env:VAR}` (None if it is not that form)."""
+    m = _ENV_REF.match(raw.strip()) if isinstance(raw, str) else None
+    return m.group(1) if m else None
+
+
+def secret_field_problem(key: str, raw: Any) -> str | None:
+    """Why the unresolved value `raw` may not stand in the secret field `key` (api_key, token, password...)."""
+    if raw in _NULLS or env_reference(raw):
+        return None
+    name = key.rsplit(".", 1)[-1]
+    return (
+        f"{key}=***: a secret field takes a key only from the environment: set {key}_env=VAR (or {name}: "
+        f"'${{oc.env:VAR}}') and export VAR; a literal, another node, or any other resolver is refused"
+    )
+
+
+def env_field_problem(key: str, raw: Any) -> str | None:
+    """Why `raw` may not stand in `key` (api_key_env, password_env): it must be an env var's name, written out."""
+    if raw in (None, "") or (isinstance(raw, str) and _ENV_NAME.match(raw)):
+        return None
+    return (
+        f"{key}=***: names the env var holding a secret; give the variable's name (e.g. {key}=MY_API_KEY), written out"
+    )
+
+
+def dsn_problem(key: str, dsn: Any) -> str | None:
+    """Why `dsn` may not be used: a password in it (any form libpq accepts), or not a DSN libpq can parse.
+    Parsed by the driver's own parser (psycopg's conninfo_to_dict, i.e. libpq's rules)."""
+    if dsn in _NULLS:
+        return None
+    text = str(dsn)
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:  # store=postgres cannot run without psycopg; refuse anything that may hold a password
+        bad = "password" in text.lower() or (
+            "://" in text and ":" in urlsplit(text).netloc.rpartition("@")[0] if "://" in text else False
+        )
+        return f"{key}=***: carries a password; {_DSN_HINT}" if bad else None
+    try:
+        params = conninfo_to_dict(text)
+    except Exception:
+        return f"{key}=***: not a PostgreSQL connection string libpq can parse (value not shown: it may hold a secret)"
+    if params.get("password") not in (None, ""):
+        return f"{key}=***: carries a password; {_DSN_HINT}"
+    return None
+
+
+_DSN_HINT = "remove it and export it in store.password_env's variable (LME_PG_PASSWORD by default)"
+
+
+def _url_problems(key: str, text: str) -> list[str]:
+    if "://" not in text:
+        return []
+    return [
+        f"{key}=***: {what} in a URL; endpoints are scheme://host:port/path, a key comes from the environment "
+        "(api_key_env: VAR)"
+        for url in _URL.findall(text)
+        for what in url_credentials(url)
+    ]
+
+
+def _is_dsn_key(key: str) -> bool:
+    return key.rsplit(".", 1)[-1].lower().endswith("dsn")
+
+
+def value_problems(key: str, raw: Any, resolved: Any = None) -> list[str]:
+    """Every reason the setting `key` = `raw` (unresolved; `resolved`: its value, when known) is refused."""
+    name = key.rsplit(".", 1)[-1]
+    if is_secret_name(name):
+        return [p for p in (secret_field_problem(key, raw),) if p]
+    if names_secret_env(name):
+        return [p for p in (env_field_problem(key, raw),) if p]
+    found: list[str] = []
+    for v in dict.fromkeys((raw, resolved)):
+        if not isinstance(v, str):
             continue
-        value = value.strip()
-        unquoted = value[1:-1] if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"" else value
-        resolvers = {r for r in _RESOLVER.findall(value) if r != "oc.env"}
-        if is_secret_name(key) and not _SAFE_SECRET_VALUE.match(unquoted):
-            bad.append(f"{key}={MASK}")
-        elif resolvers and ("://" in value or "url" in key.lower() or is_secret_name(key)):
-            bad.append(f"{key}={MASK} (resolver {', '.join(sorted(resolvers))})")
-    return bad
+        if _is_dsn_key(key):
+            found += [p for p in (dsn_problem(key, v) if "${" not in v else None,) if p]
+        else:
+            found += _url_problems(key, v)
+    return list(dict.fromkeys(found))
+
+
+def env_set_problem(name: str) -> str | None:
+    """`hydra.job.env_set.NAME=...` would put a key on the command line and into Hydra's snapshot."""
+    if is_secret_name(name) or name in ENV_VARS or name.upper().endswith(("_KEY", "_PASSWORD", "_TOKEN")):
+        return f"hydra.job.env_set.{name}=***: a key is read from the environment the harness starts in, not set by an override"
+    return None
+
+
+def check_config(cfg: Any) -> None:
+    """Refuse (one SecretConfigError naming every culprit key, no value) a composed config that carries a secret
+    other than through the environment: a secret field (api_key, token, password... at any depth, nested dicts
+    included) holding anything but null or `${oc.env:VAR}`, a `*_env` field holding anything but a name, a URL
+    with userinfo, query or fragment (raw or resolved through any interpolation chain), a DSN with a password,
+    or `hydra.job.env_set` of a key. Run before Hydra writes anything (runners/rundir.py)."""
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    problems: list[str] = []
+
+    def walk(node: Any, prefix: str) -> None:
+        try:
+            keys = list(range(len(node))) if isinstance(node, ListConfig) else list(node.keys())
+        except Exception:  # an interpolated container that cannot resolve here: Hydra reports it
+            return
+        for k in keys:
+            path = f"{prefix}.{k}" if prefix else str(k)
+            if path == "hydra":
+                continue
+            try:
+                child = node._get_node(k)
+            except Exception:
+                continue
+            if isinstance(child, (DictConfig, ListConfig)):
+                if isinstance(k, str) and is_secret_name(k) and not child._is_none():
+                    problems.append(secret_field_problem(path, "<a container>") or "")
+                    continue
+                walk(child, path)
+                continue
+            raw = child._value() if child is not None else None
+            try:
+                resolved = node[k]
+            except Exception:
+                resolved = None
+            if isinstance(k, int) and is_secret_name(prefix.rsplit(".", 1)[-1]):  # a list under a secret name
+                problems.append(secret_field_problem(prefix, "<a list>") or "")
+                continue
+            problems.extend(value_problems(path, raw, resolved))
+
+    cfg = cfg if isinstance(cfg, (DictConfig, ListConfig)) else OmegaConf.create(cfg)
+    walk(cfg, "")
+    env_set = OmegaConf.select(cfg, "hydra.job.env_set", default=None) if isinstance(cfg, DictConfig) else None
+    for name in list(env_set.keys()) if isinstance(env_set, DictConfig) else []:
+        problems += [p for p in (env_set_problem(str(name)),) if p]
+    problems = list(dict.fromkeys(p for p in problems if p))
+    if problems:
+        raise SecretConfigError("; ".join(problems))
+
+
+def _override_leaves(key: str, value: Any) -> Iterable[tuple[str, Any]]:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _override_leaves(f"{key}.{k}", v)
+    elif isinstance(value, list) and not is_secret_name(key.rsplit(".", 1)[-1]):
+        for i, v in enumerate(value):
+            yield from _override_leaves(f"{key}.{i}" if isinstance(v, (dict, list)) else key, v)
+    else:
+        yield key, value
+
+
+def check_overrides(argv: Iterable[str]) -> list[str]:
+    """Overrides refused before Hydra sees them (Hydra prints and snapshots override text, and a sweep's job lines
+    and multirun.yaml are written before any job's config exists): every problem `value_problems` finds in every
+    value of every override (sweeps, lists and dicts included), `hydra.job.env_set` of a key, and a resolver other
+    than `oc.env` on a secret or URL setting. Messages name keys, never values."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    bad: list[str] = []
+    for arg in argv:
+        key, eq, text = arg.partition("=")
+        key = key.lstrip("+~")
+        if not eq:
+            continue
+        if key.startswith("hydra.job.env_set."):
+            bad += [p for p in (env_set_problem(key.rsplit(".", 1)[-1]),) if p]
+            continue
+        if key.startswith("hydra."):
+            continue
+        resolvers = {r for r in _RESOLVER.findall(text) if r != "oc.env"}
+        if resolvers and ("://" in text or "url" in key.lower() or is_secret_name(key.rsplit(".", 1)[-1])):
+            bad.append(f"{key}=***: resolver {', '.join(sorted(resolvers))} on a secret or URL setting")
+            continue
+        values: list[Any]
+        try:
+            override = parser.parse_overrides([arg])[0]
+            if override.is_sweep_override():
+                if resolvers:  # a sweep's job lines are printed before its jobs' configs exist to be checked
+                    bad.append(f"{key}=***: resolver {', '.join(sorted(resolvers))} in a sweep; write the values out")
+                    continue
+                try:
+                    values = list(override.sweep_iterator())
+                except Exception:
+                    values = [text]
+            else:
+                values = [override.value()]
+        except Exception:  # Hydra reports the syntax error; judge the text as written meanwhile
+            unquoted = text.strip()
+            if len(unquoted) >= 2 and unquoted[0] == unquoted[-1] and unquoted[0] in "'\"":
+                unquoted = unquoted[1:-1]
+            values = [unquoted]
+        for value in values:
+            for path, leaf in _override_leaves(key, value):
+                bad += value_problems(path, leaf if not isinstance(leaf, list) else str(leaf))
+    return list(dict.fromkeys(bad))
 
 
 class SecretFilter(logging.Filter):

@@ -169,8 +169,8 @@ class RunSettings:
         return cls(
             name=str(v["name"]),
             concurrency=_typed("run.concurrency", v["concurrency"], int),
-            progress=bool(v["progress"]),
-            share_summary=bool(v["share_summary"]),
+            progress=_typed("run.progress", v["progress"], bool),
+            share_summary=_typed("run.share_summary", v["share_summary"], bool),
             reference_latency=v["reference_latency"],
             max_consecutive_failures=_typed("run.max_consecutive_failures", v["max_consecutive_failures"] or 0, int),
             max_reply_chars=v["max_reply_chars"],

@@ -68,8 +68,8 @@ def expand_run_dirs(paths: Iterable[str | Path]) -> tuple[list[Path], list[str]]
             runs.append(p)
         elif p.is_dir():
             subs = sorted(d for d in p.iterdir() if (d / RECORDS_FILE).exists())
-            if not subs:
-                notes.append(f"{p}: no records.jsonl in it or its subdirectories; skipped")
+            if not subs:  # a named directory that holds no run is a mistake, not something to drop quietly
+                raise CompareError(f"{p}: not a run directory (no records.jsonl in it or its subdirectories)")
             runs.extend(subs)
         elif p.exists():
             notes.append(f"{p}: not a run directory; skipped")  # e.g. multirun.yaml from a shell glob

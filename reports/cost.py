@@ -8,6 +8,7 @@ Calls replayed from the response cache are priced as if live: the figure is the 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,24 +51,43 @@ class PriceTable:
         return self.models[best] if best else None
 
 
+def _price(value: object) -> float:
+    """A price per million tokens: a finite number >= 0 (a negative or NaN price would make any cost total wrong)."""
+    if isinstance(value, bool):
+        raise TypeError(f"{value!r} is not a number")
+    x = float(value)  # type: ignore[arg-type]
+    if not math.isfinite(x) or x < 0:
+        raise ValueError(f"{value!r} is not a finite number >= 0")
+    return x
+
+
 def load_price_table(path: str | Path | None = None) -> PriceTable:
     p = Path(path) if path else DEFAULT_PRICING
     if not p.exists():
         raise FileNotFoundError(f"{p}: price table not found")
-    raw = yaml.safe_load(p.read_text()) or {}
+    try:
+        raw = yaml.safe_load(p.read_text()) or {}
+    except (yaml.YAMLError, ValueError, UnicodeDecodeError) as e:
+        raise PricingError(f"{p}: not a readable price table ({type(e).__name__}: {str(e)[:200]})") from None
+    if not isinstance(raw, dict):
+        raise PricingError(f"{p}: a price table is a mapping with 'date' and 'models'")
     for key in ("date", "models"):
         if key not in raw:
             raise PricingError(f"{p}: price table needs a '{key}' entry")
+    if not isinstance(raw["models"] or {}, dict):
+        raise PricingError(f"{p}: 'models' must be a mapping of model id to prices")
     models: dict[str, Price] = {}
     for name, v in (raw["models"] or {}).items():
         try:
             models[str(name)] = Price(
-                float(v["input"]),
-                float(v.get("output", 0.0)),
-                None if v.get("cached_input") is None else float(v["cached_input"]),
+                _price(v["input"]),
+                _price(v.get("output", 0.0)),
+                None if v.get("cached_input") is None else _price(v["cached_input"]),
             )
-        except (KeyError, TypeError, ValueError) as e:
-            raise PricingError(f"{p}: model {name!r}: needs numeric input/output/cached_input ({e})") from None
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
+            raise PricingError(
+                f"{p}: model {name!r}: needs input/output/cached_input as numbers >= 0 ({type(e).__name__}: {e})"
+            ) from None
     return PriceTable(str(raw["date"]), str(raw.get("currency", "USD")), str(raw.get("source", "")), models, str(p))
 
 

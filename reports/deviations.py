@@ -36,6 +36,15 @@ def mixed_code_note(meta: Mapping[str, Any]) -> str | None:
 
 
 def header_notes(meta: Mapping[str, Any] | None) -> list[str]:
-    """Every line the report header stresses: protocol deviations, then a mixed-code note."""
+    """Every line the report header stresses: a partial merge, protocol deviations, then a mixed-code note."""
     note = mixed_code_note(meta or {})
-    return protocol_deviations(meta) + ([f"provenance: {note}"] if note else [])
+    return partial_merge_note(meta) + protocol_deviations(meta) + ([f"provenance: {note}"] if note else [])
+
+
+def partial_merge_note(meta: Mapping[str, Any] | None) -> list[str]:
+    """`merge --allow-partial` of shards that did not finish: the run is not the whole selection."""
+    missing = (meta or {}).get("merge_missing") or []
+    if not missing:
+        return []
+    shown = ", ".join(f"{q} / {m}" for q, m in missing[:5]) + (", ..." if len(missing) > 5 else "")
+    return [f"PARTIAL merge: {len(missing)} (case, mode) pair(s) of the run have no record ({shown})"]

@@ -48,13 +48,22 @@ def bounded_text(rec: dict, field_name: str, limit: int, setting: str) -> tuple[
     return cut_text(text, limit, setting), (len(text) if len(text) > limit else None)
 
 
+def _out_dir(run_dir: Path, out_dir: str | Path | None) -> Path:
+    """The export directory, created; one error when the path is taken by a file (never written over)."""
+    out = Path(out_dir) if out_dir else run_dir / "export"
+    taken = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
+    if taken is not None:
+        raise RecordError(f"{taken}: exists and is not a directory; export --out names a directory to write into")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
 def export_hypotheses(run_dir: str | Path, out_dir: str | Path | None = None) -> HypothesisExport:
     run_dir = Path(run_dir)
     path = run_dir / RECORDS_FILE
     if not path.exists():
         raise RecordError(f"{path}: no records to export")
-    out = Path(out_dir) if out_dir else run_dir / "export"
-    out.mkdir(parents=True, exist_ok=True)
+    out = _out_dir(run_dir, out_dir)
     by_mode: dict[str, list[dict]] = {}
     result = HypothesisExport()
     bounds = run_bounds(run_dir)
@@ -82,8 +91,7 @@ def export_cases_dataset(run_dir: str | Path, out_dir: str | Path | None = None)
     from reports.aggregate import read_run
 
     run_dir = Path(run_dir)
-    out = Path(out_dir) if out_dir else run_dir / "export"
-    out.mkdir(parents=True, exist_ok=True)
+    out = _out_dir(run_dir, out_dir)
     run = read_run(run_dir)
     df = run.df
     df.attrs = {}  # the price table object is not serialisable; its date is in the cost columns' provenance

@@ -89,6 +89,8 @@ def _num(v: Any, what: str) -> float | None:
         x = float(v)
     except (TypeError, ValueError):
         raise GateError(f"{what}: {v!r} is not a number") from None
+    except OverflowError:  # an integer of hundreds of digits: no float holds it
+        raise GateError(f"{what}: {str(v)[:20]}... ({len(str(v))} digits) is not a finite number") from None
     if not math.isfinite(x):  # a NaN limit compares false both ways: the check would pass whatever the run does
         raise GateError(f"{what}: {v!r} is not a finite number")
     return x
@@ -109,6 +111,8 @@ def _read_yaml(p: Path) -> Any:
         return yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise GateError(f"{p}: not valid YAML ({e})") from None
+    except (ValueError, RecursionError) as e:  # an integer past Python's digit limit, nesting past the stack
+        raise GateError(f"{p}: unsupported YAML value ({type(e).__name__}: {str(e)[:200]})") from None
 
 
 def load_baseline(path: str | Path, metrics: MetricCatalog = BUILTIN) -> tuple[dict[str, Any], list[Check]]:
@@ -123,7 +127,7 @@ def load_baseline(path: str | Path, metrics: MetricCatalog = BUILTIN) -> tuple[d
     unknown_top = set(raw) - TOP_KEYS
     if unknown_top:
         raise GateError(f"{p}: unknown top-level keys {sorted(map(str, unknown_top))} (known: {sorted(TOP_KEYS)})")
-    if raw.get("policy", "default") not in POLICIES:
+    if not isinstance(raw.get("policy", "default"), str) or raw.get("policy", "default") not in POLICIES:
         raise GateError(f"{p}: policy {raw.get('policy')!r} is not one of {sorted(POLICIES)}")
     if not isinstance(raw.get("checks"), list) or not raw["checks"]:
         raise GateError(f"{p}: needs a non-empty 'checks' list")

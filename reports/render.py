@@ -31,7 +31,7 @@ from reports.cost import PriceTable
 from reports.deviations import header_notes
 from reports.failures import failures_markdown, group_failures
 from reports.metrics import BUILTIN, MetricCatalog
-from reports.safe import md_cell, write_csv
+from reports.safe import md_cell, md_code, write_csv
 from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, WinLossTie
 from reports.votes import judge_label, vote_lines, votes_markdown
 
@@ -323,21 +323,51 @@ def _provenance_lines(meta: Mapping[str, Any]) -> list[str]:
     d = meta.get("dataset") or {}
     m = meta.get("model") or {}
     g = meta.get("git") or {}
+    # Every value comes from a config, a dataset or an endpoint: escaped (md_cell), never raw Markdown or HTML.
+    sha = f", sha256 {md_cell(str(m.get('sha256'))[:12])}…" if m.get("sha256") else ""
     lines = [
-        f"- dataset: `{d.get('source')}` (sha256 `{str(d.get('sha256'))[:12]}…`, {d.get('n_selected')} of "
-        f"{d.get('n_total')} questions)",
-        f"- model: `{m.get('name')}` ({m.get('model')}{', sha256 ' + str(m.get('sha256'))[:12] + '…' if m.get('sha256') else ''})",
+        f"- dataset: {md_cell(d.get('source'))} (sha256 {md_cell(str(d.get('sha256'))[:12])}…, "
+        f"{md_cell(d.get('n_selected'))} of {md_cell(d.get('n_total'))} questions)",
+        f"- model: {md_cell(m.get('name'))} ({md_cell(m.get('model'))}{sha})",
     ]
     if meta.get("judge_model"):
-        lines.append(f"- judge model: `{meta['judge_model'].get('name')}` ({meta['judge_model'].get('model')})")
-    lines.append(f"- judge: `{judge_label(meta)}`")
-    lines.append(f"- git: `{g.get('sha')}`{' (dirty)' if g.get('dirty') else ''}")
+        j = meta["judge_model"]
+        lines.append(f"- judge model: {md_cell(j.get('name'))} ({md_cell(j.get('model'))})")
+    lines.append(f"- judge: {md_code(judge_label(meta))}")
+    lines.append(f"- git: {md_code(g.get('sha'))}{' (dirty)' if g.get('dirty') else ''}")
     rg = (meta.get("rescore") or {}).get("git")
     if rg:
         lines.append(
-            f"- rescored at git: `{rg.get('sha')}`{' (dirty)' if rg.get('dirty') else ''} (the answers: git above)"
+            f"- rescored at git: {md_code(rg.get('sha'))}{' (dirty)' if rg.get('dirty') else ''} (the answers: git above)"
         )
-    return lines + [f"- **{line}**" for line in header_notes(meta)]
+    lines += [f"- {k}: {md_cell(v)}" for k, v in run_lines(meta)]
+    return lines + [f"- **{md_cell(line)}**" for line in header_notes(meta)]
+
+
+def run_lines(meta: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The header's host line (CPU, flags, cores, the embedded model's measured speed: why two runs' latencies
+    differ) and, for a run that did not finish, its state."""
+    out: list[tuple[str, str]] = []
+    host = meta.get("host") or {}
+    if host:
+        cpu = f"{host.get('cpu_model') or 'unknown CPU'}" + (f" ({host['cpu_id']})" if host.get("cpu_id") else "")
+        cores = f"{host.get('cores_usable') or '?'} of {host.get('cores') or '?'} cores"
+        flags = " ".join(host.get("cpu_flags") or []) or "none of avx2/fma/f16c/avx512/amx"
+        speeds = [
+            f"{name}: prefill {_tps(p.get('prefill_tokens_per_s'))}, generation {_tps(p.get('generation_tokens_per_s'))}"
+            for name, p in (host.get("model_speed") or {}).items()
+        ]
+        out.append(("host", f"{cpu}, {cores}, flags {flags}"))
+        if speeds:
+            out.append(("embedded model speed (llama.cpp timings of this run's calls)", "; ".join(speeds)))
+    state = meta.get("state")
+    if state and state != "finished":
+        out.append(("run state", f"{state} (run.json updated {meta.get('updated')}): the records are partial"))
+    return out
+
+
+def _tps(v: Any) -> str:
+    return f"{v} tokens/s" if v is not None else "not measured"
 
 
 def _markdown(
@@ -539,13 +569,14 @@ def _cost_md(costs: pd.DataFrame, table: PriceTable, df: pd.DataFrame) -> list[s
             ],
         ),
         "",
-        f"Prices: `{Path(table.path).name if table.path else 'table'}` dated {table.date} ({table.currency} per 1M "
+        f"Prices: {md_code(Path(table.path).name if table.path else 'table')} dated {md_cell(table.date)} "
+        f"({md_cell(table.currency)} per 1M "
         "tokens; input, cached input, output). The final-call prompt tokens are the reference's figure; the cost "
         "counts every call: answer rounds, summary generation (charged to each mode that uses the summary), judge "
         "and embedding calls. Local models cost 0; calls replayed from the response cache are priced as if live.",
     ]
     if unpriced:
-        L.append(f"Unpriced models (cost n/a, not 0): {', '.join(f'`{m}`' for m in unpriced)}.")
+        L.append(f"Unpriced models (cost n/a, not 0): {', '.join(md_code(m) for m in unpriced)}.")
     L.append("")
     return L
 
@@ -771,6 +802,7 @@ def _provenance_html(meta: Mapping[str, Any]) -> str:
         ("judge", judge_label(meta)),
         ("git", f"{g.get('sha')}{' (dirty)' if g.get('dirty') else ''}"),
         ("python / platform", f"{meta.get('python')} · {meta.get('platform')}"),
+        *run_lines(meta),
         ("packages", ", ".join(f"{k} {v}" for k, v in (meta.get("packages") or {}).items() if v)),
     ]
     deviations = "".join(f'<p class="deviation"><strong>{H.esc(line)}</strong></p>' for line in header_notes(meta))

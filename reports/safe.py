@@ -12,10 +12,22 @@ import pandas as pd
 _FORMULA_LEAD = ("=", "+", "-", "@", "\t", "\r")
 
 
+# Markdown's own syntax in data: `[text](url)` and `![alt](url)` would become a live link, or an image a viewer
+# fetches. A backslash before the `(` of `](` and the `[` of `![` keeps them text (each escape follows a fixed
+# character, so a backslash in the data cannot cancel it); other brackets ("81.2 [77.0, 85.0]") stay as they are.
+# `<http://…>` autolinks and raw HTML are escaped by html.escape.
+
+
 def md_cell(value: Any) -> str:
-    """One Markdown table cell: HTML escaped (shown as text, never rendered), one line, no column break."""
-    text = " ".join(str(value).split())
-    return html.escape(text, quote=False).replace("|", "\\|")
+    """One Markdown table cell (or inline text): HTML escaped (shown as text, never rendered), Markdown links and
+    images kept as text, one line, no column break."""
+    text = html.escape(" ".join(str(value).split()), quote=False)
+    return text.replace("](", "]\\(").replace("![", "!\\[").replace("|", "\\|")
+
+
+def md_code(value: Any) -> str:
+    """A Markdown code span: nothing inside one is rendered (HTML, links), so only a backtick could end it early."""
+    return "`" + " ".join(str(value).replace("`", "'").split()) + "`"
 
 
 def csv_cell(value: Any) -> Any:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -14,18 +16,23 @@ EXIT_FAILED_CASES = 3  # the run finished, some (case, mode) pairs failed (recor
 EXIT_STOPPED = (
     4  # the run stopped early, records kept: the circuit breaker (run.max_consecutive_failures) or a dead model server
 )
+EXIT_INTERRUPTED = 5  # stopped by Ctrl-C (SIGINT) or SIGTERM: records kept, run.json and a partial report written;
+# the same command resumes. A second Ctrl-C exits at once with 128 + the signal number (130), waiting for nothing.
 NOISY_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "openai")
 
 
 def _hydra_main(task_fn, argv: list[str]) -> int:
     """Run `task_fn(cfg, run_dir)` under Hydra with `argv` as overrides (supports -m multirun).
-    Secrets of the composed config are masked in everything the run prints, logs or writes."""
+    A secret enters only through the environment (harness/secrets.py: overrides checked here, the composed config
+    by runners/rundir.py before Hydra writes); the env values are also masked in what the run prints, logs or
+    writes, as defence in depth."""
     import hydra
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import DictConfig
 
-    from harness import secrets
+    from harness import progress, secrets
     from runners.console import quiet_console
+    from runners.interrupt import STOP, SweepInterrupted, stop_on_signals
     from runners.rundir import RunNameError, check_run_name, register_resolvers
 
     status = {"code": 0}
@@ -38,22 +45,21 @@ def _hydra_main(task_fn, argv: list[str]) -> int:
         for name in NOISY_LOGGERS:  # Hydra's logging is INFO: one line per HTTP request otherwise
             logging.getLogger(name).setLevel(logging.WARNING)
         _scrub_snapshot(run_dir)
+        progress.configure(bool(cfg.get("run", {}).get("progress", True)))
         try:
             with quiet_console(run_dir):  # one line per failure on the terminal, tracebacks in RUN_DIR/cli.log
                 status["code"] = max(status["code"], _guard(lambda: task_fn(cfg, run_dir)))
         finally:  # logs written by other processes (the embedded server) cannot be filtered as they are written
             for log in run_dir.glob("*.log"):
                 secrets.scrub_file(log)
+        if STOP.is_set():  # through Hydra's launcher, which would start a sweep's next job
+            if _is_multirun():
+                print("lme-harness: the sweep stopped; its later jobs were not started", file=sys.stderr)
+            raise SweepInterrupted()
 
     bad = secrets.check_overrides(argv)
-    if bad:
-        print(
-            f"lme-harness: error: {', '.join(bad)}: pass API keys through the environment (OPENAI_API_KEY, "
-            "LME_HARNESS_API_KEY, or KEY.api_key='${oc.env:YOUR_VAR}'), not as a literal or through another "
-            "resolver (oc.decode, ...) on the command line: it would be written into the run directory's name "
-            "and Hydra's config snapshot",
-            file=sys.stderr,
-        )
+    if bad:  # before Hydra: it prints and snapshots override text (a sweep's job lines, multirun.yaml)
+        print(f"lme-harness: error: {'; '.join(bad)}; nothing was written", file=sys.stderr)
         return 2
     for arg in argv:
         key, eq, value = arg.partition("=")
@@ -68,7 +74,13 @@ def _hydra_main(task_fn, argv: list[str]) -> int:
     sys.argv = [saved[0][0], *argv]
     sys.stdout, sys.stderr = secrets.RedactingStream(sys.stdout), secrets.RedactingStream(sys.stderr)
     try:
-        _main()
+        with stop_on_signals():
+            _main()
+    except SweepInterrupted:
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:  # a stop before the pairs started (model load, embedder build)
+        print("lme-harness: stopped before any (case, mode) pair ran; the same command starts again", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except SystemExit as e:  # Hydra exits on config errors after printing them; keep main() returning a code
         return e.code if isinstance(e.code, int) else 1
     except Exception as e:  # a run.name set in a config file fails while Hydra names the run directory
@@ -79,6 +91,16 @@ def _hydra_main(task_fn, argv: list[str]) -> int:
     finally:
         sys.argv, sys.stdout, sys.stderr = saved
     return status["code"]
+
+
+def _is_multirun() -> bool:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    try:
+        return HydraConfig.get().mode == RunMode.MULTIRUN
+    except ValueError:
+        return False
 
 
 def _causes(e: BaseException | None):
@@ -102,10 +124,17 @@ def _scrub_snapshot(run_dir: Path) -> None:
 def _run_task(cfg, run_dir: Path) -> int:
     from harness.records import RECORDS_FILE
     from reports.render import build_report
+    from runners.interrupt import RunInterrupted
     from runners.replay import RunStopped, run_benchmark
 
     try:
         summary = run_benchmark(cfg, run_dir)
+    except (RunInterrupted, KeyboardInterrupt) as e:
+        if (run_dir / RECORDS_FILE).exists():  # the records kept so far, reported
+            print(f"partial report: {build_report(run_dir)['markdown']}")
+        why = str(e) if isinstance(e, RunInterrupted) else "stopped before the first (case, mode) pair"
+        print(f"lme-harness: run interrupted: {why}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except RunStopped as e:
         if (run_dir / RECORDS_FILE).exists():  # what was recorded before the stop is reported, not lost
             print(f"partial report: {build_report(run_dir)['markdown']}")
@@ -202,7 +231,25 @@ def _print_scoring_failed(summary) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv is None:  # the command itself (`lme-harness`, `python -m runners.cli`), not a caller in this process
+        return _exit_interrupted_at_once(_main(list(sys.argv[1:])))
+    return _main(list(argv))
+
+
+def _exit_interrupted_at_once(code: int) -> int:
+    """An interrupted command has kept its records and written run.json and the report; a thread abandoned in a
+    model call (a summary call in a ThreadPoolExecutor, which the interpreter joins at exit) must not hold the exit
+    until its call times out, so the process ends here, streams and logs flushed."""
+    if code != EXIT_INTERRUPTED:
+        return code
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    logging.shutdown()
+    os._exit(code)
+
+
+def _main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="lme-harness", description=__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser(
@@ -238,6 +285,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("out")
     p.add_argument("run_dirs", nargs="+")
     p.add_argument("--pricing", help="price table YAML (default configs/pricing/default.yaml)")
+    p.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="merge even when (case, mode) pairs of the run have no record; run.json and the report say so",
+    )
     p = sub.add_parser("compare", help="paired comparison of runs (A = first; accepts a multirun sweep directory)")
     p.add_argument("runs", nargs="+", help="run directories, or a sweep directory such as runs/NAME/multirun")
     p.add_argument("--out", help="output directory (default: <first run's parent>/compare)")
@@ -329,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         from runners.merge import merge_runs
 
         def merge() -> int:
-            merge_runs(Path(args.out), [Path(d) for d in args.run_dirs])
+            merge_runs(Path(args.out), [Path(d) for d in args.run_dirs], allow_partial=args.allow_partial)
             paths = build_report(Path(args.out), prices=args.pricing)
             print(Path(paths["markdown"]).read_text())
             return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness import secrets
 from harness.records import RECORDS_FILE
+from harness.storage import write_text_atomic
 from runners.settings import RunConfigError
 
 # Keys that do not change results: a run directory may be resumed when only these differ.
@@ -54,6 +56,7 @@ def fingerprint(cfg: DictConfig, *, legacy: bool = False) -> str:
     `legacy`: the identity before that change (URLs in, every `*api_key*` key masked, api_key_env included),
     still accepted so that older run directories resume; it is an identity, not a secret test."""
     c = _drop_nulls(OmegaConf.to_container(cfg, resolve=True))
+    _key_env_as_key(c)
     for dotted in NON_RESULT_KEYS + (() if legacy else ENDPOINT_KEYS):
         node = c
         *parents, last = dotted.split(".")
@@ -66,6 +69,17 @@ def fingerprint(cfg: DictConfig, *, legacy: bool = False) -> str:
     else:
         secrets.mask_config(c)
     return hashlib.sha256(json.dumps(c, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _key_env_as_key(c: dict[str, Any]) -> None:
+    """A model's `api_key_env: VAR` hashes as the `api_key` it replaced (masked when VAR is set, absent when not):
+    the shipped model configs moved from `api_key: ${oc.env:VAR,null}` to it, and their runs keep resuming."""
+    nodes = [c.get("model"), (c.get("judge") or {}).get("endpoint") if isinstance(c.get("judge"), dict) else None]
+    for node in nodes:
+        if isinstance(node, dict) and "api_key_env" in node:
+            var = node.pop("api_key_env")
+            if "api_key" not in node and os.environ.get(str(var)):
+                node["api_key"] = "***"
 
 
 def _legacy_identity_mask(obj: Any) -> None:
@@ -81,11 +95,33 @@ def _legacy_identity_mask(obj: Any) -> None:
             _legacy_identity_mask(v)
 
 
+def read_fingerprint(run_dir: Path) -> str | None:
+    """The fingerprint recorded in `run_dir` (None: none recorded); RunConfigError naming a corrupt file."""
+    path = Path(run_dir) / FINGERPRINT_FILE
+    if not path.exists():
+        return None
+    try:
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError) as e:
+        doc = e
+    if not isinstance(doc, dict) or not isinstance(doc.get("fingerprint"), str):
+        why = f"{type(doc).__name__}: {doc}" if isinstance(doc, Exception) else "no 'fingerprint' string in it"
+        raise RunConfigError(
+            f"{path}: corrupt ({why}); it names the configuration this directory's records were written with, "
+            f"so nothing is written there until it is restored (run.json's 'fingerprint' holds the same value) "
+            f"or another directory is used"
+        )
+    return doc["fingerprint"]
+
+
+def write_fingerprint(run_dir: Path, fp: str, **extra: Any) -> None:
+    write_text_atomic(Path(run_dir) / FINGERPRINT_FILE, json.dumps({"fingerprint": fp, **extra}))
+
+
 def check_fingerprint(run_dir: Path, fp: str, legacy: str | None = None) -> None:
     """Refuse a directory holding records of another configuration (read-only: nothing is written here)."""
-    path = Path(run_dir) / FINGERPRINT_FILE
-    if path.exists():
-        old = json.loads(path.read_text()).get("fingerprint")
+    old = read_fingerprint(run_dir)
+    if old is not None:
         if old not in (fp, legacy) and (Path(run_dir) / RECORDS_FILE).exists():
             raise RunConfigError(
                 f"{run_dir}: holds records of a different configuration (fingerprint {old} != {fp}); "

@@ -1,9 +1,15 @@
 """`lme-harness merge OUT RUN_DIR...`: the records of one run split into shards (dataset.shard=I/N), as one run.
 
-Refused, with one error naming the culprit directory, when: a directory has no records; the configurations
-differ beyond dataset.shard (results of different settings are never mixed); the shards are not all N parts
-of one split; or a (case, mode) appears in two directories. OUT then holds records.jsonl and a run.json
-(the first shard's, with `merged_from`), and `lme-harness report OUT` works on it as on any run.
+Refused, with one error naming the culprit directory, when: OUT already holds anything (a merge never replaces
+a run's records); a directory has no records, or its `.hydra/config.yaml` or `run.json` cannot be read; the
+configurations differ beyond dataset.shard (results of different settings are never mixed); the shards are not
+all N parts of one split; a (case, mode) appears in two directories; or a (case, mode) of the run's selection
+(the dataset and modes of the shards' configuration) has no record in any shard: the error names the missing
+pairs. `--allow-partial` writes such a merge anyway; run.json then lists the missing pairs (`merge_missing`) and
+the report's header says the run is partial, so an incomplete merge is never read as the whole run.
+OUT then holds records.jsonl, a run.json (the first shard's, with `merged_from`) and the fingerprint of the
+unsharded configuration, so `lme-harness run` resumes OUT only with that configuration; `lme-harness report
+OUT` works on it as on any run.
 """
 
 from __future__ import annotations
@@ -13,62 +19,130 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
-from harness.data.longmemeval import parse_shard
+from harness.data.longmemeval import DataError, parse_shard
 from harness.records import RECORDS_FILE, RecordError, load_records, record_key
 from harness.storage import write_text_atomic
 from runners.provenance import history_of
 
+MAX_LISTED_MISSING = 10  # the error names the first pairs and counts the rest
 
-def _identity(run_dir: Path) -> tuple[str, str | None]:
-    """(fingerprint without dataset.shard, the shard) of a run directory, from Hydra's saved config."""
-    from runners.replay import fingerprint
 
+def _config(run_dir: Path) -> DictConfig:
     path = run_dir / ".hydra" / "config.yaml"
-    if not path.exists():
+    if not path.is_file():
         raise RecordError(f"{path}: missing; merge needs the run directories `lme-harness run` wrote")
-    cfg = OmegaConf.load(path)
-    shard = OmegaConf.select(cfg, "dataset.shard")
+    try:
+        cfg = OmegaConf.load(path)
+    except Exception as e:  # yaml and OmegaConf raise many types for one damaged file
+        raise RecordError(
+            f"{path}: unreadable ({type(e).__name__}: {e}); merge needs the shard's saved config"
+        ) from None
+    if not isinstance(cfg, DictConfig):
+        raise RecordError(f"{path}: not a mapping; merge needs the shard's saved config")
+    return cfg
+
+
+def _identity(run_dir: Path) -> tuple[str, str | None, DictConfig]:
+    """(fingerprint without dataset.shard, the shard, that config) of a run directory, from Hydra's saved config."""
+    from runners.fingerprint import fingerprint
+
+    cfg = _config(run_dir)
+    shard = OmegaConf.select(cfg, "dataset.shard", default=None)
     if shard is not None:
         cfg.dataset.shard = None
-    return fingerprint(cfg), None if shard is None else str(shard)
+    try:
+        fp = fingerprint(cfg)
+    except Exception as e:  # an interpolation that no longer resolves, a damaged value
+        raise RecordError(
+            f"{run_dir / '.hydra' / 'config.yaml'}: cannot be read as a run's configuration ({e})"
+        ) from None
+    return fp, None if shard is None else str(shard), cfg
 
 
-def merge_runs(out: Path, run_dirs: Sequence[Path]) -> Path:
-    """Write OUT/records.jsonl and OUT/run.json from the shards' run directories; OUT's records path."""
+def _run_meta(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "run.json"
+    if not path.exists():
+        return {}
+    try:
+        meta = json.loads(path.read_bytes())
+    except (OSError, ValueError) as e:
+        raise RecordError(f"{path}: corrupt ({e}); merge copies the shards' provenance from it") from None
+    if not isinstance(meta, dict):
+        raise RecordError(f"{path}: corrupt (a JSON {type(meta).__name__}, not an object)")
+    return meta
+
+
+def _check_out(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise RecordError(f"{out}: exists and is not a directory; merge into a new directory")
+    if out.is_dir() and any(out.iterdir()):
+        raise RecordError(f"{out}: already holds files (a run's records would be replaced); merge into a new directory")
+
+
+def selection(cfg: DictConfig) -> set[tuple[str, str]]:
+    """Every (question_id, mode) the unsharded configuration `cfg` runs (its dataset is loaded and checked)."""
+    from hydra.utils import instantiate
+
+    modes = [str(k) for k in (cfg.get("mode") or {})]
+    try:
+        cases, _ = instantiate(cfg.dataset, _convert_="all").load()
+    except DataError as e:
+        raise RecordError(
+            f"merge checks that every (case, mode) of the run has a record, from its dataset: {e}"
+        ) from None
+    return {(c.question_id, m) for c in cases for m in modes}
+
+
+def _missing_message(missing: list[tuple[str, str]]) -> str:
+    shown = ", ".join(f"({q}, {m})" for q, m in missing[:MAX_LISTED_MISSING])
+    more = f" and {len(missing) - MAX_LISTED_MISSING} more" if len(missing) > MAX_LISTED_MISSING else ""
+    return f"{len(missing)} (case, mode) pair(s) of the run have no record in any shard: {shown}{more}"
+
+
+def merge_runs(out: Path, run_dirs: Sequence[Path], *, allow_partial: bool = False) -> Path:
+    """Write OUT/records.jsonl, OUT/run.json and OUT/fingerprint.json from the shards' run directories;
+    OUT's records path. Everything is checked before OUT is created."""
+    from runners.fingerprint import write_fingerprint
+
     out = Path(out)
     dirs = [Path(d) for d in run_dirs]
     if not dirs:
         raise RecordError("merge: no run directory given")
     if any(out.resolve() == d.resolve() for d in dirs):
         raise RecordError(f"{out}: the output is one of the inputs; merge into a new directory")
+    _check_out(out)
     ids = [_identity(d) for d in dirs]
-    for d, (fp, _) in zip(dirs, ids):
+    for d, (fp, _, _) in zip(dirs, ids):
         if fp != ids[0][0]:
             raise RecordError(
                 f"{d}: its configuration differs from {dirs[0]}'s beyond dataset.shard; "
                 f"merge only the shards of one run"
             )
-    shards = [s for _, s in ids]
+    shards = [s for _, s, _ in ids]
     if any(s is not None for s in shards):
         parsed = []
         for d, s in zip(dirs, shards):
             if s is None:
                 raise RecordError(f"{d}: not a shard (no dataset.shard) while others are")
-            parsed.append(parse_shard(s))
+            try:
+                parsed.append(parse_shard(s))
+            except DataError as e:
+                raise RecordError(f"{d}: {e}") from None
         n = parsed[0][1]
         if any(c != n for _, c in parsed):
             raise RecordError(
                 f"{dirs[[c for _, c in parsed].index(next(c for _, c in parsed if c != n))]}: "
                 f"a shard of another split than {dirs[0]} (x/{n})"
             )
-        missing = sorted(set(range(n)) - {i for i, _ in parsed})
-        if missing:
+        missing_shards = sorted(set(range(n)) - {i for i, _ in parsed})
+        if missing_shards:
             raise RecordError(
-                f"merge: shards {[f'{i}/{n}' for i in missing]} are missing; every shard's run "
+                f"merge: shards {[f'{i}/{n}' for i in missing_shards]} are missing; every shard's run "
                 f"directory is needed for the whole run"
             )
+    metas = [_run_meta(d) for d in dirs]
     seen: dict[tuple[str, str], Path] = {}
     lines: list[str] = []
     for d in dirs:
@@ -81,14 +155,24 @@ def merge_runs(out: Path, run_dirs: Sequence[Path]) -> Path:
                 raise RecordError(f"{path}: ({k[0]}, {k[1]}) is also in {seen[k]}; shards must be disjoint")
             seen[k] = d
             lines.append(json.dumps(r, ensure_ascii=False))
+    missing = sorted(selection(ids[0][2]) - set(seen))
+    if missing and not allow_partial:
+        raise RecordError(
+            f"merge: {_missing_message(missing)}; run the shards that stopped again with the same command "
+            f"(they resume), or pass --allow-partial to merge what there is (the report then says it is partial)"
+        )
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out / RECORDS_FILE, "".join(line + "\n" for line in lines))
-    metas = [json.loads((d / "run.json").read_text()) if (d / "run.json").exists() else {} for d in dirs]
     meta: dict[str, Any] = dict(metas[0])
     # every shard's invocations, so shards run at different commits say so in the report
     history = [{**e, "run_dir": str(d)} for d, m in zip(dirs, metas) for e in history_of(m)]
     if history:
         meta["invocations"] = history
-    meta.update({"merged_from": [str(d) for d in dirs], "shards": shards})
+    meta.update({"merged_from": [str(d) for d in dirs], "shards": shards, "fingerprint": ids[0][0]})
+    meta.pop("merge_missing", None)
+    if missing:
+        meta["merge_missing"] = [list(k) for k in missing]
     write_text_atomic(out / "run.json", json.dumps(meta, indent=2, default=str))
+    # the unsharded configuration's identity: a run of another configuration is refused here (runners/fingerprint.py)
+    write_fingerprint(out, ids[0][0], merged_from=[str(d) for d in dirs])
     return out / RECORDS_FILE

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from harness.data.longmemeval import Case
+from harness.golang import go_trim_space  # answers are trimmed as the reference's Go code trims them
 from harness.llm.types import ChatModel, ChatResult, Message
 from harness.prompts import ondemand as ondemand_prompts
 from harness.prompts.answer import LME_INSTRUCTION, LME_ONDEMAND_INSTRUCTION
@@ -142,7 +143,7 @@ class LongContextMode:
         }
         r = sw.model(lambda: ctx.model.chat(fitted.messages, **ctx.generation))
         return ModeOutput(
-            prediction=r.content.strip(),
+            prediction=go_trim_space(r.content),
             calls=[r],
             query_latency_s=query_latency([r], sw.harness_s()),
             truncation=info,
@@ -172,7 +173,7 @@ class SummaryMode:
         sw = Stopwatch()
         r = sw.model(lambda: ctx.model.chat(messages, **ctx.generation))
         return ModeOutput(
-            prediction=r.content.strip(),
+            prediction=go_trim_space(r.content),
             calls=[r],
             query_latency_s=query_latency([r], sw.harness_s()),
             summary=summary_info,
@@ -227,7 +228,7 @@ class SummaryOnDemandMode(SummaryMode):
             r = sw.model(lambda: ctx.model.chat(req, tools=specs, **ctx.generation, **extra))  # noqa: B023 (called now)
             calls.append(r)
             if not r.tool_calls:
-                prediction = r.content.strip()
+                prediction = go_trim_space(r.content)
                 break
             if rounds >= self.max_tool_iterations:
                 error = f"max tool iterations ({self.max_tool_iterations}) exceeded"

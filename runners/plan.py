@@ -319,7 +319,9 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
                 out = mode.run(ctx)
                 score_all(
                     scorers,
-                    ScoreInput(case.question_id, case.question_type, case.question, case.answer, out.prediction),
+                    ScoreInput(
+                        case.question_id, case.question_type, case.question, case.answer, out.prediction, mode.name
+                    ),
                 )
             summaries.forget(case.question_id)
     return _summarize(cfg, log.calls, table, len(cases), [m.name for m in modes], n_done, caps, ep, jep)

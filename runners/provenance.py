@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import sys
@@ -75,6 +76,38 @@ def provenance(cfg: DictConfig, data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# The CPU features that decide how fast (and whether) the embedded llama.cpp build runs: the portable build
+# targets x86-64-v3 (AVX2, FMA, F16C); AVX-512 and AMX are what a native build would use.
+CPU_FLAG_PREFIXES = ("avx2", "fma", "f16c", "avx512", "amx", "avx_vnni")
+
+
+def host_info(cpuinfo: str | None = None) -> dict[str, Any]:
+    """The machine a run ran on: CPU model, the flags that matter to the embedded build, cores (logical CPUs of
+    the machine, and those this process may use). run.json adds the embedded model's measured speed."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
+        except OSError:
+            cpuinfo = ""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() not in fields:  # the first processor's entry
+            fields[key.strip()] = value.strip()
+    flags = sorted(f for f in fields.get("flags", "").split() if f.startswith(CPU_FLAG_PREFIXES))
+    try:
+        usable: int | None = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        usable = None
+    return {
+        "cpu_model": fields.get("model name") or platform.processor() or None,
+        "cpu_id": f"family {fields['cpu family']} model {fields['model']}" if "cpu family" in fields else None,
+        "cpu_flags": flags,
+        "cores": os.cpu_count(),
+        "cores_usable": usable,
+    }
+
+
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -91,7 +124,8 @@ def invocations(
 def history_of(meta: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """A run.json's invocations (one of unknown start and size for a run.json written before the list)."""
     meta = meta or {}
-    history = [dict(e) for e in meta.get("invocations") or []]
+    # an invocation stopped before its first record wrote nothing: it is no part of the history
+    history = [dict(e) for e in meta.get("invocations") or [] if e.get("pairs_run") != 0]
     if not history and meta.get("git"):
         history = [{"git": meta["git"], "started": None, "pairs_run": None}]
     return history

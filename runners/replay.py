@@ -13,20 +13,21 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig
-from tqdm import tqdm
 
 from harness import secrets
 from harness.data.longmemeval import Case
 from harness.llm.client import embedding_call_log
-from harness.llm.endpoint import make_client, open_endpoint
+from harness.llm.endpoint import Endpoint, make_client, open_endpoint
 from harness.llm.liveness import ServerDied, ServerWatch
+from harness.progress import Ticker
 from harness.records import (
     RECORDS_FILE,
     STATUS_FAILED,
@@ -39,7 +40,7 @@ from harness.records import (
 from harness.runlock import run_dir_lock
 from harness.scoring.base import ScoreInput, specs_json
 from harness.settings import RunSettings
-from harness.storage import write_text_atomic
+from harness.storage import StorageError, write_text_atomic
 from runners.bounds import bound_record
 from runners.components import (
     Components,
@@ -52,12 +53,15 @@ from runners.components import (
 )
 from runners.console import log_failure
 from runners.fingerprint import FINGERPRINT_FILE, check_fingerprint, fingerprint
+from runners.interrupt import STOP, RunInterrupted, StopRequest
 from runners.lifecycle import FAILURE_NOTE, RunStopped, RunSummary, clear_failure, write_failure
 from runners.modes import CaseContext, Mode, ModeOutput
-from runners.provenance import invocations, provenance, utc_now
+from runners.progress import PairProgress
+from runners.provenance import host_info, invocations, provenance, utc_now
 from runners.reference_latency import appended_event_texts, embed_appended, latency_fields, should_measure
 from runners.scoring import apply_scores, rescore_pending
 from runners.settings import RunConfigError, validate_settings
+from runners.wire import WireShape
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +101,7 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
             validate_settings(cfg)
             dataset = instantiate(cfg.dataset, _convert_="all")
             cases, data_prov = dataset.load()
+            WireShape.from_config(cfg.get("wire")).check_cases(cases, str(data_prov.get("source")))
             modes = build_modes(cfg)
             prior = [r for r in read_records(run_dir / RECORDS_FILE) if r.answered]
             done = {r.key for r in prior}
@@ -112,14 +117,17 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
             t0 = time.time()
             client = judge_client = None
             components: Components | None = None
+            endpoints: list[Endpoint] = []
             if todo or rescore:
                 ep = stack.enter_context(open_endpoint(cfg.model, log_dir=run_dir, progress=cfg.run.progress))
+                endpoints.append(ep)
                 client = make_client(ep, cfg.client, cache)
                 judge_client = client
                 if cfg.judge.get("endpoint"):  # a separately configured judge model (e.g. +model@judge.endpoint=openai)
                     jep = stack.enter_context(
                         open_endpoint(cfg.judge.endpoint, log_dir=run_dir, progress=cfg.run.progress)
                     )
+                    endpoints.append(jep)
                     judge_client = make_client(jep, cfg.client, cache)
                 preflight(cfg, client, judge_client)
                 components = build_components(cfg, client, judge_client, ep, run_dir)
@@ -129,44 +137,84 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
             # What produced the records: taken before the first case, so a tree changed during a long run
             # (a commit, a checkout) is not what run.json names.
             prov, started_at = provenance(cfg, data_prov), utc_now()
+            prov["host"] = host_info()
             prior_meta = _prior_meta(run_dir)
-            started = True
-            clear_failure(run_dir)
-            write_text_atomic(run_dir / FINGERPRINT_FILE, json.dumps({"fingerprint": fp}))
-            writer = RecordWriter(run_dir / RECORDS_FILE)
-            cases_s = 0.0
-            if todo or rescore:
-                t_cases = time.perf_counter()
-                n_failed = _run_cases(cfg, todo, components, writer) if todo else 0
-                n_failed += rescore_pending(rescore, components.scorers, writer, int(cfg.run.concurrency))
-                cases_s = time.perf_counter() - t_cases
-                stats = client.stats.as_dict()
-                if judge_client is not client:
-                    stats["judge"] = judge_client.stats.as_dict()
-            pairs_run = sum(len(ms) for _, ms in todo) + len(rescore)
-            if pairs_run:
-                prov["invocations"] = invocations(prior_meta, prov["git"], started_at, pairs_run)
-            elif prior_meta.get("git"):  # nothing ran: the code that wrote the records is still the earlier one
-                prov["git"] = prior_meta["git"]
-                if prior_meta.get("invocations"):
-                    prov["invocations"] = prior_meta["invocations"]
+            pairs_planned = sum(len(ms) for _, ms in todo) + len(rescore)
             if components is not None:  # which embedder weights ranked the searches (model2vec:<sha256 prefix>)
                 prov["retrieval"] = components.retrieval.describe()
             # the scorers' metric declarations: every report column's direction, label and format
             specs = specs_json(components.scorers) if components is not None else prior_meta.get("metrics")
             if specs:
                 prov["metrics"] = specs
-            prov.update(
-                {
-                    "fingerprint": fp,
-                    "records": str(run_dir / RECORDS_FILE),
-                    "elapsed_s": round(time.time() - t0, 2),
-                    "cases_elapsed_s": round(cases_s, 2),
-                    "skipped_already_done": n_skipped,
-                    "llm_stats": stats,
-                }
-            )
-            write_text_atomic(run_dir / "run.json", secrets.redact(json.dumps(prov, indent=2, default=str)))
+            clients = [c for c in (client, judge_client) if c is not None]
+            speeds = [(e.spec.name, e.perf) for e in endpoints if e.perf is not None]
+            writer = RecordWriter(run_dir / RECORDS_FILE)
+            tally: dict[str, Any] = {"recorded": 0, "cases_s": 0.0}  # pairs recorded this invocation, pairs time
+
+            def run_json(state: str) -> None:
+                """run.json as the run stands: written before the first pair, rewritten as pairs are recorded
+                and at the end (atomic), so an interrupted or killed run still says what produced its records."""
+                meta = dict(prov)
+                pairs_run = pairs_planned if state == "finished" else tally["recorded"]
+                if pairs_planned:
+                    meta["invocations"] = invocations(prior_meta, prov["git"], started_at, pairs_run)
+                elif prior_meta.get("git"):  # nothing ran: the code that wrote the records is still the earlier one
+                    meta["git"] = prior_meta["git"]
+                    if prior_meta.get("invocations"):
+                        meta["invocations"] = prior_meta["invocations"]
+                if speeds:  # measured by llama.cpp in this invocation's calls (harness/llm/local_server.py)
+                    meta["host"] = {**prov["host"], "model_speed": {name: perf() for name, perf in speeds}}
+                meta.update(
+                    {
+                        "state": state,
+                        "updated": utc_now(),
+                        "fingerprint": fp,
+                        "records": str(run_dir / RECORDS_FILE),
+                        "elapsed_s": round(time.time() - t0, 2),
+                        "cases_elapsed_s": round(tally["cases_s"], 2),
+                        "skipped_already_done": n_skipped,
+                        "llm_stats": _llm_stats(client, judge_client),
+                    }
+                )
+                write_text_atomic(run_dir / "run.json", secrets.redact(json.dumps(meta, indent=2, default=str)))
+
+            started = True
+            clear_failure(run_dir)
+            write_text_atomic(run_dir / FINGERPRINT_FILE, json.dumps({"fingerprint": fp}))
+            run_json("running")
+            state = "failed"
+            try:
+                if todo or rescore:
+                    assert components is not None
+                    t_cases = time.perf_counter()
+                    watch = PairsWatch(
+                        stop=STOP,
+                        halt=[e.halt for e in endpoints if e.halt is not None],
+                        stats=[c.stats for c in dict.fromkeys(clients)],
+                        refresh=lambda: run_json("running"),
+                        ticker=Ticker(enabled=bool(cfg.run.progress)),
+                    )
+                    try:
+                        n_failed = _run_cases(cfg, todo, components, writer, watch, tally) if todo else 0
+                        n_failed += rescore_pending(rescore, components.scorers, writer, int(cfg.run.concurrency))
+                        tally["recorded"] += len(rescore)
+                    finally:
+                        tally["cases_s"] = time.perf_counter() - t_cases
+                    stats = _llm_stats(client, judge_client)
+                state = "finished"
+            except (RunInterrupted, KeyboardInterrupt):
+                state = "interrupted"
+                raise
+            except RunStopped:
+                state = "stopped"
+                raise
+            finally:
+                try:
+                    run_json(state)
+                except StorageError as e:  # never hide why the run ended behind a failed note
+                    log.warning("run.json not written: %s", e)
+    except RunInterrupted:
+        raise  # not a failure: run.json says "interrupted", the console says how to resume
     except Exception as e:
         write_failure(run_dir, e, started)
         raise
@@ -174,6 +222,16 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
     return RunSummary(
         run_dir, len(final), n_failed, n_skipped, stats, sum(r.status == STATUS_SCORING_FAILED for r in final)
     )
+
+
+def _llm_stats(client: Any, judge_client: Any) -> dict[str, Any]:
+    """run.json's llm_stats: the answer client's totals, and the judge's when it has its own endpoint."""
+    if client is None:
+        return {}
+    stats = client.stats.as_dict()
+    if judge_client is not client:
+        stats["judge"] = judge_client.stats.as_dict()
+    return stats
 
 
 class FailureBreaker:
@@ -214,43 +272,163 @@ def _prior_meta(run_dir: Path) -> dict[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
-def _run_cases(cfg: DictConfig, todo: Sequence[tuple[Case, list[Mode]]], comp: Components, writer: RecordWriter) -> int:
-    failed = 0
+@dataclass
+class PairsWatch:
+    """What the main thread does while the pairs run: show progress, rewrite run.json every `refresh_s`, and on a
+    stop request (SIGINT/SIGTERM, runners/interrupt.py) stop in order within seconds."""
+
+    stop: StopRequest
+    halt: Sequence[Callable[[], None]]  # stop the embedded servers: the calls in flight then fail at once
+    stats: Sequence[Any]  # the clients' CallStats (progress line)
+    refresh: Callable[[], None]  # rewrites run.json
+    ticker: Ticker
+    refresh_s: float = 10.0
+    poll_s: float = 0.1
+    grace_s: float = 1.5  # how long stopping waits for the pairs in flight (an openai call cannot be interrupted)
+    clock: Callable[[], float] = time.monotonic
+
+
+class _ClosableWriter:
+    """The record writer, until `close()`: a worker abandoned in a call by a stopping run records nothing later
+    (its pair is left for the resume; its finished calls are in the response cache)."""
+
+    def __init__(self, writer: RecordWriter) -> None:
+        self.writer = writer
+        self.path = writer.path
+        self.closed = False
+        self._active = 0
+        self._cond = threading.Condition()
+
+    @property
+    def error(self) -> Exception | None:
+        return self.writer.error
+
+    def append(self, rec: Record | dict[str, Any]) -> bool:
+        with self._cond:
+            if self.closed:
+                return False
+            self._active += 1
+        try:
+            return self.writer.append(rec)
+        finally:
+            with self._cond:
+                self._active -= 1
+                self._cond.notify_all()
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        with self._cond:
+            self.closed = True
+            self._cond.wait_for(lambda: self._active == 0, timeout=timeout_s)  # a line being written completes
+
+
+def _run_cases(
+    cfg: DictConfig,
+    todo: Sequence[tuple[Case, list[Mode]]],
+    comp: Components,
+    writer: RecordWriter,
+    control: PairsWatch,
+    tally: dict[str, Any],
+) -> int:
+    """Runs the pairs on run.concurrency daemon threads (a stopping run does not wait for a call in flight; a
+    ThreadPoolExecutor is joined at interpreter exit) while the main thread watches (`PairsWatch`)."""
     total = sum(len(ms) for _, ms in todo)
     breaker = FailureBreaker(RunSettings.from_config(cfg.run).max_consecutive_failures)
-    bar = tqdm(total=total, desc="cases x modes", unit="run", disable=not cfg.run.progress)
+    progress = PairProgress(total, control.stats, clock=control.clock)
+    gate = _ClosableWriter(writer)
+    queue = deque(todo)
+    lock = threading.Lock()
+    failed = [0]
+    errors: list[BaseException] = []
+    alive = [0]
+    all_done = threading.Event()
+    stop = control.stop
     # A dead model server stops the run (no new pair starts) instead of failing every remaining pair.
     watch = ServerWatch(comp.liveness, on_death=lambda _died: breaker.tripped.set())
-    with watch, ThreadPoolExecutor(max_workers=int(cfg.run.concurrency)) as pool:
-        futs = [pool.submit(_run_case, case, ms, comp, writer, bar, breaker, watch) for case, ms in todo]
-        for f in as_completed(futs):
-            failed += f.result()
-    bar.close()
+
+    def on_record() -> None:
+        with lock:
+            tally["recorded"] += 1
+
+    def worker() -> None:
+        try:
+            while True:
+                with lock:
+                    if not queue or errors or stop.is_set() or breaker.tripped.is_set():
+                        return
+                    case, ms = queue.popleft()
+                n = _run_case(case, ms, comp, gate, progress, breaker, watch, stop=stop.event, on_record=on_record)
+                with lock:
+                    failed[0] += n
+        except BaseException as e:  # re-raised by the main thread (a full disk: StorageError)
+            with lock:
+                errors.append(e)
+        finally:
+            with lock:
+                alive[0] -= 1
+                if not alive[0]:
+                    all_done.set()
+
+    n_workers = max(1, min(int(cfg.run.concurrency), len(todo)))
+    alive[0] = n_workers
+    threads = [threading.Thread(target=worker, name=f"pairs-{i}", daemon=True) for i in range(n_workers)]
+    last_refresh, last_recorded = control.clock(), tally["recorded"]
+    with watch, stop.watching():
+        for t in threads:
+            t.start()
+        while not all_done.wait(control.poll_s):
+            if stop.is_set():
+                break
+            control.ticker.tick(progress.line)
+            # run.json follows the records: after each new one, and every refresh_s (calls, tokens, model speed)
+            if tally["recorded"] != last_recorded or control.clock() - last_refresh >= control.refresh_s:
+                last_refresh, last_recorded = control.clock(), tally["recorded"]
+                control.refresh()
+        if stop.is_set():
+            for halt in control.halt:  # the embedded servers: their calls in flight fail now, not in minutes
+                halt()
+            deadline = time.monotonic() + control.grace_s
+            for t in threads:
+                t.join(max(0.0, deadline - time.monotonic()))
+            gate.close()
+    control.ticker.tick(progress.line, force=True)
+    control.ticker.close()
+    if errors:
+        raise errors[0]
+    recorded = breaker.seen
+    if stop.is_set():
+        raise RunInterrupted(
+            f"{stop.signal_name}: the run stopped; {recorded} (case, mode) runs were recorded this run, "
+            f"{total - recorded} were left for the next run (none was recorded as failed by the stop); every record "
+            f"is kept in {writer.path}. Run the same command again to resume."
+        )
     if watch.died is not None:
         raise RunStopped(
-            f"{watch.died}\nThe run stopped: {breaker.seen} (case, mode) runs were recorded this run, "
-            f"{total - breaker.seen} were left for the next run; every record is kept in {writer.path}. "
+            f"{watch.died}\nThe run stopped: {recorded} (case, mode) runs were recorded this run, "
+            f"{total - recorded} were left for the next run; every record is kept in {writer.path}. "
             f"Fix the cause and run the same command again to resume."
         ) from watch.died
     if breaker.tripped.is_set():
-        not_run = total - breaker.seen
+        not_run = total - recorded
         raise RunStopped(
             f"stopped after {breaker.streak} (case, mode) runs failed in a row (run.max_consecutive_failures="
-            f"{breaker.limit}); last error: {breaker.last_error}. {failed} failed and {not_run} not started this run; "
-            f"every record written so far is kept in {writer.path}. Fix the cause and run the same command again "
-            f"to resume (run.max_consecutive_failures=0 turns this check off)."
+            f"{breaker.limit}); last error: {breaker.last_error}. {failed[0]} failed and {not_run} not started this "
+            f"run; every record written so far is kept in {writer.path}. Fix the cause and run the same command "
+            f"again to resume (run.max_consecutive_failures=0 turns this check off)."
         )
-    return failed
+    return failed[0]
 
 
 def _run_case(
     case: Case,
     modes: Sequence[Mode],
     comp: Components,
-    writer: RecordWriter,
-    bar,
+    writer: RecordWriter | _ClosableWriter,
+    progress: PairProgress | None,
     breaker: FailureBreaker,
     watch: ServerWatch | None = None,
+    *,
+    stop: threading.Event | None = None,
+    on_record: Callable[[], None] | None = None,
 ) -> int:
     wire = comp.wire
     session = wire.case_session(case)
@@ -268,40 +446,58 @@ def _run_case(
         tools_factory=lambda sess, boundary: retriever.tools(sess, boundary=boundary),
         question_text=wire.question(case.question, case.question_date),
     )
+    stopping = stop.is_set if stop is not None else lambda: False
     for mode in modes:
-        if breaker.tripped.is_set() or writer.error is not None:
+        if breaker.tripped.is_set() or writer.error is not None or stopping():
             break  # not started: left for the next run, never recorded as an outcome it did not have
         ctx.session = wire.session_for(session, mode.name)  # the same events; the id may name the mode
-        t0 = time.perf_counter()
-        with embedding_call_log() as embedding_calls:  # index builds and query vectors of this mode's run
-            try:
-                out = mode.run(ctx)
-                wall_s = time.perf_counter() - t0  # the reference-latency embeddings below are not this mode's
-                ref_latency, ref_calls = _reference_latency(case, mode.name, out, retriever, comp)
-                rec = _record(case, mode.name, out, comp.scorers, wall_s)
-                rec.latency.update(ref_latency)
-                if ref_calls:  # real requests, kept apart from the mode's own embedding_calls (and its cost)
-                    rec.reference_latency_calls = ref_calls
-            except ServerDied as e:
-                rec = None
-                if watch is not None:
-                    watch.report(e)
-            except Exception as e:  # recorded, never dropped: the case is retried on the next run
-                log_failure(log, f"{case.question_id} / {mode.name}", e)
-                rec = _failed_record(case, mode.name, e, time.perf_counter() - t0)
-        if rec is None or (watch is not None and watch.check() is not None):
-            # The server died during this pair: its outcome (a failed call, a judge's "not run") is not its own.
-            # Not recorded; the next run redoes it (its answered calls come from the response cache).
+        if progress is not None:
+            progress.started()
+        rec = _run_mode(case, mode, ctx, comp, watch)
+        if rec is None or (watch is not None and watch.check() is not None) or (stopping() and rec.status != STATUS_OK):
+            # The server died, or the run is stopping (its server halted), during this pair: its outcome (a failed
+            # call, a judge's "not run") is not its own. Not recorded; the next run redoes it (its answered calls
+            # come from the response cache).
+            if progress is not None:
+                progress.finished(recorded=False)
             break
-        if embedding_calls:
-            rec.embedding_calls = list(embedding_calls)
-            rec.usage["embedding_tokens"] = sum(c["usage"]["prompt_tokens"] for c in embedding_calls)
         failed += rec.status != STATUS_OK
-        writer.append(bound_record(rec.to_json(), comp.bounds))
+        written = writer.append(bound_record(rec.to_json(), comp.bounds))
+        if progress is not None:
+            progress.finished(recorded=written is not False)
+        if written is False and stopping():
+            break  # the stopping run closed the writer: this pair is left for the resume
         breaker.observe(rec)
-        bar.update(1)
+        if on_record is not None:
+            on_record()
     comp.summaries.forget(case.question_id)
     return failed
+
+
+def _run_mode(case: Case, mode: Mode, ctx: CaseContext, comp: Components, watch: ServerWatch | None) -> Record | None:
+    """One (case, mode): its record (a failure is a failed record), or None when the model server died meanwhile."""
+    retriever = comp.retrieval
+    t0 = time.perf_counter()
+    with embedding_call_log() as embedding_calls:  # index builds and query vectors of this mode's run
+        try:
+            out = mode.run(ctx)
+            wall_s = time.perf_counter() - t0  # the reference-latency embeddings below are not this mode's
+            ref_latency, ref_calls = _reference_latency(case, mode.name, out, retriever, comp)
+            rec = _record(case, mode.name, out, comp.scorers, wall_s)
+            rec.latency.update(ref_latency)
+            if ref_calls:  # real requests, kept apart from the mode's own embedding_calls (and its cost)
+                rec.reference_latency_calls = ref_calls
+        except ServerDied as e:
+            if watch is not None:
+                watch.report(e)
+            return None
+        except Exception as e:  # recorded, never dropped: the case is retried on the next run
+            log_failure(log, f"{case.question_id} / {mode.name}", e)
+            rec = _failed_record(case, mode.name, e, time.perf_counter() - t0)
+    if embedding_calls:
+        rec.embedding_calls = list(embedding_calls)
+        rec.usage["embedding_tokens"] = sum(c["usage"]["prompt_tokens"] for c in embedding_calls)
+    return rec
 
 
 def _reference_latency(
@@ -334,7 +530,7 @@ def _base_record(case: Case, mode: str) -> dict[str, Any]:
 
 
 def _record(case: Case, mode: str, out: ModeOutput, scorers, wall_s: float) -> Record:
-    item = ScoreInput(case.question_id, case.question_type, case.question, case.answer, out.prediction)
+    item = ScoreInput(case.question_id, case.question_type, case.question, case.answer, out.prediction, mode)
     answer_calls = [c.to_record() for c in out.calls]
     summary_calls = (out.summary or {}).get("calls", [])
     final = out.calls[-1] if out.calls else None

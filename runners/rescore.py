@@ -47,9 +47,11 @@ from harness.records import (
 from harness.runlock import run_dir_lock
 from harness.scoring.base import specs_json
 from runners.components import build_scorers, open_cache, preflight
+from runners.fingerprint import check_fingerprint, fingerprint, read_fingerprint, write_fingerprint
 from runners.lifecycle import RunStopped, RunSummary, clear_failure, write_failure
 from runners.provenance import MODEL_KEYS, git_state, redacted_config, utc_now
 from runners.scoring import apply_scores
+from runners.settings import validate_settings
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,26 @@ def rescore_record(rec: Record, scorers, source: str) -> Record:
     if not rec.answered:
         return out  # no answer to score: stays failed, with the source's reason
     return apply_scores(out, scorers)
+
+
+def scoring_fingerprint(cfg: DictConfig, src_dir: Path) -> str:
+    """The identity of a rescore: which answers (the source run's fingerprint) and how they are scored (the
+    judge and scorers, endpoint URLs and non-result settings left out as in a run's fingerprint)."""
+    source_fp = read_fingerprint(src_dir) or _source_meta(src_dir).get("fingerprint")
+    node = {
+        "rescore_of": source_fp or str(src_dir.resolve()),
+        "judge": OmegaConf.to_container(cfg.judge, resolve=True),
+        "scorers": OmegaConf.to_container(cfg.scorers, resolve=True) if cfg.get("scorers") is not None else None,
+    }
+    return fingerprint(OmegaConf.create(node))
+
+
+def _source_meta(src_dir: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads((src_dir / "run.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
 
 
 def rescore_run(cfg: DictConfig, src_dir: Path, out_dir: Path) -> RunSummary:
@@ -75,6 +97,10 @@ def rescore_run(cfg: DictConfig, src_dir: Path, out_dir: Path) -> RunSummary:
 def _rescore_locked(cfg: DictConfig, src_dir: Path, out_dir: Path, source: list[Record]) -> RunSummary:
     started = False
     try:
+        validate_settings(cfg)  # the same checks as a run: one error naming the key, before any call
+        # One scoring per directory: records of another judge (or of a run) are never resumed as this one's.
+        fp = scoring_fingerprint(cfg, src_dir)
+        check_fingerprint(out_dir, fp)
         done = done_keys(out_dir / RECORDS_FILE)
         todo = [r for r in source if r.key not in done]
         stats: dict[str, Any] = {}
@@ -90,6 +116,7 @@ def _rescore_locked(cfg: DictConfig, src_dir: Path, out_dir: Path, source: list[
             code = {"git": git_state(), "started": utc_now()}  # the scoring code, before the first score
             started = True
             clear_failure(out_dir)
+            write_fingerprint(out_dir, fp, rescore_of=str(src_dir))
             writer = RecordWriter(out_dir / RECORDS_FILE)
             t0 = time.perf_counter()
             liveness = getattr(judge_client, "liveness", None)

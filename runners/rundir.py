@@ -1,18 +1,25 @@
-"""The run directory's name: Hydra's override_dirname made safe to be a path and to be seen.
+"""The run directory's name, built from an allowlist, and the secrets check that runs before Hydra writes.
 
 configs/config.yaml names a run `runs/${lme.run_name:${run.name}}/${lme.run_dirname:}`. Hydra's own
-override_dirname is the raw override text, re-resolved as an interpolation (so `model.api_key=${oc.env:K}`
-put the key itself in the name) and split into directories by any `/` in a value. This resolver rebuilds the
-same name from the same overrides (identical for ordinary ones, so existing runs still resume in their
-directory) but leaves out secret-named keys and endpoint URLs, masks secrets in any other value, never
-re-resolves an interpolation, and escapes path separators.
+override_dirname is the raw override text (so any value, a key included, became a path). This resolver names
+a run by the overrides of declared result-bearing settings only (`NAMED_ROOTS`, minus exclude_keys, secret and
+`*_env` fields and URLs), with plain values (no interpolation, no URL); every other override is represented by
+a hash of its *key* alone (`other=<hash>`), never its value. For ordinary overrides the name is the one Hydra
+wrote, so existing runs resume in their directory. A name over `MAX_NAME_BYTES` is cut and ends with a hash of
+the whole, so it is always one valid path component.
+
+`SecretsCheck` (a Hydra callback) and the resolver both run `harness.secrets.check_config` on the composed
+config before Hydra creates the run directory or its `.hydra/` snapshot: a refused config writes nothing.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
+import sys
 from typing import Any
 
+from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf
 
 from harness import secrets
@@ -26,25 +33,61 @@ _SEPARATORS = {"/": "%2F", "\\": "%5C"}
 _INTERPOLATION = re.compile(r"\$\{([^{}]*)\}")
 
 
+# Config roots whose overrides may name a run directory: the sections of configs/config.yaml and its groups.
+NAMED_ROOTS = frozenset(
+    "dataset model mode prompt summarizer retrieval scorers judge store experiment run wire generation client cache".split()
+)
+MAX_NAME_BYTES = 255  # one path component (the common filesystem limit); names that fit are kept as they were
+_HASH_CHARS = 16
+
+
 def check_run_name(name: Any) -> str:
-    """`run.name` is one directory under runs/: no path separators, no `..`, not empty."""
+    """`run.name` is one directory under runs/: no path separators, no `..`, not empty, not over the cap."""
     text = str(name)
     if not text.strip() or any(s in text for s in _SEPARATORS) or text.strip() in (".", ".."):
         raise RunNameError(
             f"run.name={text!r}: must be a plain directory name (no '/', '\\' or '..'); it names runs/<run.name>/"
         )
+    if len(text.encode()) > MAX_NAME_BYTES:
+        raise RunNameError(
+            f"run.name: {len(text.encode())} bytes, over {MAX_NAME_BYTES} (one directory name); choose a shorter name"
+        )
     return text
 
 
+def _plain(value: Any) -> bool:
+    """A value that may appear in a directory name: no interpolation, no URL, no secret or `*_env` key."""
+    if isinstance(value, dict):
+        return all(
+            isinstance(k, str) and not secrets.is_secret_name(k) and not secrets.names_secret_env(k) and _plain(v)
+            for k, v in value.items()
+        )
+    if isinstance(value, list):
+        return all(_plain(v) for v in value)
+    if isinstance(value, str):
+        return "${" not in value and "://" not in value
+    return value is None or isinstance(value, (bool, int, float))
+
+
 def _is_excluded(key: str, exclude: list[str]) -> bool:
-    return key in exclude or secrets.is_secret_name(key) or key.rsplit(".", 1)[-1].endswith("base_url")
+    """Not result-bearing, or where a secret or an endpoint lives: never in the name, not even as a key."""
+    last = key.rsplit(".", 1)[-1]
+    return (
+        key in exclude
+        or secrets.is_secret_name(last)
+        or secrets.names_secret_env(last)
+        or last.endswith("base_url")
+        or last.lower().endswith("dsn")
+    )
+
+
+def _named(key: str) -> bool:
+    return key.split("/", 1)[0].split(".", 1)[0].split("@", 1)[0] in NAMED_ROOTS
 
 
 def sanitize_value(line: str) -> str:
-    """One override's text, safe as part of one path component and free of secrets."""
-    text = secrets.redact(line)
-    # Hydra resolves the run directory's name again (runtime.output_dir): an interpolation left in it would
-    # read the env var (a key) into the path, so `${oc.env:K}` is written `$(oc.env:K)`.
+    """One override's text, safe as part of one path component (its value is already known to be plain)."""
+    text = secrets.redact(line)  # defence in depth: registered secrets masked
     while _INTERPOLATION.search(text):
         text = _INTERPOLATION.sub(r"$(\1)", text)
     text = text.replace("${", "$(")
@@ -53,16 +96,61 @@ def sanitize_value(line: str) -> str:
     return text
 
 
+def cap(name: str, limit: int = MAX_NAME_BYTES) -> str:
+    """`name` if it fits `limit` bytes, else its head and `~` and a hash of the whole (distinct names stay distinct)."""
+    raw = name.encode()
+    if len(raw) <= limit:
+        return name
+    head = raw[: limit - _HASH_CHARS - 1].decode(errors="ignore")
+    return f"{head}~{hashlib.sha256(raw).hexdigest()[:_HASH_CHARS]}"
+
+
 def overrides_dirname(task: list[str], exclude: list[str], item_sep: str = ",", kv_sep: str = "=") -> str:
-    """Hydra's get_overrides_dirname over `task` (the raw override lines), made safe (see the module doc)."""
+    """The run directory's name from `task` (the override lines): see the module doc."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    parsed = OverridesParser.create().parse_overrides(task)
-    lines = sorted(o.input_line for o in parsed if not _is_excluded(o.key_or_group, exclude))
-    return re.sub("[=]", kv_sep, item_sep.join(sanitize_value(line) for line in lines))
+    named, other = [], []
+    for o in OverridesParser.create().parse_overrides(task):
+        key = o.key_or_group
+        if _is_excluded(key, exclude):
+            continue
+        try:
+            value = o.value()
+        except Exception:  # a sweep (not in a job's own overrides) or an unusual form: its key only
+            value = "${"
+        if _named(key) and not o.is_delete() and _plain(value):
+            named.append(o.input_line)
+        else:
+            other.append(o.input_line.split("=", 1)[0])
+    items = [sanitize_value(line) for line in sorted(named)]
+    name = re.sub("[=]", kv_sep, item_sep.join(items))
+    if other:  # keys only: a value here could be anything, a secret included
+        digest = hashlib.sha256("\n".join(sorted(set(other))).encode()).hexdigest()[:8]
+        name = item_sep.join(filter(None, [name, f"other{kv_sep}{digest}"]))
+    return cap(name)
+
+
+def refuse_secrets(cfg: Any) -> None:
+    """One clear error and exit 2 when the composed config carries a secret other than through the env."""
+    try:
+        secrets.check_config(cfg)
+    except secrets.SecretConfigError as e:
+        print(f"lme-harness: error: {e}; nothing was written", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+class SecretsCheck(Callback):
+    """Hydra callback: the config check, before a run or a sweep writes anything."""
+
+    def on_run_start(self, config: Any, **kwargs: Any) -> None:
+        refuse_secrets(config)
+
+    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        refuse_secrets(config)
 
 
 def _run_dirname(*, _root_: Any) -> str:
+    refuse_secrets(_root_)  # a sweep's job config is composed only here, just before its directory is made
     hydra = _root_.hydra
     conf = hydra.job.config.override_dirname
     task = OmegaConf.to_container(hydra.overrides.task, resolve=False)

@@ -38,7 +38,12 @@ def score_all(scorers: Sequence[Any], item: ScoreInput) -> tuple[dict[str, Any],
 def item_of(rec: Record) -> ScoreInput:
     """The scorer input of an answered record."""
     return ScoreInput(
-        rec.question_id, rec.question_type or "", rec.question or "", str(rec.reference or ""), rec.prediction or ""
+        rec.question_id,
+        rec.question_type or "",
+        rec.question or "",
+        str(rec.reference or ""),
+        rec.prediction or "",
+        rec.mode or "",
     )
 
 

@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.scoring.votes import VotesConfigError, check_votes
 from harness.settings import RunConfigError
+from runners.reference_latency import reference_latency_setting
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,7 @@ RULES: tuple[Rule, ...] = (
     _num("client.timeout_s", 0, exclusive_min=True, required=True),
     _num("client.backoff_base_s", 0),
     _num("client.backoff_max_s", 0),
+    _num("client.preflight_timeout_s", 0, exclusive_min=True),
     _num("generation.temperature", 0, TEMPERATURE_MAX),
     _num("generation.top_p", 0, 1, exclusive_min=True),
     _int("generation.max_tokens", 1),
@@ -97,6 +99,24 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+# Every true/false setting: OmegaConf keeps `run.progress=maybe` as the string "maybe", which `bool()` reads as
+# true; only a YAML boolean is accepted (null where the component has a default).
+BOOLEAN_KEYS: tuple[str, ...] = (
+    "run.progress",
+    "run.share_summary",
+    "client.preflight",
+    "cache.enabled",
+    "judge.confirm_failures",
+    "judge.judge.confirm_failures",
+    "retrieval.config.allow_keyword_mode",
+    "retrieval.config.recall_cues",
+    "retrieval.config.keyword_require_all",
+    "retrieval.config.tail_filter",
+    "retrieval.config.lexical_fallback",
+    "retrieval.config.wire_exact_schema",
+)
+
+
 def _describe(rule: Rule) -> str:
     kind = "an integer" if rule.integer else "a number"
     bounds = []
@@ -124,6 +144,15 @@ def check(rule: Rule, value: Any) -> str | None:
 def validate_settings(cfg: DictConfig) -> None:
     """RunConfigError naming every numeric setting that is out of range or not a number."""
     problems = [p for rule in RULES if (p := check(rule, OmegaConf.select(cfg, rule.key, default=None)))]
+    for key in BOOLEAN_KEYS:
+        value = OmegaConf.select(cfg, key, default=None)
+        if value is not None and not isinstance(value, bool):
+            problems.append(f"{key} must be true or false, got {value!r}")
+    latency = OmegaConf.select(cfg, "run.reference_latency", default=None)
+    try:
+        reference_latency_setting(latency)
+    except ValueError:
+        problems.append(f"run.reference_latency must be auto, true or false, got {latency!r}")
     votes = OmegaConf.select(cfg, "judge.votes", default=None)
     if votes is not None and not any(p.startswith("judge.votes ") for p in problems):  # an even count: no majority
         try:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import string
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.data.longmemeval import EVENT_ID_STYLES, TIMESTAMP_STYLES
+from harness.data.longmemeval import EVENT_ID_STYLES, TIMESTAMP_STYLES, DataError
 from harness.session.events import Session
 
 _SESSION_ID_FIELDS = {"question_id", "mode"}
@@ -84,6 +84,32 @@ class WireShape:
         if not question_date.strip() and "question_date" in _fields(self.question_template, "question_template"):
             raise ValueError("field 'question_date' is empty, but wire.question_template shows it")
         return self.question_template.format(question=question, question_date=question_date)
+
+    def check_cases(self, cases: Sequence[Any], source: str) -> None:
+        """DataError naming every case whose dates this shape shows but cannot use (an empty `question_date`
+        under a template that shows it; a session date that does not parse where events are dated or headed):
+        called on the loaded dataset, so such a case stops the run before any record, not as a failed pair."""
+        dated = self.timestamps == "session" or self.session_header is not None
+        shows_qdate = self.question_template is not None and "question_date" in _fields(
+            self.question_template, "question_template"
+        )
+        problems: list[str] = []
+        for c in cases:
+            if shows_qdate and not str(c.question_date).strip():
+                problems.append(
+                    f"question_id={c.question_id}: field 'question_date' is empty, but wire.question_template shows it"
+                )
+            for k in range(len(c.sessions)) if dated else ():
+                try:
+                    c.session_epoch(k)
+                except DataError as e:
+                    problems.append(f"{e} (wire.timestamps={self.timestamps}, wire.session_header)")
+                    break  # one per case: a file without dates would list every session
+        if problems:
+            more = f"; ... and {len(problems) - 10} more" if len(problems) > 10 else ""
+            raise DataError(
+                f"{source}: {len(problems)} case(s) lack dates this run needs: {'; '.join(problems[:10])}{more}"
+            )
 
     def session_id(self, question_id: str, mode: str) -> str:
         return self.session_id_format.format(question_id=question_id, mode=mode)

@@ -133,7 +133,10 @@ def test_sigkill_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path):
             warnings.simplefilter("ignore")
             finished = {(r["question_id"], r["mode"]) for r in load_records(records) if r["status"] == "ok"}
         assert 2 <= len(finished) < N_CASES * len(MODES)
-        assert not (run_dir / "run.json").exists()  # it really died mid-run
+        # it really died mid-run, and run.json (written from the first pair on) still names what produced the records
+        meta = json.loads((run_dir / "run.json").read_text())
+        assert meta["state"] == "running" and meta["git"]["sha"] and meta["model"]["name"] == "endpoint"
+        assert meta["dataset"]["sha256"] and meta["config"]["run"]["concurrency"] == 1
 
         # a torn last line, as a crash in the middle of a write would leave
         complete = records.read_bytes()

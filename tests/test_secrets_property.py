@@ -23,6 +23,7 @@ def _entries():
     return {
         "env interpolation on model.api_key": (env, lambda u, c: ["model.api_key=${oc.env:" + ENV_KEY + "}"], (3,)),
         "LME_HARNESS_API_KEY": ({"LME_HARNESS_API_KEY": "canary"}, lambda u, c: [], (3,)),
+        "model.api_key_env names the key's variable": (env, lambda u, c: [f"model.api_key_env={ENV_KEY}"], (3,)),
         "OPENAI_API_KEY, also under an innocent key": (
             {"OPENAI_API_KEY": "canary"},
             lambda u, c: ["model.api_key=${oc.env:OPENAI_API_KEY}", "+notes.comment=${oc.env:OPENAI_API_KEY}"],
@@ -45,10 +46,15 @@ def _entries():
             (3,),
         ),
         "secret-named custom key": (env, lambda u, c: ["+notes.db_password=${oc.env:" + ENV_KEY + "}"], (0, 3)),
-        "base_url userinfo": ({}, lambda u, c: [f"model.base_url={u.replace('://', f'://user:{c}@')}"], (0, 3)),
-        "base_url query api_key": ({}, lambda u, c: [f"model.base_url='{u}?api_key={c}'"], (0, 3, 4)),
-        "base_url query token": ({}, lambda u, c: [f"model.base_url='{u}?token={c}'"], (0, 3, 4)),
-        "judge base_url query key": (
+        # issue 20: a URL carries no credential at all (userinfo, any query, a fragment): refused before writing
+        "base_url userinfo (refused)": (
+            {},
+            lambda u, c: [f"model.base_url={u.replace('://', f'://user:{c}@')}"],
+            (2,),
+        ),
+        "base_url query api_key (refused)": ({}, lambda u, c: [f"model.base_url='{u}?api_key={c}'"], (2,)),
+        "base_url query token (refused)": ({}, lambda u, c: [f"model.base_url='{u}?token={c}'"], (2,)),
+        "judge base_url query key (refused)": (
             {},
             lambda u, c: [
                 "judge=longmemeval",
@@ -56,7 +62,7 @@ def _entries():
                 f"judge.endpoint.base_url='{u}?key={c}'",
                 "judge.endpoint.model=fake-judge",
             ],
-            (0, 3, 4),
+            (2,),
         ),
         "oc.decode literal (refused)": ({}, lambda u, c: ['model.api_key=${oc.decode:"' + c + '"}'], (2,)),
         "oc.decode inside a URL (refused)": (
@@ -121,7 +127,9 @@ def test_a_canary_secret_never_leaves_a_run(entry, tmp_path, monkeypatch, capfd,
     assert canary not in out.out and canary not in out.err and canary not in caplog.text
 
 
-@pytest.mark.parametrize("entry", ["base_url userinfo", "base_url query api_key", "env interpolation on model.api_key"])
+@pytest.mark.parametrize(
+    "entry", ["LME_HARNESS_API_KEY", "OPENAI_API_KEY, also under an innocent key", "env interpolation on model.api_key"]
+)
 def test_a_run_that_cannot_start_leaks_no_canary(entry, tmp_path, monkeypatch, capfd, caplog):
     """The endpoint rejects the key at preflight and echoes it: FAILED.txt, stderr and logs stay clean."""
     env, overrides, _ = ENTRIES[entry]
@@ -180,7 +188,7 @@ def _echoing_success(model: FakeModel):
         "env interpolation on model.api_key",
         "OPENAI_API_KEY, also under an innocent key",
         "LME_HARNESS_API_KEY",
-        "base_url query api_key",
+        "model.api_key_env names the key's variable",
     ],
 )
 def test_a_canary_echoed_in_successful_answers_and_summaries_is_stored_nowhere(
@@ -227,3 +235,207 @@ def test_a_canary_echoed_in_successful_answers_and_summaries_is_stored_nowhere(
     ]
     assert leaks == []
     assert canary not in out.out and canary not in out.err and canary not in caplog.text
+
+
+# ---------------------------------------------------------------- issue 20: generated secrets, every entry point
+# A seeded generator (no hypothesis in the project's env): each seed draws a secret (with characters that change
+# under encodings), an entry point, random key names, parameter names and encodings. Entry points that carry the
+# secret outside the environment must be refused with nothing written; the environment ones (api_key_env, the
+# harness's env vars) run against a loopback endpoint that echoes the credentials and path in its errors. Every
+# byte written (file contents, file and directory names) and printed is then searched for the secret in raw,
+# percent-encoded, form-encoded, base64, JSON- and HTML-escaped forms.
+
+import base64  # noqa: E402
+import html  # noqa: E402
+import json  # noqa: E402
+import random  # noqa: E402
+import string  # noqa: E402
+from urllib.parse import quote, quote_plus  # noqa: E402
+
+from runners.cli import main as cli_main  # noqa: E402
+
+
+def _secret(rng: random.Random) -> str:
+    tail = "".join(rng.choice(string.ascii_letters + string.digits + "-_.~+/=%") for _ in range(rng.randint(12, 28)))
+    return f"sk-CANARY{rng.choice(['', '%2F', '/', '+'])}{tail}"
+
+
+def _name(rng: random.Random) -> str:
+    return rng.choice(string.ascii_lowercase) + "".join(
+        rng.choice(string.ascii_lowercase + string.digits + "_") for _ in range(rng.randint(2, 9))
+    )
+
+
+def _encodings(s: str) -> set[str]:
+    forms = {
+        s,
+        quote(s, safe=""),
+        quote_plus(s),
+        base64.b64encode(s.encode()).decode().rstrip("="),
+        base64.urlsafe_b64encode(s.encode()).decode().rstrip("="),
+        json.dumps(s)[1:-1],
+        html.escape(s),
+    }
+    return {f for f in forms if f}
+
+
+def _url_forms(rng: random.Random, url: str, s: str) -> str:
+    enc = rng.choice([lambda v: v, lambda v: quote(v, safe=""), quote_plus])(s)
+    param = rng.choice(["key", "sig", "code", _name(rng), "X-Amz-Signature", "subscription-key", "api-version"])
+    return rng.choice(
+        [
+            f"{url}?{param}={enc}",
+            f"{url}?a=1&{param}={enc}",
+            url.replace("://", f"://{_name(rng)}:{enc}@"),
+            url.replace("://", f"://{enc}@"),
+            f"{url}#{enc}",
+            f"{url}?{enc}",
+        ]
+    )
+
+
+def _refused_entries(rng: random.Random, s: str, url: str) -> list[list[str]]:
+    """Override lists that carry `s` outside the environment (each must be refused)."""
+    a, b, c = _name(rng), _name(rng), _name(rng)
+    field = rng.choice(["api_key", "token", "password", "secret", "auth_token", "client_secret"])
+    return [
+        [f"model.api_key={s}"],
+        [f"+model.{a}={s}", "model.api_key=${model." + a + "}"],  # probe 1
+        [
+            f"+notes.{a}={s}",
+            f"+notes.{b}=${{notes.{a}}}",
+            f"+notes.{c}=${{notes.{b}}}",
+            f"model.api_key=${{notes.{c}}}",
+        ],
+        [f"+model.{a}={{{field}:'{s}'}}"],  # probe 2, any secret name
+        [f"+model.{a}={{{b}:{{{field}:'{s}'}}}}"],  # nested deeper
+        ["+notes." + a + "=${oc.decode:'\"" + s + "\"'}", "model.api_key=${notes." + a + "}"],  # probe 3
+        [f"model.base_url='{_url_forms(rng, url, s)}'"],  # probes 4, 5, any parameter name and encoding
+        [
+            "judge=longmemeval",
+            "+model@judge.endpoint=endpoint",
+            "judge.endpoint.model=j",
+            f"judge.endpoint.base_url='{_url_forms(rng, url, s)}'",
+        ],
+        ["judge=longmemeval", f"+judge.endpoint={{name:j,kind:remote,model:j,base_url:'{url}',{field}:'{s}'}}"],
+        [
+            "store=postgres",
+            rng.choice(
+                [
+                    f"store.dsn='host=127.0.0.1 dbname=db password = {s}'",
+                    f"store.dsn='host=127.0.0.1 password=\\'{s}\\' dbname=db'",
+                    f"store.dsn='postgresql://u@127.0.0.1/db?password={quote(s, safe='')}'",
+                    f"store.dsn='postgresql://u:{quote(s, safe='')}@127.0.0.1/db'",
+                ]
+            ),
+        ],  # probe 7
+        ["-m", f"model.base_url={url},'{_url_forms(rng, url, s)}'"],  # probe 8: a sweep
+        [f"hydra.job.env_set.{rng.choice(['LME_HARNESS_API_KEY', 'OPENAI_API_KEY', 'MY_TOKEN'])}={s}"],
+    ]
+
+
+def _grep(tmp_path, forms: set[str], *texts: str) -> list[str]:
+    found = []
+    for p in tmp_path.rglob("*"):
+        data = p.read_bytes() if p.is_file() else b""
+        found += [f"{p}: {f!r}" for f in forms if f in str(p.relative_to(tmp_path)) or f.encode() in data]
+    found += [f"output: {f!r}" for f in forms for t in texts if f in t]
+    return found
+
+
+def _leaky_endpoint():
+    return _leaky(FakeModel())
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_generated_secrets_through_every_refused_entry_leave_no_trace(seed, tmp_path, monkeypatch, capfd):
+    rng = random.Random(seed)
+    s = _secret(rng)
+    for name in ("LME_HARNESS_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    with FakeOpenAIServer(_leaky_endpoint()) as srv:
+        entries = _refused_entries(rng, s, srv.base_url)
+        overrides = entries[seed % len(entries)]
+        cmd = rng.choice(["run", "rescore"]) if "-m" not in overrides else "run"
+        head = ["rescore", str(tmp_path / "nowhere")] if cmd == "rescore" else ["run"]
+        if cmd == "rescore":
+            (tmp_path / "nowhere").mkdir()
+        code = cli_main(
+            [
+                *head,
+                "model=endpoint",
+                f"model.base_url={srv.base_url}",
+                "model.model=fake-model",
+                f"cache.path={tmp_path / 'cache.sqlite'}",
+                "run.progress=false",
+                "retrieval=bm25",
+                "dataset.limit=1",
+                *overrides,
+            ]
+        )
+        assert not srv.requests
+    out = capfd.readouterr()
+    assert code == 2, (overrides, out.err[-1500:])
+    assert _grep(tmp_path, _encodings(s), out.out, out.err) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["nowhere"] if cmd == "rescore" else [])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_generated_secrets_from_the_environment_leave_no_trace_in_runs_sweeps_rescores_and_merges(
+    seed, tmp_path, monkeypatch, capfd, caplog
+):
+    """The key's one way in (an env var, named by a `*api_key_env` field or read by the harness) is used against a
+    careless endpoint that echoes it in errors; runs, a sweep, a rescore with a judge endpoint and a merge of
+    shards write and print it nowhere, in no encoding."""
+    rng = random.Random(1000 + seed)
+    s = _secret(rng)
+    var = "LME_T_" + _name(rng).upper()
+    for name in ("LME_HARNESS_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(var, s)
+    monkeypatch.chdir(tmp_path)
+    caplog.set_level(logging.DEBUG)
+    key_in = rng.choice([[f"model.api_key_env={var}"], ["model.api_key=${oc.env:" + var + "}"]])
+    with FakeOpenAIServer(_leaky_endpoint()) as srv:
+        common = [
+            "model=endpoint",
+            f"model.base_url={srv.base_url}",
+            "model.model=fake-model",
+            f"cache.path={tmp_path / 'cache.sqlite'}",
+            "run.progress=false",
+            "retrieval=bm25",
+            "client.max_retries=0",
+            "mode=[long_context,summary_ondemand]",
+            *key_in,
+        ]
+        kind = ["run", "sweep", "rescore", "merge", "run", "rescore"][seed]
+        if kind == "sweep":
+            assert cli_main(["run", "-m", *common, "dataset.limit=1", "generation.max_tokens=64,65"]) in (0, 3)
+        elif kind == "merge":
+            for i in range(2):
+                assert cli_main(["run", *common, "dataset.limit=2", f"dataset.shard={i}/2", f"hydra.run.dir=s{i}"]) in (
+                    0,
+                    3,
+                )
+            cli_main(["merge", "merged", "s0", "s1"])
+        else:
+            assert cli_main(["run", *common, "dataset.limit=2", "hydra.run.dir=src"]) in (0, 3)
+            if kind == "rescore":
+                judge_key = rng.choice([[f"judge.endpoint.api_key_env={var}"], []])
+                cli_main(
+                    [
+                        "rescore",
+                        "src",
+                        "run.progress=false",
+                        "judge=longmemeval",
+                        "+model@judge.endpoint=endpoint",
+                        f"judge.endpoint.base_url={srv.base_url}",
+                        "judge.endpoint.model=fake-judge",
+                        *judge_key,
+                    ]
+                )
+        assert any(s in str(r.get("_auth")) for r in srv.requests)  # the key was really in use
+    out = capfd.readouterr()
+    assert list(tmp_path.rglob("records.jsonl"))
+    assert _grep(tmp_path, _encodings(s), out.out, out.err, caplog.text) == []

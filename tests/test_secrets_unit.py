@@ -64,24 +64,58 @@ def test_api_key_env_names_a_secret_env_var(monkeypatch):
 
 def test_url_secrets_and_redaction():
     url = "http://user:s3cr3t-pass@host:8000/v1?api_key=KEY123456&model=m&token=TOK987654"
-    assert set(secrets.url_secrets(url)) == {"user", "s3cr3t-pass", "KEY123456", "TOK987654"}
-    assert secrets.redact_url(url) == "http://***@host:8000/v1?api_key=***&model=m&token=***"
-    assert secrets.scrub_urls(f"failed at {url}.") == "failed at http://***@host:8000/v1?api_key=***&model=m&token=***."
+    assert {"user", "s3cr3t-pass", "KEY123456", "TOK987654"} <= set(secrets.url_secrets(url))
+    assert secrets.redact_url(url) == "http://host:8000/v1"
+    assert secrets.scrub_urls(f"failed at {url}.") == "failed at http://host:8000/v1."
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://u:sk-CANARY@h:8/v1?subscription-key=sk-CANARY",
+        "http://h:8/v1?X-Amz-Signature=sk-CANARY&a=b#frag",
+        "http://h:8/v1?sk-CANARY%2F1234",
+        "http://sk-CANARY%40x:y@h:8/v1",
+        "HTTP://H:8/v1;p?q=sk-CANARY",
+    ],
+)
+def test_describe_endpoint_keeps_scheme_host_port_path_only(url):
+    """Issue 20 probes 4-6: no userinfo, query string or fragment, whatever the names or encoding."""
+    described = secrets.describe_endpoint(url)
+    assert "CANARY" not in described and described.lower().startswith("http://h:8/v1")
 
 
 @pytest.mark.parametrize(
     "arg",
     [
-        "model.api_key=sk-literal",
+        "model.api_key=sk-CANARYVAL",
         "model.api_key='${oc.decode:\"sk-x\"}'",
         "+judge.endpoint.api_key=${oc.env:K,'sk-default-literal'}",
         "+foo.password=hunter22",
         "model.base_url=http://h/v1?key=${oc.decode:'sk'}",
         "model.base_url=${oc.decode:x}",
+        # issue 20: chains through other nodes, nested dicts, any query name, DSN forms, env_set, sweeps
+        "model.api_key=${model.foo}",
+        "judge.endpoint.api_key=${model.api_key}",
+        "+model.extra={api_key:sk-CANARYVAL}",
+        "+judge.endpoint={base_url:'http://h/v1',api_key:sk-CANARYVAL}",
+        "model.base_url='http://h/v1?subscription-key=sk-CANARYVAL'",
+        "model.base_url='http://h/v1?X-Amz-Signature=sk-CANARYVAL'",
+        "model.base_url='http://h/v1?sk-CANARYVAL%2F1234'",
+        "model.base_url=http://user:sk-CANARYVAL@h/v1",
+        "model.base_url=http://127.0.0.1/v1,http://user:sk-CANARYVAL@h/v1",
+        "store.dsn='host=h dbname=db password = sk-CANARYVAL'",
+        "store.dsn=postgresql://u@h/db?password=sk-CANARYVAL",
+        "store.dsn=postgresql://u:sk-CANARYVAL@h/db",
+        "hydra.job.env_set.LME_HARNESS_API_KEY=sk-CANARYVAL",
+        "hydra.job.env_set.OPENAI_API_KEY=sk-CANARYVAL",
+        "model.api_key_env=sk-CANARYVAL-not-a-name",
+        "+notes.x=${oc.decode:'\"http:\\x2F\\x2Fu:sk-CANARYVAL@h\"'},b",
     ],
 )
 def test_refused_overrides(arg):
-    assert secrets.check_overrides([arg]) and "sk-" not in " ".join(secrets.check_overrides([arg]))
+    bad = secrets.check_overrides([arg])
+    assert bad and "sk-" not in " ".join(bad) and "CANARYVAL" not in " ".join(bad)
 
 
 @pytest.mark.parametrize(
@@ -90,10 +124,13 @@ def test_refused_overrides(arg):
         "model.api_key=${oc.env:K}",
         "model.api_key='${oc.env:K,null}'",
         "model.api_key=null",
-        "judge.endpoint.api_key=${model.api_key}",
         "+e.api_key_env=MYKEY",
+        "model.api_key_env=MY_KEY",
         "model.base_url=http://127.0.0.1:8000/v1",
         "generation.max_tokens=3",
+        "store.dsn=postgresql://lme@db-host:5432/lme",
+        "store.dsn='host=h dbname=db user=lme'",
+        "hydra.job.env_set.OMP_NUM_THREADS=2",
     ],
 )
 def test_allowed_overrides(arg):
@@ -118,7 +155,8 @@ def test_log_filter_masks_messages_arguments_and_tracebacks():
     finally:
         logger.removeHandler(handler)
     text = stream.getvalue()
-    assert canary not in text and "pw-123456" not in text and text.count("***") >= 3
+    assert canary not in text and "pw-123456" not in text and text.count("***") >= 2
+    assert "key *** at http://h/v1" in text  # the URL as describe_endpoint writes it
 
 
 def test_redacting_stream():

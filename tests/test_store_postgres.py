@@ -149,8 +149,8 @@ def test_wrong_dsn_is_one_error_before_any_case_naming_the_dsn_without_password(
         assert not srv.requests
     err = capsys.readouterr().err
     assert code == 2
-    # The DSN is named with its userinfo masked (ours masks the password, the CLI's secret filter the user too)
-    assert f"@127.0.0.1:{pg_server.port}/no_such_db: cannot connect" in err and "PostgreSQL postgresql://" in err
+    # The DSN is named as scheme, host, port and path only (secrets.describe_endpoint): no userinfo
+    assert f"PostgreSQL postgresql://127.0.0.1:{pg_server.port}/no_such_db: cannot connect" in err
     assert "no_such_db" in err and "hunter2-secret-pw" not in err
     assert not (tmp_path / "bad" / "records.jsonl").exists()
     stores.release()
@@ -163,10 +163,7 @@ def test_database_without_the_vector_extension_is_one_error_before_any_case(tmp_
         assert main(pg_args(tmp_path, srv.base_url, data, "nov", dsn)) == 2
         assert not srv.requests
     err = capsys.readouterr().err
-    assert (
-        f"PostgreSQL postgresql://***@127.0.0.1:{pg_server.port}/novector: the database has no `vector` extension"
-        in err
-    )
+    assert f"PostgreSQL postgresql://127.0.0.1:{pg_server.port}/novector: the database has no `vector` extension" in err
     assert "CREATE EXTENSION vector" in err
     assert not (tmp_path / "nov" / "records.jsonl").exists()
     stores.release()
@@ -235,15 +232,21 @@ def test_index_store_vectors_round_trip_exactly_and_fts_runs_plainto_tsquery(db_
     db.close()
 
 
-def test_safe_dsn_masks_passwords_in_both_forms():
-    assert safe_dsn("postgresql://u:pw@h:5/d") == "postgresql://u:***@h:5/d"
-    assert safe_dsn("host=h password=pw dbname=d") == "host=h password=*** dbname=d"
+def test_safe_dsn_names_allowlisted_parts_only_and_a_password_is_refused_in_every_form():
+    """Issue 20 probe 7: libpq's parser decides (spaces around `=`, `?password=` in a URL, quoted values)."""
+    assert safe_dsn("postgresql://u:pw@h:5/d?sslmode=require") == "postgresql://h:5/d"
+    assert safe_dsn("host=h password=pw dbname=d") == "host=h dbname=d"
     with pytest.raises(StorageError, match="store=postgres needs store.dsn"):
         PgDatabase("")
-    with pytest.raises(
-        StorageError, match=r"store.dsn=postgresql://u:\*\*\*@h:5/d: carries a password; .*LME_PG_PASSWORD"
+    for dsn in (
+        "postgresql://u:pw-inline@h:5/d",
+        "postgresql://u@h/db?password=pw-inline",
+        "host=h dbname=db password = pw-inline",
+        "host=h password='pw inline' dbname=d",
     ):
-        PgDatabase("postgresql://u:pw-inline@h:5/d")
+        with pytest.raises(StorageError, match=r"store.dsn=\*\*\*: carries a password; .*LME_PG_PASSWORD") as e:
+            PgDatabase(dsn)
+        assert "inline" not in str(e.value)
 
 
 def test_store_selection_reaches_the_index_store_and_rejects_unknown_kinds(db_dsn):

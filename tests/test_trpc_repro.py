@@ -85,6 +85,7 @@ def test_experiment_sets_every_reference_switch_and_defaults_stay():
     assert base.generation.seed == 0 and base.judge.params.max_tokens == 256
     assert (exp.wire.event_ids, exp.wire.session_id, exp.wire.timestamps) == ("uuid", WIRE["session_id_format"], "us")
     assert exp.generation.seed is None and exp.judge.params is None
+    assert exp.judge.sample_per_mode is True and base.judge.sample_per_mode is None  # null: shared (= false)
     assert exp.retrieval.config.name == "trpc_parity_openai" and exp.dataset.name == "longmemeval_s_ssu"
     assert exp.model.model == "gpt-4o-mini" and exp.client.max_tokens_param == "max_completion_tokens"
     assert exp.run.reference_latency is True and base.run.reference_latency == "auto"
@@ -318,7 +319,7 @@ def test_a_failing_reference_latency_embedding_keeps_the_answer(tmp_path):
                 "run.reference_latency=true",
                 "retrieval=bm25",
                 "retrieval.embedder={_target_: harness.retrieval.embedders.OpenAIEmbedder, "
-                f"base_url: '{srv.base_url}', api_key: k, max_retries: 0}}",
+                f"base_url: '{srv.base_url}', max_retries: 0}}",
             ]
         )
         assert rc == 0
@@ -327,3 +328,49 @@ def test_a_failing_reference_latency_embedding_keeps_the_answer(tmp_path):
     assert (
         rec["latency"]["query_ms_reference"] is None and "embeddings down" in rec["latency"]["reference_latency_error"]
     )
+
+
+# --- issue 24: the summary input and the judge's sampling on the wire --------------------------------------
+@pytest.mark.parametrize("per_mode", [True, False])
+def test_summary_starts_at_the_first_user_turn_and_the_judge_samples_per_mode(tmp_path, write_dataset, per_mode):
+    """A case opening with assistant turns (11 of the 70 `_s` cases do), answered alike by all three modes."""
+    from tests.conftest import make_row
+
+    opening = [{"role": "assistant", "content": "Earlier assistant reply."}, {"role": "assistant", "content": "More."}]
+    rest = [
+        {"role": "user", "content": "I went to Paris last May.", "has_answer": True},
+        {"role": "assistant", "content": "Nice!"},
+    ]
+    data = write_dataset([make_row(sessions=[opening + rest])], name="lead.json")
+    with FakeOpenAIServer(_judging_responder) as srv:
+        rc = main(
+            [
+                "run",
+                f"hydra.run.dir={tmp_path / 'run'}",
+                "+experiment=trpc_repro",
+                f"dataset.path={data}",
+                "dataset.sha256=null",
+                "model=endpoint",
+                f"model.base_url={srv.base_url}",
+                "model.model=fake-model",
+                f"cache.path={tmp_path / 'c.sqlite'}",
+                "run.progress=false",
+                "run.concurrency=1",
+                "retrieval=trpc_parity",
+                "retrieval.store=null",
+                "~retrieval.embedder",
+                "+retrieval.embedder={_target_: harness.retrieval.embedders.HashingEmbedder}",
+                *([] if per_mode else ["judge.sample_per_mode=null"]),
+            ]
+        )
+        assert rc == 0
+        reqs = list(srv.requests)
+    summaries = [q["messages"][-1]["content"] for q in reqs if "Analyze the following" in json.dumps(q["messages"])]
+    assert len(summaries) == 2  # one per summary mode (run.share_summary=false)
+    for text in summaries:  # the reference's session holds no event before the first user turn
+        assert "user: I went to Paris last May." in text and "Earlier assistant reply" not in text
+    recs = load_records(tmp_path / "run" / "records.jsonl")
+    assert {r["prediction"] for r in recs} == {"I am not sure."} and len(recs) == 3
+    judged = [q for q in reqs if "expert evaluator" in json.dumps(q["messages"])]
+    assert len(judged) == (3 if per_mode else 1)  # the same judge request, sampled per mode or shared
+    assert all(r["status"] == "ok" for r in recs)

@@ -57,7 +57,7 @@ def array_of_objects(data: bytes) -> list[Any] | None:
                     return rows if ok else None
                 elif depth < 0:
                     return None
-    except (ValueError, UnicodeDecodeError):  # JSONDecodeError is a ValueError
+    except (ValueError, UnicodeDecodeError, RecursionError):  # JSONDecodeError is a ValueError
         return None
     finally:
         view.release()

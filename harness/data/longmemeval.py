@@ -179,6 +179,8 @@ def read_json_bytes(path: Path) -> bytes:
     """The uncompressed JSON bytes of `path` (gzip detected by magic number, not by name)."""
     if not path.exists():
         raise DataError(f"{path}: dataset file not found")
+    if not path.is_file():
+        raise DataError(f"{path}: not a file (a dataset is one .json or .json.gz file)")
     with path.open("rb") as fh:
         magic = fh.read(2)
     if magic == b"\x1f\x8b":
@@ -243,6 +245,8 @@ def _check_row(row: dict[str, Any], problem: Any) -> None:
                 problem(f"{f}.role", f"is {t['role']!r}, expected 'user' or 'assistant'")
             if "has_answer" in t and not isinstance(t["has_answer"], bool) and t["has_answer"] is not None:
                 problem(f"{f}.has_answer", f"has type {_type_name(t['has_answer'])}, expected true/false")
+    if all(isinstance(sess, list) and not sess for sess in sessions):  # every memory mode needs turns to hold
+        problem("haystack_sessions", "has no turns (an empty haystack: nothing to remember or summarize)")
     n = len(sessions)
     for name in ("haystack_session_ids", "haystack_dates"):
         value = row.get(name)
@@ -313,6 +317,10 @@ def parse_cases(data: bytes, source: str) -> list[Case]:
             rows = json.loads(data)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise DataError(f"{source}: invalid JSON ({e})") from e
+        except ValueError as e:  # e.g. an integer past Python's 4300-digit conversion limit
+            raise DataError(f"{source}: unsupported JSON ({e})") from None
+        except RecursionError:
+            raise DataError(f"{source}: unsupported JSON (nested too deeply to parse)") from None
     if not isinstance(rows, list):
         raise DataError(f"{source}: expected a JSON array of questions, got {type(rows).__name__}")
     problems: list[str] = []

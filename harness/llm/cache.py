@@ -36,7 +36,13 @@ class ResponseCache:
 
     def __init__(self, path: str | Path):
         self.path = Path(path).expanduser()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:  # a parent that is a file, no permission: before any case, naming cache.path
+            raise StorageError(
+                f"{self.path}: the response cache cannot be created here ({e.strerror or e}); set cache.path to a "
+                f"file in a writable directory (or cache.enabled=false)"
+            ) from None
         self._lock = threading.Lock()
         self._db = open_sqlite(
             self.path,

@@ -12,6 +12,7 @@ import contextvars
 import dataclasses
 import json
 import logging
+import math
 import random
 import threading
 import time
@@ -27,6 +28,7 @@ from harness.llm.cache import ResponseCache, request_key
 from harness.llm.deadline import DeadlineHttpxClient, call_deadline
 from harness.llm.liveness import Liveness, ServerDied, wait_dead
 from harness.llm.types import ChatResult, EmbeddingResult, LLMError, Message, Usage
+from harness.secrets import describe_endpoint
 from harness.settings import ClientSettings
 
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504}
@@ -83,21 +85,23 @@ def embedding_call_log() -> Iterator[list[dict[str, Any]]]:
 
 
 def _retry_after_s(exc: BaseException | None) -> float | None:
+    """The server's requested wait in seconds, or None (then the client's own backoff applies): a header that
+    is not a finite number (`nan`, `inf`, an HTTP date) is ignored, never passed on to sleep()."""
     resp = getattr(exc, "response", None)
     headers = getattr(resp, "headers", None)
     if not headers:
         return None
-    value = headers.get("retry-after-ms")
-    if value is not None:
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
         try:
-            return float(value) / 1000.0
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
+            seconds = float(value) / scale
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(seconds):
+            return seconds
+    return None
 
 
 @dataclass
@@ -110,6 +114,10 @@ class CallStats:
     failures: int = 0
     tokens: dict[str, dict[str, int]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(int)))
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # for the console's progress line (not in as_dict): tokens the endpoint computed, and the calls in flight
+    _network_tokens: list[int] = field(default_factory=lambda: [0, 0], repr=False)
+    _in_flight: dict[int, float] = field(default_factory=dict, repr=False)
+    _next_call: int = field(default=0, repr=False)
 
     def add(self, result: ChatResult | EmbeddingResult) -> None:
         with self._lock:
@@ -117,6 +125,8 @@ class CallStats:
                 self.cache_hits += 1
             else:
                 self.network_calls += 1
+                self._network_tokens[0] += result.usage.prompt_tokens
+                self._network_tokens[1] += result.usage.completion_tokens
             t = self.tokens[result.purpose]
             t["calls"] += 1
             t["prompt_tokens"] += result.usage.prompt_tokens
@@ -126,6 +136,34 @@ class CallStats:
     def bump(self, name: str) -> None:
         with self._lock:
             setattr(self, name, getattr(self, name) + 1)
+
+    @contextlib.contextmanager
+    def in_flight(self) -> Iterator[None]:
+        """Marks one network request in flight (the progress line shows how many, and the oldest one's age)."""
+        with self._lock:
+            self._next_call += 1
+            call = self._next_call
+            self._in_flight[call] = time.monotonic()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_flight.pop(call, None)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Totals for a progress line: calls (network + cache), prompt and completion tokens (all, and those the
+        endpoint computed), requests in flight and the age in seconds of the oldest."""
+        with self._lock:
+            oldest = min(self._in_flight.values(), default=None)
+            return {
+                "calls": self.network_calls + self.cache_hits,
+                "cache_hits": self.cache_hits,
+                "prompt_tokens": sum(t["prompt_tokens"] for t in self.tokens.values()),
+                "completion_tokens": sum(t["completion_tokens"] for t in self.tokens.values()),
+                "network_tokens": sum(self._network_tokens),
+                "in_flight": len(self._in_flight),
+                "oldest_in_flight_s": time.monotonic() - oldest if oldest is not None else None,
+            }
 
     def as_dict(self) -> dict[str, Any]:
         with self._lock:
@@ -180,6 +218,7 @@ class LLMClient:
             raise ValueError(f"concurrency must be >= 1, got {s.concurrency}")
         self.settings = s
         self.base_url = base_url
+        self.endpoint = describe_endpoint(base_url)  # how messages name it: scheme, host, port, path only
         self.model = model
         self.cache = cache if use_cache else None
         self.cache_namespace = cache_namespace or base_url
@@ -312,7 +351,7 @@ class LLMClient:
                 why = "Retry-After" if _retry_after_s(exc) is not None else "backoff"
                 log.warning(
                     "%s model=%s: waiting %.0f s (%s) before attempt %d of %d, after %s",
-                    self.base_url,
+                    self.endpoint,
                     self.model,
                     wait,
                     why,
@@ -338,7 +377,7 @@ class LLMClient:
             raise
         except Exception as e:
             self.stats.bump("failures")
-            msg = f"{self.base_url} model={self.model}: {type(e).__name__}: {_short(e)}"
+            msg = f"{self.endpoint} model={self.model}: {type(e).__name__}: {_short(e)}"
             if self._secret:
                 msg = msg.replace(self._secret, "***")
             raise LLMError(msg) from None if self._secret and self._secret in str(e) else e
@@ -377,12 +416,12 @@ class LLMClient:
             self._sdk.with_options(timeout=timeout_s, max_retries=1).models.list()
         except (openai.APIConnectionError, openai.APITimeoutError) as e:
             raise LLMError(
-                f"endpoint {self.base_url} is unreachable ({type(e).__name__}: {_short(e, 200)}); "
+                f"endpoint {self.endpoint} is unreachable ({type(e).__name__}: {_short(e, 200)}); "
                 f"is the server running and model.base_url right?"
             ) from None
         except (openai.AuthenticationError, openai.PermissionDeniedError) as e:
             raise LLMError(
-                f"endpoint {self.base_url} rejected the API key (HTTP {e.status_code}); "
+                f"endpoint {self.endpoint} rejected the API key (HTTP {e.status_code}); "
                 f"check the key for model={self.model}"
             ) from None
         except openai.APIStatusError:
@@ -394,7 +433,7 @@ class LLMClient:
             kwargs["tools"] = list(tools)
         for k, v in params.items():
             kwargs[self.max_tokens_param if k == "max_tokens" else k] = v
-        with self._sem:
+        with self._sem, self.stats.in_flight():
             t0 = time.perf_counter()
             try:
                 with call_deadline(self.timeout_s):
@@ -435,7 +474,7 @@ class LLMClient:
         )
 
     def _embed_once(self, inputs: list[str], params: dict[str, Any], purpose: str) -> EmbeddingResult:
-        with self._sem:
+        with self._sem, self.stats.in_flight():
             t0 = time.perf_counter()
             try:
                 with call_deadline(self.timeout_s):

@@ -7,11 +7,12 @@ duration of the `with` block; remote models are used as configured.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness import progress as console_progress
 from harness.llm.cache import ResponseCache
 from harness.llm.client import LLMClient
 from harness.llm.liveness import Liveness
@@ -26,6 +27,11 @@ class Endpoint:
     api_key: str | None
     cache_namespace: str  # stable identity of the model behind the URL, for cache keys
     liveness: Liveness | None = None  # how its server process died, None while it runs (local models only)
+    halt: Callable[[], None] | None = None  # stops its server at once (a stopping run); local models only
+    perf: Callable[[], dict[str, Any]] | None = None  # the model's measured tokens/s so far; local models only
+
+
+HALT_GRACE_S = 1.0  # a stopping run gives the server this long after SIGTERM, then SIGKILL
 
 
 @contextlib.contextmanager
@@ -36,18 +42,33 @@ def open_endpoint(
     if not spec.is_local:
         if spec.api_key in (None, "") and "api.openai.com" in (spec.base_url or ""):
             raise ModelError(
-                f"model {spec.name!r}: no API key (export OPENAI_API_KEY, or set model.api_key to an ${{oc.env:VAR}} interpolation)"
+                f"model {spec.name!r}: no API key (export {spec.api_key_env or 'OPENAI_API_KEY'}, or name your variable "
+                "with model.api_key_env=VAR)"
             )
         yield Endpoint(spec, spec.base_url or "", spec.api_key, cache_namespace=cache_namespace(spec))
         return
     from harness.llm.local_server import LlamaServer
 
     pull(spec, progress=progress)  # ends by verifying the file's sha256, so the server need not hash it again
-    with LlamaServer(
+    server = LlamaServer(
         spec, log_path=Path(log_dir) / f"llama-server-{spec.name}.log", n_threads=n_threads, verify_model=False
-    ) as server:
-        server.check_compute()  # a model that loads but cannot compute fails here, not on every case
-        yield Endpoint(spec, server.base_url, None, cache_namespace=cache_namespace(spec), liveness=server.died)
+    )
+    ticker = console_progress.Ticker(enabled=progress)
+    try:
+        with console_progress.step(f"model {spec.name}: starting the llama.cpp server and loading the weights", ticker):
+            server.start()
+            server.check_compute()  # a model that loads but cannot compute fails here, not on every case
+        yield Endpoint(
+            spec,
+            server.base_url,
+            None,
+            cache_namespace=cache_namespace(spec),
+            liveness=server.died,
+            halt=lambda: server.stop(grace_s=HALT_GRACE_S),
+            perf=server.perf,
+        )
+    finally:
+        server.stop()
 
 
 def cache_namespace(spec: ModelSpec) -> str:

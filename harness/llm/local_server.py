@@ -13,6 +13,7 @@ before handing over to `llama_cpp.server`:
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import re
@@ -35,6 +36,7 @@ from harness.llm.models import ModelError, ModelSpec, verify
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _PARENT_ENV = "LME_HARNESS_PARENT_PID"
 _LIVE: set[LlamaServer] = set()  # servers to stop at interpreter exit
+_PROCS: set[subprocess.Popen[bytes]] = set()  # server processes not yet reaped (also those being stopped)
 
 
 class LocalServerError(ModelError):
@@ -110,6 +112,7 @@ class LlamaServer:
         self._verify_model = verify_model
         self._proc: subprocess.Popen[bytes] | None = None
         self.load_s: float | None = None  # seconds from process start until ready
+        self._perf_from = 0  # the log offset after which `perf()` counts the model's timings
 
     @property
     def base_url(self) -> str:
@@ -158,6 +161,7 @@ class LlamaServer:
                 start_new_session=True,
             )
         _LIVE.add(self)
+        _PROCS.add(self._proc)
         try:
             self._wait_ready(t0)
         except BaseException:
@@ -221,6 +225,8 @@ class LlamaServer:
                 reply = json.load(r)
             if not reply.get("choices"):
                 raise ValueError(f"no choices in {str(reply)[:200]}")
+            time.sleep(0.05)  # the server logs its timing lines just after the reply
+            self._perf_from = _size(self.log_path)  # a 1-token warm-up is no measure of speed
             return
         except urllib.error.HTTPError as e:
             problem = f"answered HTTP {e.code}: {e.read()[:300].decode(errors='replace')}"
@@ -236,22 +242,41 @@ class LlamaServer:
             f"{self.spec.name}: a 1-token test completion {problem}; log {self.log_path}:\n{self.log_tail()}"
         )
 
-    def stop(self) -> None:
-        """Terminate (SIGTERM to the process group), then SIGKILL after the grace period."""
+    def stop(self, grace_s: float | None = None) -> None:
+        """Terminate (SIGTERM to the process group), then SIGKILL after the grace period (`grace_s`, default
+        `stop_grace_s`; a stopping run passes a short one: uvicorn would wait for the requests in flight)."""
         proc, self._proc = self._proc, None
         _LIVE.discard(self)
-        if proc is None or proc.poll() is not None:
+        if proc is None:
             return
-        for sig, wait_s in ((signal.SIGTERM, self.stop_grace_s), (signal.SIGKILL, 5.0)):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
+        try:
+            if proc.poll() is not None:
                 return
-            try:
-                proc.wait(timeout=wait_s)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+            grace = self.stop_grace_s if grace_s is None else grace_s
+            for sig, wait_s in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    return
+                try:
+                    proc.wait(timeout=wait_s)
+                    return
+                except subprocess.TimeoutExpired:
+                    continue
+        finally:
+            if proc.poll() is not None:
+                _PROCS.discard(proc)
+
+    def perf(self) -> dict[str, Any]:
+        """The model's measured speed in this process's calls: llama.cpp's own per-completion timings, which
+        the server logs (`llama_perf_context_print`), summed from where the 1-token compute check ended."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(self._perf_from)
+                text = f.read().decode(errors="replace")
+        except OSError:
+            text = ""
+        return perf_summary(text)
 
     def log_tail(self, n: int = 30) -> str:
         try:
@@ -271,6 +296,47 @@ class LlamaServer:
 def _stop_all() -> None:
     for server in list(_LIVE):
         server.stop()
+
+
+def kill_all_now() -> None:
+    """SIGKILL every server's process group at once, those being stopped too, waiting for nothing (a second
+    Ctrl-C exits right after)."""
+    for proc in list(_PROCS):
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+# llama.cpp's timing lines, one pair per completion: "prompt eval time = 812.3 ms / 120 tokens (...)" (prefill:
+# only the tokens evaluated, a prefix reused from the KV cache is not) and "eval time = 95.1 ms / 8 runs" (generation)
+_PERF = re.compile(r"llama_perf_context_print:\s+(prompt eval|eval) time =\s+([\d.]+) ms /\s+(\d+) (?:tokens|runs)")
+
+
+def perf_summary(log_text: str) -> dict[str, Any]:
+    """Prefill and generation tokens/s over every completion timed in `log_text` (None where none was)."""
+    sums = {"prompt eval": [0.0, 0], "eval": [0.0, 0]}
+    for kind, ms, n in _PERF.findall(log_text):
+        sums[kind][0] += float(ms)
+        sums[kind][1] += int(n)
+
+    def rate(kind: str) -> float | None:
+        ms, n = sums[kind]
+        return round(n / ms * 1000, 1) if ms > 0 and n > 0 else None
+
+    return {
+        "prefill_tokens_per_s": rate("prompt eval"),
+        "generation_tokens_per_s": rate("eval"),
+        "prefill_tokens": int(sums["prompt eval"][1]),
+        "generated_tokens": int(sums["eval"][1]),
+        "source": "llama.cpp timings in the server log (this invocation's calls)",
+    }
 
 
 # ---------------------------------------------------------------- chat format "template-tools"

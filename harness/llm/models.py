@@ -76,7 +76,8 @@ class ModelSpec:
     n_ctx: int | None = None  # what the local server is started with
     chat_format: str | None = None
     base_url: str | None = None
-    api_key: str | None = field(default=None, repr=False)
+    api_key: str | None = field(default=None, repr=False)  # read from the env var named by api_key_env
+    api_key_env: str | None = None  # the env var holding the key: the one way a key enters (harness/secrets.py)
     sources: tuple[Mapping[str, Any], ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys this class doesn't know
 
@@ -99,6 +100,8 @@ class ModelSpec:
         elif not kw.get("base_url"):
             raise ModelError(f"remote model {kw['name']!r} lacks base_url (set model.base_url=...)")
         kw["sources"] = tuple(dict(s) for s in kw.get("sources") or ())
+        if kw.get("api_key_env") and not kw.get("api_key"):
+            kw["api_key"] = os.environ.get(str(kw["api_key_env"])) or None
         return cls(**kw, extra=extra)
 
     @property

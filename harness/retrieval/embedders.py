@@ -77,9 +77,11 @@ class StaticEmbedder:
             if if_missing != "build":
                 raise FileNotFoundError(how)
             try:
+                from harness import progress
                 from harness.retrieval.distill import distill_static
 
-                distill_static(teacher, self.path)
+                with progress.step(f"embedder: distilling {self.path.name} from {teacher} (once)", progress.console()):
+                    distill_static(teacher, self.path)
             except (ImportError, FileNotFoundError) as e:
                 raise FileNotFoundError(f"{how} (automatic build failed: {type(e).__name__}: {e})") from e
         digest = file_sha256(weights)

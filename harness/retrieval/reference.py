@@ -14,8 +14,9 @@ What actually reached the model at that commit (checked in the framework source,
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from harness.golang import go_json  # the tool-result and output-schema serialisation (re-exported)
 
 SEARCH_TOOL = "session_search"
 LOAD_TOOL = "session_load"
@@ -98,11 +99,6 @@ LOAD_OUTPUT_SCHEMA = _struct(
         ("count", {"type": "integer"}, False),
     ]
 )
-
-
-def go_json(value: Any) -> str:
-    """Compact JSON like Go's encoder without HTML escaping (the tool-result serialisation)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _with_output_schema(description: str, output_schema: dict[str, Any]) -> str:

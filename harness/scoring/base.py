@@ -43,6 +43,7 @@ class ScoreInput:
     question: str
     reference: str
     prediction: str
+    mode: str = ""  # the mode that answered: a judge sampled per mode (`judge.sample_per_mode`) keys its call by it
 
 
 @dataclass

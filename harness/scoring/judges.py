@@ -25,10 +25,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.golang import JsonPairs, go_lower, go_trim_space, json_loads_deep
 from harness.llm.types import ChatModel
 from harness.prompts.judges import LME_ABSTENTION_PROMPT, LME_JUDGE_PROMPTS, TRPC_JUDGE_PROMPT
 from harness.scoring.base import MetricSpec, ScoreInput, ScoreResult, require_text
-from harness.scoring.lexical import contains_match, go_lower, go_trim_space
+from harness.scoring.lexical import contains_match
 
 FALLBACK_REASON = "failed to parse JSON response"  # the reference's wording
 
@@ -49,10 +50,6 @@ class JudgeVerdict:
     error: str | None = None  # why JSON decoding failed (fallback only)
 
 
-class _Pairs(list):
-    """A JSON object kept as ordered (key, value) pairs, distinguishable from a JSON array."""
-
-
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"invalid JSON literal {name}")  # Go's encoding/json has no NaN/Infinity
 
@@ -71,12 +68,16 @@ def decode_go_judge_struct(text: str) -> tuple[dict[str, Any], frozenset[str]]:
     """
     out: dict[str, Any] = {"correct": False, "confidence": 0.0, "reason": ""}
     try:
-        obj = json.loads(text, parse_constant=_reject_constant, parse_int=float, object_pairs_hook=_Pairs)
+        try:
+            obj = json.loads(text, parse_constant=_reject_constant, parse_int=float, object_pairs_hook=JsonPairs)
+        except RecursionError:
+            # Nested deeper than Python's recursion limit: Go decodes up to 10,000 levels, so do we.
+            obj = json_loads_deep(text)
     except (ValueError, RecursionError) as e:
         raise ValueError(f"invalid JSON: {e}") from None
     if obj is None:  # `null` into a struct is a no-op in Go, not an error
         return out, frozenset()
-    if not isinstance(obj, _Pairs):
+    if not isinstance(obj, JsonPairs):
         raise ValueError(f"JSON {type(obj).__name__} where an object was expected")
     seen: set[str] = set()
     errors: list[str] = []
@@ -137,6 +138,23 @@ def strict_score(verdict: JudgeVerdict) -> tuple[float | None, str | None]:
     return verdict.confidence, None
 
 
+def per_mode_salt(sample_per_mode: bool, item: ScoreInput) -> dict[str, Any]:
+    """The judge call's cache salt: with `sample_per_mode`, each mode's answer gets its own judge sample (the
+    reference calls the judge once per mode), so one (question, reference, prediction) triple answered alike by
+    two modes is judged twice instead of sharing one cached verdict. The salt is never sent."""
+    return {"cache_salt": f"judge-mode:{item.mode}"} if sample_per_mode else {}
+
+
+def _sample_per_mode(value: bool | None) -> bool:
+    """The `judge.sample_per_mode` setting (configs/judge/*.yaml): null means false, so configs written before
+    the setting existed keep their meaning and their run directories' fingerprints."""
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise ValueError(f"judge.sample_per_mode must be true or false, got {value!r}")
+    return value
+
+
 def _plain(value: Any) -> Any:
     """Turn Hydra/OmegaConf containers into plain dicts/lists, so the SDK can serialise them."""
     if isinstance(value, Mapping):
@@ -150,7 +168,7 @@ class TrpcJudge:
     """The tRPC benchmark's LLMScore judge (see module docstring).
 
     `params` are extra generation parameters for the judge call (e.g. temperature); the
-    reference sets none, so the default is none.
+    reference sets none, so the default is none. `sample_per_mode`: see `per_mode_salt`.
     """
 
     metrics: tuple[MetricSpec, ...] = (
@@ -191,9 +209,12 @@ class TrpcJudge:
         ),
     )
 
-    def __init__(self, model: ChatModel, params: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, model: ChatModel, params: Mapping[str, Any] | None = None, sample_per_mode: bool | None = None
+    ) -> None:
         self.model = model
         self.params: dict[str, Any] = _plain(params or {})
+        self.sample_per_mode = _sample_per_mode(sample_per_mode)
         clash = {"messages", "tools", "purpose"} & self.params.keys()
         if clash:
             raise ValueError(f"TrpcJudge: params may not set {sorted(clash)}; they are fixed by the judge")
@@ -222,7 +243,12 @@ class TrpcJudge:
         prompt = render_trpc_judge_prompt(item.question, item.reference, item.prediction)
         details["judge_called"] = True
         try:
-            result = self.model.chat([{"role": "user", "content": prompt}], purpose="judge", **self.params)
+            result = self.model.chat(
+                [{"role": "user", "content": prompt}],
+                purpose="judge",
+                **self.params,
+                **per_mode_salt(self.sample_per_mode, item),
+            )
         except Exception as e:  # LLMError or anything else: never a score (the reference's 0), never a crash
             details["error"] = f"{type(e).__name__}: {e}"
             details["strict_reason"] = "judge call failed"
@@ -314,9 +340,12 @@ class LongMemEvalJudge:
         ),
     )
 
-    def __init__(self, model: ChatModel, params: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, model: ChatModel, params: Mapping[str, Any] | None = None, sample_per_mode: bool | None = None
+    ) -> None:
         self.model = model
         self.params: dict[str, Any] = dict(LME_JUDGE_PARAMS) if params is None else _plain(params)
+        self.sample_per_mode = _sample_per_mode(sample_per_mode)
         clash = {"messages", "tools", "purpose"} & self.params.keys()
         if clash:
             raise ValueError(f"LongMemEvalJudge: params may not set {sorted(clash)}; they are fixed by the judge")
@@ -345,7 +374,12 @@ class LongMemEvalJudge:
             return ScoreResult(none, details)
         details["judge_called"] = True
         try:
-            result = self.model.chat([{"role": "user", "content": prompt}], purpose="judge", **self.params)
+            result = self.model.chat(
+                [{"role": "user", "content": prompt}],
+                purpose="judge",
+                **self.params,
+                **per_mode_salt(self.sample_per_mode, item),
+            )
         except Exception as e:  # a failed judge call is a failure of scoring, never a score
             details.update(
                 error=f"{type(e).__name__}: {e}", reason="judge call failed", strict_reason="judge call failed"

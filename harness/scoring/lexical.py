@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import Sequence
 from functools import cache
 
+from harness.golang import go_lower, go_trim_space
 from harness.scoring.base import MetricSpec, ScoreInput, ScoreResult, require_text
 
 # Literal stop token of DeepSeek models, stripped by the reference before tokenizing.
@@ -34,21 +35,6 @@ EOS_LITERAL = "<｜end▁of▁sentence｜>"
 # [^\W_] is exactly Unicode categories L* and N* (verified over all code points for Python 3.11),
 # i.e. the complement of the reference's `[^\p{L}\p{N}\s]` once whitespace splitting is applied.
 _TOKEN_RE = re.compile(r"[^\W_]+")
-
-# Go's unicode.IsSpace; Python's str.isspace additionally accepts U+001C..U+001F.
-_GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
-
-
-def go_lower(text: str) -> str:
-    """Go `strings.ToLower`: per-character simple lowercase mapping."""
-    if "Σ" not in text and "\u0130" not in text:
-        return text.lower()  # identical to the per-character mapping for every other string
-    return "".join("i" if c == "\u0130" else c.lower() for c in text)
-
-
-def go_trim_space(text: str) -> str:
-    """Go `strings.TrimSpace`."""
-    return text.strip(_GO_SPACE)
 
 
 def tokenize(text: str) -> list[str]:

@@ -66,9 +66,11 @@ class SaltedJudgeModel:
         *,
         tools: Sequence[dict[str, Any]] | None = None,
         purpose: str = "answer",
+        cache_salt: str | None = None,
         **params: Any,
     ) -> ChatResult:
-        return self.inner.chat(messages, tools=tools, purpose=purpose, cache_salt=self.salt, **params)
+        salt = self.salt if cache_salt is None else f"{cache_salt}|{self.salt}"  # e.g. the per-mode salt too
+        return self.inner.chat(messages, tools=tools, purpose=purpose, cache_salt=salt, **params)
 
 
 VOTED_TARGET = f"{__name__}.VotedJudge"

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from harness.llm.types import Message
 from harness.session.boundary import Summary
 from harness.session.events import Event
-from harness.session.summary import events_after
+from harness.session.summary import drop_leading_non_user, events_after
 from harness.session.tokens import TokenCounter, o200k_counter
 
 Injection = Literal["system", "user"]
@@ -45,14 +45,6 @@ def format_summary_block_user(text: str) -> str:
 
 def _as_message(current: dict[str, Any] | str) -> Message:
     return {"role": "user", "content": current} if isinstance(current, str) else dict(current)
-
-
-def drop_leading_non_user(events: Sequence[Event]) -> list[Event]:
-    """History must start at a user turn (no orphan assistant reply or tool result first)."""
-    for i, e in enumerate(events):
-        if e.role == "user":
-            return list(events[i:])
-    return []
 
 
 def history_events(events: Sequence[Event], summary: Summary | None, history_cap: int | None = None) -> list[Event]:

@@ -9,13 +9,26 @@ from __future__ import annotations
 
 import re
 
-# Go's regexp `\s` is ASCII whitespace only (re.ASCII); `(?s)` only where the Go pattern has it.
-_FLAGS = re.IGNORECASE | re.ASCII
-_ANALYSIS_BLOCK = re.compile(r"\**\s*<\s*analysis\s*>.*?<\s*/\s*analysis\s*>\s*\**", _FLAGS | re.DOTALL)
-_ANALYSIS_OPEN = re.compile(r"\**\s*<\s*analysis\s*>\s*\**", _FLAGS)
-_ANALYSIS_CLOSE = re.compile(r"\**\s*<\s*/\s*analysis\s*>\s*\**", _FLAGS)
-_SUMMARY_OPEN = re.compile(r"\**\s*<\s*summary\s*>\s*\**", _FLAGS)
-_SUMMARY_CLOSE = re.compile(r"\**\s*<\s*/\s*summary\s*>\s*\**", _FLAGS)
+from harness.golang import GO_RE_SPACE, go_fold, go_trim_space
+
+# The Go patterns are `(?i)` (one with `(?s)`), read with Go's semantics: `\s` is GO_RE_SPACE (no \v), and
+# case folding is Go's simple folding (ſ matches s; K would match k), spelled out per letter by go_fold.
+_S = GO_RE_SPACE + "*"
+
+
+def _tag(name: str, closing: bool = False) -> str:
+    return rf"<{_S}" + (rf"/{_S}" if closing else "") + go_fold(name) + rf"{_S}>"
+
+
+def _marker(name: str, closing: bool = False) -> re.Pattern[str]:
+    return re.compile(rf"\**{_S}{_tag(name, closing)}{_S}\**")
+
+
+_ANALYSIS_BLOCK = re.compile(rf"\**{_S}{_tag('analysis')}.*?{_tag('analysis', True)}{_S}\**", re.DOTALL)
+_ANALYSIS_OPEN = _marker("analysis")
+_ANALYSIS_CLOSE = _marker("analysis", True)
+_SUMMARY_OPEN = _marker("summary")
+_SUMMARY_CLOSE = _marker("summary", True)
 
 
 def strip_detailed_summary_output(text: str) -> str:
@@ -23,7 +36,8 @@ def strip_detailed_summary_output(text: str) -> str:
 
     A `<summary>` opener (any case, inner spaces, optional markdown bold around it) wins: keep what
     follows it up to the first closer, or to the end when the closer is missing (an answer cut short).
-    Without an opener, remove `<analysis>` blocks and any stray analysis markers. Always trimmed.
+    Without an opener, remove `<analysis>` blocks and any stray analysis markers. Always trimmed (Go's
+    strings.TrimSpace).
     """
     opener = _SUMMARY_OPEN.search(text)
     if opener is not None:
@@ -31,8 +45,8 @@ def strip_detailed_summary_output(text: str) -> str:
         closer = _SUMMARY_CLOSE.search(inner)
         if closer is not None:
             inner = inner[: closer.start()]
-        return inner.strip()
+        return go_trim_space(inner)
     text = _ANALYSIS_BLOCK.sub("", text)
     text = _ANALYSIS_OPEN.sub("", text)
     text = _ANALYSIS_CLOSE.sub("", text)
-    return text.strip()
+    return go_trim_space(text)

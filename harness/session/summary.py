@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.golang import go_trim_space
 from harness.llm.types import ChatModel, ChatResult, Message
 from harness.prompts.summary import trpc_default_template
 from harness.session.boundary import Summary, SummaryBoundary, covers
@@ -101,7 +102,7 @@ class SummaryPrompt:
         return str(self.max_summary_words) if self.max_summary_words > 0 else ""
 
     def render_system(self) -> str | None:
-        if not self.system_template or not self.system_template.strip():
+        if not self.system_template or not go_trim_space(self.system_template):
             return None
         return render_template(self.system_template, {MAX_SUMMARY_WORDS: self._words()})
 
@@ -149,7 +150,7 @@ def format_tool_call(tc: ToolCall) -> str:
 
 
 def format_tool_result(event: Event) -> str:
-    content = event.content.strip()
+    content = go_trim_space(event.content)
     if not content:
         return ""
     return f"[{event.tool_name or 'tool'} returned: {content}]"
@@ -174,7 +175,7 @@ def event_lines(
     if event.role == "tool" or event.tool_call_id:
         result = tool_result_formatter(event)
         return lines + ([f"{author}: {result}"] if result else [])
-    text = event.content.strip()
+    text = go_trim_space(event.content)
     return lines + ([f"{author}: {text}"] if text else [])
 
 
@@ -191,10 +192,19 @@ def format_conversation(
 
 def previous_summary_line(text: str) -> str:
     """The previous summary enters the delta as a synthetic system turn, as in the reference."""
-    return f"system: {text.strip()}"
+    return f"system: {go_trim_space(text)}"
 
 
 # --- Delta -----------------------------------------------------------------------------------------
+def drop_leading_non_user(events: Sequence[Event]) -> list[Event]:
+    """The events from the first user turn on (none without one). The reference's session keeps only these
+    (session.ApplyEventFiltering on every AppendEvent), so its history and its summaries start at a user turn."""
+    for i, e in enumerate(events):
+        if e.role == "user":
+            return list(events[i:])
+    return []
+
+
 def events_after(events: Sequence[Event], boundary: SummaryBoundary | None) -> list[Event]:
     """Events after a boundary: by `last_event_id` when present in `events`, else by timestamp."""
     if boundary is None:
@@ -383,8 +393,9 @@ class Summarizer:
         return sum(self._event_oversized(e) for e in events)
 
     def delta(self, session: Session, previous: Summary | None, filter_key: str = "") -> list[Event]:
-        """Events of `filter_key` after the previous summary's boundary."""
-        events = events_after(session.events, previous.boundary if previous else None)
+        """Events of `filter_key` after the previous summary's boundary; never those before the session's first
+        user turn, which the reference's session service has already dropped when it summarises."""
+        events = events_after(drop_leading_non_user(session.events), previous.boundary if previous else None)
         if self.event_filter_key is None:
             return events
         return [e for e in events if (k := self.event_filter_key(e)) == "" or covers(filter_key, k)]
@@ -396,7 +407,7 @@ class Summarizer:
             return list(delta)
         skip = safe_skip(delta, self.skip_recent(delta))
         kept = list(delta[: len(delta) - skip])
-        if skip and not has_previous and not any(e.role == "user" and e.content.strip() for e in kept):
+        if skip and not has_previous and not any(e.role == "user" and go_trim_space(e.content) for e in kept):
             return []
         return kept
 
@@ -485,7 +496,7 @@ class Summarizer:
         if tools:
             kwargs["tools"] = list(tools)
         result = self.model.chat(messages, purpose="summary", **kwargs)
-        text = (result.content or "").strip()
+        text = go_trim_space(result.content or "")  # Go strings.TrimSpace, as the reference
         if not text:
             raise SummaryError(
                 f"summary model {getattr(self.model, 'model', '?')!r} returned an empty summary for session "
@@ -497,8 +508,8 @@ class Summarizer:
                     new = hook(text)
                 except Exception as exc:  # name the hook: user code
                     raise SummaryError(f"post-summary hook {hook!r} failed: {exc}") from exc
-                if new and new.strip():
-                    text = new.strip()
+                if new and go_trim_space(new):
+                    text = go_trim_space(new)
         return text, result
 
     def _apply_pre_hook(self, text: str, events: Sequence[Event]) -> str:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 MESSAGE_OVERHEAD = 3  # tokens per chat message (role + separators), as OpenAI's counting guide
+REPLY_PRIMING = 3  # tokens that prime the assistant's reply, added once per chat prompt
 
 
 @runtime_checkable
@@ -50,6 +51,20 @@ class _MessagesMixin:
 
     def count_messages(self, messages: Sequence[dict[str, Any]]) -> int:
         return sum(MESSAGE_OVERHEAD + self.count(message_text(m)) for m in messages)
+
+
+def api_prompt_tokens(counter: TokenCounter, messages: Sequence[dict[str, Any]]) -> int:
+    """A chat prompt's tokens by the published rule (OpenAI's counting guide, which the API's
+    `usage.prompt_tokens` follows for gpt-4o-mini): per message MESSAGE_OVERHEAD + the role's tokens + the
+    text's (+ the name's and 1 when named), then REPLY_PRIMING. The harness's own rule, `count_messages`,
+    leaves out the role tokens and the priming (one token per message and 3 per prompt fewer): it budgets
+    the window, where that margin is kept free by `reserve_tokens` anyway. No tools counted here."""
+    total = REPLY_PRIMING
+    for m in messages:
+        total += MESSAGE_OVERHEAD + counter.count(str(m.get("role") or "")) + counter.count(message_text(m))
+        if m.get("name"):
+            total += counter.count(str(m["name"])) + 1
+    return total
 
 
 class TiktokenCounter(_MessagesMixin):

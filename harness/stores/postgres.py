@@ -13,8 +13,8 @@ import os
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
+from harness import secrets
 from harness.storage import StorageError
 
 T = TypeVar("T")
@@ -49,18 +49,21 @@ CREATE TABLE IF NOT EXISTS lme_index_vector_rows (key text NOT NULL, embedder te
 _SCHEMA_LOCK = 0x6C6D655F736368  # advisory lock id ("lme_sch"): one process creates the tables at a time
 
 
+_LABEL_KEYS = ("host", "hostaddr", "port", "dbname", "user")  # what a message may say about a database
+
+
 def safe_dsn(dsn: str) -> str:
-    """`dsn` with any password masked (URL or key=value form), for messages."""
+    """`dsn` as messages name it: a URL as `describe_endpoint` writes it, a key=value DSN by the allowlisted keys
+    libpq parses out of it (host, port, dbname, user); never a password or any other parameter."""
     if "://" in dsn:
-        try:
-            p = urlsplit(dsn)
-        except ValueError:
-            return "<unparsable DSN>"
-        if p.password is not None:
-            host = p.netloc.rsplit("@", 1)[1]
-            return urlunsplit(p._replace(netloc=f"{p.username or ''}:***@{host}"))
-        return dsn
-    return " ".join("password=***" if w.lower().startswith("password=") else w for w in dsn.split())
+        return secrets.describe_endpoint(dsn)
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        params = conninfo_to_dict(dsn)
+    except Exception:
+        return "<unparsable DSN>"
+    return " ".join(f"{k}={params[k]}" for k in _LABEL_KEYS if params.get(k) not in (None, ""))
 
 
 class PgDatabase:
@@ -72,13 +75,11 @@ class PgDatabase:
                 "store=postgres needs store.dsn=postgresql://USER@HOST:PORT/DB "
                 f"(the password from ${password_env}, never in the DSN)"
             )
+        problem = secrets.dsn_problem("store.dsn", dsn)  # libpq's own parser: every form of password refused
+        if problem:
+            raise StorageError(problem)
         self.dsn = dsn
         self.label = safe_dsn(dsn)
-        if self.label != dsn:  # a password in the DSN would be written to Hydra's config snapshot
-            raise StorageError(
-                f"store.dsn={self.label}: carries a password; remove it from the DSN and set "
-                f"${password_env} instead (never written anywhere)"
-            )
         self.password_env = password_env
         self.connect_timeout_s = connect_timeout_s
         self._local = threading.local()
