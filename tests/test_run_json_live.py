@@ -129,5 +129,5 @@ def test_run_json_exists_before_the_first_answer_and_a_killed_run_still_reports(
 
     assert main(["report", str(run_dir)]) == 0  # the report of a killed run
     md = (run_dir / "report.md").read_text()
-    assert "model: `endpoint`" in md and f"git: `{live['git']['sha']}`" in md
+    assert "model: endpoint (" in md and f"git: `{live['git']['sha']}`" in md
     assert "- host: " in md and "run state: running" in md
