@@ -15,7 +15,7 @@ PREFETCH_MODELS ?= $(BENCH_MODEL)
 
 # Setup overlaps its slow parts: the llama.cpp compile (CPU) runs in the background while pip installs the rest and
 # the model files are fetched (network); docs/quickstart.md has the measured times.
-$(STAMP): pyproject.toml scripts/llama_runtime.py
+$(STAMP): pyproject.toml scripts/llama_runtime.py scripts/llama_build.cmake
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 	# The embedded llama.cpp runtime, built for the portable x86-64-v3 baseline (never -march=native: docs/models.md),
