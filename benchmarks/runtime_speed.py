@@ -29,13 +29,14 @@ llm = Llama(model_path=path, n_ctx=n_prompt + n_gen + 16, n_threads=threads, n_t
             n_batch=512, verbose=False, seed=0)
 words = ("the user said they moved to a new city last spring and started a job at a bakery " * 200).split()
 tokens = llm.tokenize(" ".join(words).encode())[:n_prompt]
-t0 = time.perf_counter(); llm.eval(tokens); t1 = time.perf_counter()
+c0 = time.process_time(); t0 = time.perf_counter(); llm.eval(tokens); t1 = time.perf_counter(); c1 = time.process_time()
 out = []
 for _ in range(n_gen):
     tok = llm.sample(temp=0.0)
     out.append(tok); llm.eval([tok])
-t2 = time.perf_counter()
+t2 = time.perf_counter(); c2 = time.process_time()
 print(json.dumps({"pp_tok_s": len(tokens) / (t1 - t0), "tg_tok_s": n_gen / (t2 - t1),
+                  "pp_tok_per_cpu_s": len(tokens) / (c1 - c0), "tg_tok_per_cpu_s": n_gen / (c2 - c1),
                   "lib": llama_cpp.__file__}))
 """
 
@@ -77,6 +78,9 @@ def main(argv: list[str] | None = None) -> None:
             "lib": Path(r[0]["lib"]).parent.as_posix(),
             "pp_tok_s": round(statistics.median(x["pp_tok_s"] for x in r), 1),
             "tg_tok_s": round(statistics.median(x["tg_tok_s"] for x in r), 1),
+            # tokens per CPU-second of this process: with --threads 1, nearly unaffected by other load on the machine
+            "pp_tok_per_cpu_s": round(statistics.median(x["pp_tok_per_cpu_s"] for x in r), 1),
+            "tg_tok_per_cpu_s": round(statistics.median(x["tg_tok_per_cpu_s"] for x in r), 1),
         }
         for key, r in runs.items()
     }
@@ -84,6 +88,8 @@ def main(argv: list[str] | None = None) -> None:
         first = rows[(models[0], b)]
         row["pp_ratio"] = round(row["pp_tok_s"] / first["pp_tok_s"], 2)
         row["tg_ratio"] = round(row["tg_tok_s"] / first["tg_tok_s"], 2)
+        row["pp_cpu_ratio"] = round(row["pp_tok_per_cpu_s"] / first["pp_tok_per_cpu_s"], 2)
+        row["tg_cpu_ratio"] = round(row["tg_tok_per_cpu_s"] / first["tg_tok_per_cpu_s"], 2)
     print(
         json.dumps(
             {
