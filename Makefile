@@ -1,12 +1,13 @@
 # Two commands for a newcomer:  `make bench` (the main job) and `make test` (the test suite).
-# Both set up .venv on first use: Python deps, the embedded llama.cpp server (compiled, ~5 min once), models.
+# Both set up .venv on first use: Python deps, the embedded llama.cpp server (compiled once), models.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 RAY_VENV := .venv-ray
 RAY_STAMP := $(RAY_VENV)/.installed
-BENCH_MODEL ?= qwen25_coder_15b
+# The main job's model (configs/experiment/quickstart.yaml); `make models` also fetches the default config's 1.5B.
+BENCH_MODEL ?= qwen25_coder_05b
 SMOKE_MODEL := smollm2_135m
 # Fetched during setup, beside the compile (network while the CPU compiles).
 PREFETCH_MODELS ?= $(BENCH_MODEL)
@@ -15,7 +16,7 @@ PREFETCH_MODELS ?= $(BENCH_MODEL)
 
 # Setup overlaps its slow parts: the llama.cpp compile (CPU) runs in the background while pip installs the rest and
 # the model files are fetched (network); docs/quickstart.md has the measured times.
-$(STAMP): pyproject.toml scripts/llama_runtime.py
+$(STAMP): pyproject.toml scripts/llama_runtime.py scripts/llama_build.cmake
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 	# The embedded llama.cpp runtime, built for the portable x86-64-v3 baseline (never -march=native: docs/models.md),
@@ -34,10 +35,12 @@ setup: $(STAMP)
 models: $(STAMP)
 	$(BIN)/lme-harness models pull $(SMOKE_MODEL)
 	$(BIN)/lme-harness models pull $(BENCH_MODEL)
+	$(BIN)/lme-harness models pull qwen25_coder_15b
 
-# The main job: a few oracle cases x all three modes on the embedded model; writes runs/quickstart/report.md.
+# The main job: the 3 shortest oracle cases x all three modes on the embedded 0.5B model, sized for a slow 2-core
+# host (configs/experiment/quickstart.yaml, docs/quickstart.md); writes runs/quickstart/+experiment=quickstart/report.md.
 bench: $(STAMP)
-	$(BIN)/lme-harness run $(ARGS)
+	$(BIN)/lme-harness run +experiment=quickstart $(ARGS)
 
 # Lint: ruff (rules and format, [tool.ruff] in pyproject.toml) over the tree, mypy over harness/ ([tool.mypy]).
 lint: $(STAMP)

@@ -2,9 +2,12 @@
 
 Each build is a folder holding an installed `llama_cpp` package (e.g. `pip install --no-deps --target DIR WHEEL`);
 `installed` means the one in this environment. Builds are measured in alternation, each round in a fresh process,
-so that background load hits every build alike; the medians are reported.
+so that background load hits every build alike; the medians are reported. Several `--model`s are measured in
+alternation too, and each one's speed is also given as a ratio to the first model's (the main job's slow-host
+estimate scales the 1.5B's measured figures by it: docs/quickstart.md).
 
     python -m benchmarks.runtime_speed --model smollm2_135m --build installed --build /tmp/llama_native --rounds 3
+    python -m benchmarks.runtime_speed --model qwen25_coder_15b --model qwen25_coder_05b --build installed
 """
 
 from __future__ import annotations
@@ -26,13 +29,14 @@ llm = Llama(model_path=path, n_ctx=n_prompt + n_gen + 16, n_threads=threads, n_t
             n_batch=512, verbose=False, seed=0)
 words = ("the user said they moved to a new city last spring and started a job at a bakery " * 200).split()
 tokens = llm.tokenize(" ".join(words).encode())[:n_prompt]
-t0 = time.perf_counter(); llm.eval(tokens); t1 = time.perf_counter()
+c0 = time.process_time(); t0 = time.perf_counter(); llm.eval(tokens); t1 = time.perf_counter(); c1 = time.process_time()
 out = []
 for _ in range(n_gen):
     tok = llm.sample(temp=0.0)
     out.append(tok); llm.eval([tok])
-t2 = time.perf_counter()
+t2 = time.perf_counter(); c2 = time.process_time()
 print(json.dumps({"pp_tok_s": len(tokens) / (t1 - t0), "tg_tok_s": n_gen / (t2 - t1),
+                  "pp_tok_per_cpu_s": len(tokens) / (c1 - c0), "tg_tok_per_cpu_s": n_gen / (c2 - c1),
                   "lib": llama_cpp.__file__}))
 """
 
@@ -55,35 +59,46 @@ def main(argv: list[str] | None = None) -> None:
     from harness.llm.models import load_spec, pull
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="qwen25_coder_15b")
+    ap.add_argument("--model", action="append", help="a model name (repeatable); default qwen25_coder_15b")
     ap.add_argument("--build", action="append", required=True, help="'installed' or a folder holding llama_cpp")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--prompt-tokens", type=int, default=512)
     ap.add_argument("--gen-tokens", type=int, default=64)
     ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     a = ap.parse_args(argv)
-    path = str(pull(load_spec(a.model)))
-    runs: dict[str, list[dict]] = {b: [] for b in a.build}
+    models = a.model or ["qwen25_coder_15b"]
+    paths = {m: str(pull(load_spec(m))) for m in models}
+    runs: dict[tuple[str, str], list[dict]] = {(m, b): [] for m in models for b in a.build}
     for _ in range(a.rounds):
-        for b in a.build:
-            runs[b].append(measure(b, path, a.prompt_tokens, a.gen_tokens, a.threads))
+        for m in models:
+            for b in a.build:
+                runs[(m, b)].append(measure(b, paths[m], a.prompt_tokens, a.gen_tokens, a.threads))
     rows = {
-        b: {
+        key: {
             "lib": Path(r[0]["lib"]).parent.as_posix(),
             "pp_tok_s": round(statistics.median(x["pp_tok_s"] for x in r), 1),
             "tg_tok_s": round(statistics.median(x["tg_tok_s"] for x in r), 1),
+            # tokens per CPU-second of this process: with --threads 1, nearly unaffected by other load on the machine
+            "pp_tok_per_cpu_s": round(statistics.median(x["pp_tok_per_cpu_s"] for x in r), 1),
+            "tg_tok_per_cpu_s": round(statistics.median(x["tg_tok_per_cpu_s"] for x in r), 1),
         }
-        for b, r in runs.items()
+        for key, r in runs.items()
     }
+    for (_m, b), row in rows.items():  # speed relative to the first model on the same build
+        first = rows[(models[0], b)]
+        row["pp_ratio"] = round(row["pp_tok_s"] / first["pp_tok_s"], 2)
+        row["tg_ratio"] = round(row["tg_tok_s"] / first["tg_tok_s"], 2)
+        row["pp_cpu_ratio"] = round(row["pp_tok_per_cpu_s"] / first["pp_tok_per_cpu_s"], 2)
+        row["tg_cpu_ratio"] = round(row["tg_tok_per_cpu_s"] / first["tg_tok_per_cpu_s"], 2)
     print(
         json.dumps(
             {
-                "model": a.model,
+                "models": models,
                 "threads": a.threads,
                 "rounds": a.rounds,
                 "prompt_tokens": a.prompt_tokens,
                 "gen_tokens": a.gen_tokens,
-                "builds": rows,
+                "results": {m: {b: rows[(m, b)] for b in a.build} for m in models},
             },
             indent=2,
         )

@@ -15,7 +15,7 @@ The built wheel is kept in `~/.cache/lme-harness/wheels/<version>-<profile>-<key
 the flags and the Python tag, so a changed flag builds a new wheel (pip's own wheel cache keys on the source only
 and would hand back a wheel built with other flags: the build always runs with --no-cache-dir).
 
-    python scripts/llama_runtime.py install      # build once (about 4 minutes on 2 cores), then pip install
+    python scripts/llama_runtime.py install      # build once (a few minutes on 2 cores), then pip install
     python scripts/llama_runtime.py check        # objdump the installed libraries: no instruction outside the profile
     python scripts/llama_runtime.py info         # the installed profile and flags (JSON)
 
@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -47,6 +48,9 @@ COMMON_FLAGS = (
     "-DLLAMA_BUILD_TOOLS=OFF",
     "-DLLAMA_BUILD_SERVER=OFF",
 )
+# A CMake file included after each project(): leaves llama.cpp's `common` library (never installed) out of the
+# build, which llama-cpp-python forces on and no CMAKE_ARGS flag can turn off. Its text is part of the build key.
+PROJECT_INCLUDE = Path(__file__).resolve().with_name("llama_build.cmake")
 NO_AMX = ("-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF")
 PROFILES: dict[str, tuple[str, ...]] = {
     "portable": (
@@ -96,9 +100,15 @@ def cmake_args(profile: str) -> list[str]:
     return [*PROFILES[profile], *COMMON_FLAGS]
 
 
+def build_cmake_args(profile: str) -> list[str]:
+    """What the build is given: the profile's flags and the project include (by path: not part of the key)."""
+    return [*cmake_args(profile), f"-DCMAKE_PROJECT_INCLUDE={PROJECT_INCLUDE}"]
+
+
 def build_key(profile: str) -> str:
     tag = f"{sys.implementation.cache_tag}-{sysconfig.get_platform()}"
-    blob = json.dumps([VERSION, profile, cmake_args(profile), tag])
+    include = hashlib.sha256(PROJECT_INCLUDE.read_bytes()).hexdigest()
+    blob = json.dumps([VERSION, profile, cmake_args(profile), tag, include])
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -127,7 +137,7 @@ def build(profile: str) -> Path:
     tmp.mkdir(parents=True)
     env = {
         **os.environ,
-        "CMAKE_ARGS": " ".join(cmake_args(profile)),
+        "CMAKE_ARGS": shlex.join(build_cmake_args(profile)),
         "CMAKE_BUILD_PARALLEL_LEVEL": os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2)),
     }
     print(f"llama_runtime: building llama-cpp-python {VERSION} ({profile}: {env['CMAKE_ARGS']})", flush=True)

@@ -2,7 +2,7 @@ import gzip
 
 import pytest
 
-from harness.data.longmemeval import DataError, LongMemEvalSource, info, parse_cases, select
+from harness.data.longmemeval import DataError, LongMemEvalSource, history_chars, info, parse_cases, select
 from tests.conftest import make_row
 
 
@@ -101,3 +101,19 @@ def test_seeded_sample_is_reproducible_stratified_and_sorted():
     assert [c.question_id for c in a] != [c.question_id for c in select(cases, None, limit=6)]  # not the first 6
     assert {c.question_id for c in select(cases, None, limit=6, sample_seed=8)} != {c.question_id for c in a}
     assert len(select(cases, None, limit=50, sample_seed=7)) == 18
+
+
+def test_shortest_keeps_the_n_shortest_histories_sorted_by_id():
+    def row(qid: str, n_chars: int) -> dict:
+        return make_row(qid, sessions=[[{"role": "user", "content": "x" * n_chars, "has_answer": True}]])
+
+    rows = [row("a", 50), row("b", 10), row("c", 30), row("d", 10), row("e", 20)]
+    cases = parse_cases(__import__("json").dumps(rows).encode(), "x.json")
+    picked = select(cases, None, limit=3, shortest=True)
+    assert [c.question_id for c in picked] == ["b", "d", "e"]  # 10, 10, 20 characters; the first 3 would be a, b, c
+    assert [c.question_id for c in select(cases, None, limit=3)] == ["a", "b", "c"]
+    assert [history_chars(c) for c in picked] == [10, 10, 20]
+    with pytest.raises(DataError, match="shortest and dataset.sample_seed"):
+        select(cases, None, limit=3, shortest=True, sample_seed=0)
+    with pytest.raises(DataError, match="dataset.shortest must be"):
+        select(cases, None, limit=3, shortest="yes")  # type: ignore[arg-type]

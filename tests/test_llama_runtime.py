@@ -101,6 +101,19 @@ def test_a_changed_flag_gets_its_own_wheel_folder(monkeypatch):
     assert rt.wheel_dir("native") != before
 
 
+def test_the_build_leaves_out_the_uninstalled_common_library(monkeypatch, tmp_path):
+    """The project include forces LLAMA_BUILD_COMMON off in llama.cpp's project; its text is part of the key."""
+    include = rt.PROJECT_INCLUDE.read_text()
+    assert 'PROJECT_NAME STREQUAL "llama.cpp"' in include
+    assert "set(LLAMA_BUILD_COMMON OFF CACHE BOOL" in include and "FORCE)" in include
+    assert f"-DCMAKE_PROJECT_INCLUDE={rt.PROJECT_INCLUDE}" in rt.build_cmake_args("portable")
+    before = rt.wheel_dir("portable")
+    changed = tmp_path / "llama_build.cmake"
+    changed.write_text(include + "# changed\n")
+    monkeypatch.setattr(rt, "PROJECT_INCLUDE", changed)
+    assert rt.wheel_dir("portable") != before
+
+
 @needs_tools
 def test_installed_runtime_is_the_portable_build_and_is_clean():
     """The llama.cpp libraries this environment runs contain nothing outside the portable baseline."""

@@ -350,10 +350,16 @@ def select(
     limit: int | None = None,
     question_ids: Sequence[str] | None = None,
     sample_seed: int | None = None,
+    shortest: bool | None = None,
 ) -> list[Case]:
     """Filter by type (case-insensitive), stable-sort by question_id, then keep `limit` cases: the first ones
     (reference §2), or with `sample_seed` a seeded random sample, drawn per question type in proportion to its
-    share (the first N of a sorted file are not a representative subset), returned sorted by question_id."""
+    share (the first N of a sorted file are not a representative subset), or with `shortest` the N cases whose
+    history is shortest (a job sized by its prompt tokens: `history_chars`), returned sorted by question_id."""
+    if shortest not in (None, True, False):
+        raise DataError(f"dataset.shortest must be true, false or null, got {shortest!r}")
+    if shortest and sample_seed is not None:
+        raise DataError("dataset.shortest and dataset.sample_seed both choose the cases: set only one")
     out = list(cases)
     if question_types:
         wanted = {t.strip().lower() for t in question_types}
@@ -365,8 +371,16 @@ def select(
     if limit is not None:
         if limit < 0:
             raise DataError(f"limit must be >= 0, got {limit}")
-        out = out[:limit] if sample_seed is None else _stratified_sample(out, limit, sample_seed)
+        if shortest:  # stable sort: equal lengths keep question_id order
+            out = sorted(sorted(out, key=history_chars)[:limit], key=lambda c: c.question_id)
+        else:
+            out = out[:limit] if sample_seed is None else _stratified_sample(out, limit, sample_seed)
     return out
+
+
+def history_chars(case: Case) -> int:
+    """Characters of all the history's turns: what the long-context prompt and the summary request grow with."""
+    return sum(len(t.content) for s in case.sessions for t in s)
 
 
 def _stratified_sample(cases: list[Case], n: int, seed: int) -> list[Case]:
@@ -421,6 +435,7 @@ class LongMemEvalSource:
     question_ids: Sequence[str] | None = None
     limit: int | None = None
     sample_seed: int | None = None  # with limit: a seeded random subset (stratified by type) instead of the first N
+    shortest: bool | None = None  # with limit: the N cases with the shortest history instead of the first N
     shard: str | None = None  # "I/N": the I-th of N disjoint parts of the selection (runs/cluster: docs/cluster.md)
     hf_repo: str | None = "xiaowu0162/longmemeval-cleaned"
     hf_filename: str | None = None
@@ -461,7 +476,7 @@ class LongMemEvalSource:
                 f"{source}: dataset '{self.name}' question_types {missing} match no question "
                 f"(types in the file: {sorted(present)})"
             )
-        cases = select(all_cases, self.question_types, self.limit, self.question_ids, self.sample_seed)
+        cases = select(all_cases, self.question_types, self.limit, self.question_ids, self.sample_seed, self.shortest)
         if not cases:
             raise DataError(f"{source}: no question matches question_types={list(self.question_types or [])}")
         prov = {

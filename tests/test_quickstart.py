@@ -1,0 +1,46 @@
+"""The main job (`make bench` = `+experiment=quickstart`): sized by prompt tokens, and the published protocol untouched."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+
+from harness.data.longmemeval import history_chars
+from runners.cli import CONFIG_DIR
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _cfg(*overrides: str):
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def test_make_bench_runs_the_quickstart_experiment():
+    bench = REPO.joinpath("Makefile").read_text().split("\nbench:", 1)[1].split("\n\n", 1)[0]
+    assert "lme-harness run +experiment=quickstart $(ARGS)" in bench
+
+
+def test_quickstart_takes_the_shortest_histories_on_the_small_model(oracle_path):
+    cfg = _cfg("+experiment=quickstart", f"dataset.path={oracle_path}")
+    assert cfg.model.name == "qwen25_coder_05b" and cfg.run.name == "quickstart"
+    assert list(cfg.mode) == ["long_context", "summary", "summary_ondemand"]
+    assert instantiate(cfg.mode.summary_ondemand).first_tool_choice == "required"  # the search is shown at work
+    assert cfg.judge._target_.endswith("TrpcJudge")
+    source = instantiate(cfg.dataset)
+    picked, _ = source.load()
+    assert len(picked) == 3
+    source.limit = None
+    everything, _ = source.load()
+    others = [c for c in everything if c.question_id not in {p.question_id for p in picked}]
+    assert max(map(history_chars, picked)) <= min(map(history_chars, others))
+    assert [c.question_id for c in picked] != sorted(c.question_id for c in everything)[:3]  # not the first 3
+
+
+def test_the_published_protocol_and_the_default_run_keep_their_selection():
+    for overrides in (["+experiment=trpc_repro"], []):
+        cfg = _cfg(*overrides)
+        assert cfg.dataset.shortest is None and cfg.dataset.sample_seed is None
+    assert _cfg().model.name == "qwen25_coder_15b"  # the default config (baselines, docs' larger runs) is unchanged
