@@ -117,6 +117,18 @@ def _spawn(cmd: list[str], tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     return proc, err
 
 
+def _hanging_responder():
+    """A fake model whose calls hang (HANG_S) once `hang["on"]` is set: a call in flight that never comes back."""
+    model = FakeModel(answer=answer)
+    hang = {"on": False}
+
+    def responder(req):
+        r = model(req)
+        return Reply(r.status, r.body, r.headers, HANG_S if hang["on"] else 0.05)
+
+    return responder, hang
+
+
 def _check_interrupted_run_dir(run_dir: Path) -> list[dict]:
     recs = load_records(run_dir / "records.jsonl")
     assert recs and all(r["status"] == "ok" for r in recs), [r.get("error") for r in recs]  # no stop-made outcome
@@ -131,13 +143,7 @@ def _check_interrupted_run_dir(run_dir: Path) -> list[dict]:
 
 def test_sigint_stops_in_order_abandons_the_hung_calls_and_the_same_command_resumes(tmp_path):
     data = tagged_dataset(tmp_path)
-    model = FakeModel(answer=answer)
-    hang = {"on": False}
-
-    def responder(req):
-        r = model(req)
-        return Reply(r.status, r.body, r.headers, HANG_S if hang["on"] else 0.05)
-
+    responder, hang = _hanging_responder()
     run_dir = tmp_path / "run"
     with FakeOpenAIServer(responder) as srv:
         args = _with(endpoint_args(tmp_path, srv.base_url, data, "run"), run__concurrency="2")
@@ -229,13 +235,7 @@ def test_a_second_sigint_exits_at_once_and_kills_the_embedded_server(tmp_path, w
 
 def test_sigint_stops_a_multirun_sweep(tmp_path):
     data = tagged_dataset(tmp_path)
-    model = FakeModel(answer=answer)
-    hang = {"on": False}
-
-    def responder(req):
-        r = model(req)
-        return Reply(r.status, r.body, r.headers, HANG_S if hang["on"] else 0.05)
-
+    responder, hang = _hanging_responder()
     sweep = tmp_path / "sweep"
     with FakeOpenAIServer(responder) as srv:
         args = [a for a in endpoint_args(tmp_path, srv.base_url, data, "run") if not a.startswith("hydra.run.dir=")]
