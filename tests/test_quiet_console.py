@@ -118,3 +118,12 @@ def test_group_failures_orders_by_count_and_keeps_ok_rows_with_an_error():
         pd.DataFrame([{"question_id": f"q{i:02d}", "mode": "a", "status": "failed", "error": "E"} for i in range(20)])
     )
     assert many[0].pairs_text(limit=3) == "q00 / a, q01 / a, q02 / a, … and 17 more"
+
+
+def test_bm25s_debug_lines_stay_off_the_console():
+    """bm25s sets its logger to DEBUG on import; its "Building index from tokens" line broke the progress line."""
+    import logging
+
+    import harness.retrieval.keyword  # noqa: F401  (imports bm25s)
+
+    assert logging.getLogger("bm25s").getEffectiveLevel() >= logging.WARNING

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
 from functools import lru_cache
@@ -10,6 +11,9 @@ import bm25s
 import numpy as np
 import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
+
+# bm25s sets its own logger to DEBUG on import, so every index build printed a line amid the progress line.
+logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s' default token pattern
 # Two stopword lists. "lucene" (bm25s' English list, 33 words) keeps pronouns such as "my", which tie
