@@ -6,8 +6,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 RAY_VENV := .venv-ray
 RAY_STAMP := $(RAY_VENV)/.installed
-# The main job's model (configs/experiment/quickstart.yaml); `make models` also fetches the default config's 1.5B.
-BENCH_MODEL ?= qwen25_coder_05b
+# The main job's model (configs/experiment/quickstart.yaml: the default config's 1.5B).
+BENCH_MODEL ?= qwen25_coder_15b
 SMOKE_MODEL := smollm2_135m
 # Fetched during setup, beside the compile (network while the CPU compiles).
 PREFETCH_MODELS ?= $(BENCH_MODEL)
@@ -35,9 +35,8 @@ setup: $(STAMP)
 models: $(STAMP)
 	$(BIN)/lme-harness models pull $(SMOKE_MODEL)
 	$(BIN)/lme-harness models pull $(BENCH_MODEL)
-	$(BIN)/lme-harness models pull qwen25_coder_15b
 
-# The main job: the 3 shortest oracle cases x all three modes on the embedded 0.5B model, sized for a slow 2-core
+# The main job: the 3 shortest oracle cases x all three modes on the embedded 1.5B model, sized for a slow 2-core
 # host (configs/experiment/quickstart.yaml, docs/quickstart.md); writes runs/quickstart/+experiment=quickstart/report.md.
 bench: $(STAMP)
 	$(BIN)/lme-harness run +experiment=quickstart $(ARGS)

@@ -23,9 +23,9 @@ def test_make_bench_runs_the_quickstart_experiment():
     assert "lme-harness run +experiment=quickstart $(ARGS)" in bench
 
 
-def test_quickstart_takes_the_shortest_histories_on_the_small_model(oracle_path):
+def test_quickstart_takes_the_shortest_histories(oracle_path):
     cfg = _cfg("+experiment=quickstart", f"dataset.path={oracle_path}")
-    assert cfg.model.name == "qwen25_coder_05b" and cfg.run.name == "quickstart"
+    assert cfg.model.name == "qwen25_coder_15b" and cfg.run.name == "quickstart"
     assert list(cfg.mode) == ["long_context", "summary", "summary_ondemand"]
     assert instantiate(cfg.mode.summary_ondemand).first_tool_choice == "required"  # the search is shown at work
     assert cfg.judge._target_.endswith("TrpcJudge")
