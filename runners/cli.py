@@ -32,7 +32,7 @@ def _hydra_main(task_fn, argv: list[str]) -> int:
 
     from harness import progress, secrets
     from runners.console import quiet_console
-    from runners.interrupt import STOP, SweepInterrupted, stop_on_signals
+    from runners.interrupt import SweepInterrupted, stop_on_signals
     from runners.rundir import RunNameError, check_run_name, register_resolvers
 
     status = {"code": 0}
@@ -52,10 +52,7 @@ def _hydra_main(task_fn, argv: list[str]) -> int:
         finally:  # logs written by other processes (the embedded server) cannot be filtered as they are written
             for log in run_dir.glob("*.log"):
                 secrets.scrub_file(log)
-        if STOP.is_set():  # through Hydra's launcher, which would start a sweep's next job
-            if _is_multirun():
-                print("lme-harness: the sweep stopped; its later jobs were not started", file=sys.stderr)
-            raise SweepInterrupted()
+        _stop_sweep_if_interrupted()
 
     bad = secrets.check_overrides(argv)
     if bad:  # before Hydra: it prints and snapshots override text (a sweep's job lines, multirun.yaml)
@@ -101,6 +98,18 @@ def _is_multirun() -> bool:
         return HydraConfig.get().mode == RunMode.MULTIRUN
     except ValueError:
         return False
+
+
+def _stop_sweep_if_interrupted() -> None:
+    """After a job: a stop requested by a signal ends the sweep through Hydra's launcher, which would otherwise start
+    the next job. Module-level (not in `_main`'s closure): the Ray launcher pickles `_main`, and the stop flag holds a
+    lock."""
+    from runners.interrupt import STOP, SweepInterrupted
+
+    if STOP.is_set():
+        if _is_multirun():
+            print("lme-harness: the sweep stopped; its later jobs were not started", file=sys.stderr)
+        raise SweepInterrupted()
 
 
 def _causes(e: BaseException | None):
