@@ -188,15 +188,26 @@ def _embedded(tmp_path: Path, model_files: dict[str, str]) -> tuple[list[str], P
     return [sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "stand_in.py"), str(flag), *args], flag
 
 
-def test_sigterm_stops_the_embedded_server_that_ignores_it_and_leaves_no_process(tmp_path, weights):  # noqa: F811
-    cmd, flag = _embedded(tmp_path, weights)
+def _start_embedded_until_a_call_hangs(tmp_path: Path, model_files: dict[str, str]):
+    """A run on the stand-in embedded server, once one pair is recorded and the next call hangs in the server:
+    (process, its stderr file, the run directory, the server's pid)."""
+    cmd, flag = _embedded(tmp_path, model_files)
     run_dir = tmp_path / "run"
     proc, err = _spawn(cmd, tmp_path)
     try:
         _wait(lambda: _lines(run_dir / "records.jsonl") >= 1, proc, err)
         flag.touch()
         _wait(lambda: (tmp_path / "hanging").exists(), proc, err)
-        server = int((tmp_path / "server.pid").read_text())
+    except BaseException:
+        proc.kill()
+        proc.wait(30)
+        raise
+    return proc, err, run_dir, int((tmp_path / "server.pid").read_text())
+
+
+def test_sigterm_stops_the_embedded_server_that_ignores_it_and_leaves_no_process(tmp_path, weights):  # noqa: F811
+    proc, err, run_dir, server = _start_embedded_until_a_call_hangs(tmp_path, weights)
+    try:
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
     finally:
@@ -210,14 +221,8 @@ def test_sigterm_stops_the_embedded_server_that_ignores_it_and_leaves_no_process
 
 
 def test_a_second_sigint_exits_at_once_and_kills_the_embedded_server(tmp_path, weights):  # noqa: F811
-    cmd, flag = _embedded(tmp_path, weights)
-    run_dir = tmp_path / "run"
-    proc, err = _spawn(cmd, tmp_path)
+    proc, err, run_dir, server = _start_embedded_until_a_call_hangs(tmp_path, weights)
     try:
-        _wait(lambda: _lines(run_dir / "records.jsonl") >= 1, proc, err)
-        flag.touch()
-        _wait(lambda: (tmp_path / "hanging").exists(), proc, err)
-        server = int((tmp_path / "server.pid").read_text())
         proc.send_signal(signal.SIGINT)  # the stop waits 1 s for the server (which ignores SIGTERM) ...
         time.sleep(0.3)
         proc.send_signal(signal.SIGINT)  # ... a second Ctrl-C does not wait
