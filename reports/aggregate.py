@@ -7,7 +7,6 @@ tool use (`tool_stats`), cost (`cost_table`) and a flat scoreboard `{(mode, metr
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from harness.records import RECORDS_FILE, STATUS_OK, Record, RecordError, load_records
+from harness.run_meta import RunMeta, read_run_meta
 from reports.cost import Endpoints, PriceTable, judge_calls, load_price_table, record_costs, summary_calls
 from reports.metrics import BUILTIN, COST_KEYS, MetricCatalog, catalog_of
 from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap_ci, paired_bootstrap_ci
@@ -55,10 +55,14 @@ def _tokens(calls: Sequence[Mapping[str, Any]]) -> int:
 
 
 def records_frame(
-    records: Sequence[dict[str, Any]], *, meta: Mapping[str, Any] | None = None, prices: PriceTable | None = None
+    records: Sequence[dict[str, Any]],
+    *,
+    meta: RunMeta | Mapping[str, Any] | None = None,
+    prices: PriceTable | None = None,
 ) -> pd.DataFrame:
     """One row per record. Cost columns are filled when a price table is given (else left out). The columns'
     catalog (`catalog(df)`) is `meta`'s: the run's scorer specs (run.json `metrics`), else the built-in ones."""
+    meta = RunMeta.of(meta)
     metrics = catalog_of(meta)
     typed = [r if isinstance(r, Record) else Record.from_json(r) for r in records]
     by_key = {r.key: r for r in typed}
@@ -416,9 +420,9 @@ def scoreboard(df: pd.DataFrame) -> dict[tuple[str, str], float]:
     return {k: v for k, v in out.items() if v is not None and not (isinstance(v, float) and math.isnan(v))}
 
 
-def load_meta(run_dir: Path) -> dict[str, Any]:
-    p = Path(run_dir) / "run.json"
-    return json.loads(p.read_text()) if p.exists() else {}
+def load_meta(run_dir: Path) -> RunMeta:
+    """The run's run.json (empty when it has none)."""
+    return read_run_meta(run_dir)
 
 
 @dataclass
@@ -427,7 +431,7 @@ class RunData:
 
     df: pd.DataFrame
     records: list[dict[str, Any]]
-    meta: dict[str, Any]
+    meta: RunMeta
 
 
 def read_run(run_dir: Path, *, prices: PriceTable | str | Path | None = None, with_cost: bool = True) -> RunData:

@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from harness.records import RECORDS_FILE
+from harness.run_meta import RunMeta
 from reports.aggregate import catalog, modes, read_run
 from reports.cost import PriceTable
 from reports.metrics import BUILTIN, MetricCatalog, catalog_of
@@ -54,7 +55,7 @@ class Run:
     path: Path
     label: str
     df: pd.DataFrame
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: RunMeta = field(default_factory=lambda: RunMeta.from_json({}))
 
 
 def expand_run_dirs(paths: Iterable[str | Path]) -> tuple[list[Path], list[str]]:
@@ -89,9 +90,9 @@ def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix[:-1]: obj}
 
 
-def config_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+def config_diff(a: RunMeta | Mapping[str, Any], b: RunMeta | Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
     """(key, value in A, value in B) for every result-relevant config entry that differs."""
-    fa, fb = flatten(a.get("config") or {}), flatten(b.get("config") or {})
+    fa, fb = flatten(RunMeta.of(a).config or {}), flatten(RunMeta.of(b).config or {})
     keys = sorted(set(fa) | set(fb))
 
     def noise(k: str) -> bool:
@@ -108,7 +109,7 @@ def _short(v: Any, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def _labels(paths: Sequence[Path], metas: Sequence[Mapping[str, Any]]) -> list[str]:
+def _labels(paths: Sequence[Path], metas: Sequence[RunMeta]) -> list[str]:
     """Name runs by the config entries that tell them apart (e.g. `prompt.name=state_recovery`), else by directory
     (a Hydra sweep names its run directories after every override, which is long)."""
     keys: list[str] = []
@@ -117,7 +118,7 @@ def _labels(paths: Sequence[Path], metas: Sequence[Mapping[str, Any]]) -> list[s
     named = [k for k in keys if k.split(".")[-1] == "name"]  # e.g. prompt.name says it all for a prompt variant
     keys = named or keys[:3]
     if keys:
-        flat = [flatten(m.get("config") or {}) for m in metas]
+        flat = [flatten(m.config or {}) for m in metas]
         labels = [",".join(f"{k}={_short(f.get(k), 40)}" for k in keys) for f in flat]
         if len(set(labels)) == len(labels):
             return labels
@@ -292,7 +293,7 @@ def compare_runs(
     out = []
     for other in runs[1:]:
         warnings = []
-        da, db = (base.meta.get("dataset") or {}).get("sha256"), (other.meta.get("dataset") or {}).get("sha256")
+        da, db = base.meta.dataset_sha256, other.meta.dataset_sha256
         if da and db and da != db:
             warnings.append(
                 f"different datasets (sha256 {da[:12]}… vs {db[:12]}…): cases are paired by question_id only"

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from harness.records import Record
+from harness.run_meta import ModelRef, RunMeta
 
 DEFAULT_PRICING = Path(__file__).resolve().parents[1] / "configs" / "pricing" / "default.yaml"
 COST_PARTS = ("answer", "summary", "judge", "embedding")
@@ -102,16 +103,16 @@ class Endpoints:
     judge_model: str | None = None
 
     @classmethod
-    def from_run_meta(cls, meta: Mapping[str, Any] | None) -> Endpoints:
-        meta = meta or {}
-        model = meta.get("model") or {}
-        judge = meta.get("judge_model") or None
-        answer_local = model.get("kind") == "local"
+    def from_run_meta(cls, meta: RunMeta | Mapping[str, Any] | None) -> Endpoints:
+        run = RunMeta.of(meta)
+        model = run.model or ModelRef()
+        judge = run.judge_model if run.judge_model is not None and not run.judge_model.empty else None
+        answer_local = model.kind == "local"
         return cls(
             answer_local=answer_local,
-            judge_local=(judge.get("kind") == "local") if judge else answer_local,
-            answer_model=model.get("model"),
-            judge_model=(judge or {}).get("model") or model.get("model"),
+            judge_local=(judge.kind == "local") if judge else answer_local,
+            answer_model=model.model,
+            judge_model=(judge.model if judge else None) or model.model,
         )
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.records import RECORDS_FILE, RecordError, read_records, record_key
+from harness.run_meta import RunMetaError, read_run_meta
 from runners.bounds import RecordBounds, cut_text
 
 
@@ -32,8 +33,8 @@ class HypothesisExport:
 def run_bounds(run_dir: Path) -> RecordBounds:
     """The bounds the run wrote its records with (run.json's config), else the defaults."""
     try:
-        cfg = json.loads((run_dir / "run.json").read_text()).get("config") or {}
-    except (OSError, ValueError, AttributeError):
+        cfg = read_run_meta(run_dir).config or {}
+    except (OSError, RunMetaError):
         cfg = {}
     return RecordBounds.from_config(cfg if isinstance(cfg, dict) else {})
 

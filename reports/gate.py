@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from harness.run_meta import ModelRef, RunMeta
 from reports.aggregate import load_meta, read_run, scoreboard
 from reports.metrics import BUILTIN, MetricCatalog, catalog_of
 
@@ -279,12 +280,13 @@ class GateResult:
         return "\n".join(lines) + "\n"
 
 
-def _identity(meta: Mapping[str, Any]) -> dict[str, Any]:
+def _identity(meta: RunMeta) -> dict[str, Any]:
+    model = meta.model or ModelRef()
     return {
-        "fingerprint": meta.get("fingerprint"),
-        "dataset_sha256": (meta.get("dataset") or {}).get("sha256"),
-        "model": (meta.get("model") or {}).get("model"),
-        "model_sha256": (meta.get("model") or {}).get("sha256"),
+        "fingerprint": meta.fingerprint,
+        "dataset_sha256": meta.dataset_sha256,
+        "model": model.model,
+        "model_sha256": model.sha256,
     }
 
 
@@ -443,7 +445,7 @@ def baseline_from_run(
             "source": {
                 **_identity(meta),
                 "run_dir": str(run_dir),
-                "git_sha": (meta.get("git") or {}).get("sha"),
+                "git_sha": meta.git.sha if meta.git else None,
                 "created": _dt.date.today().isoformat(),
                 "cases": int(df["question_id"].nunique()),
             },

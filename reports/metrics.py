@@ -16,6 +16,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from harness.run_meta import RunMeta
 from harness.scoring.base import MetricSpec, declared_specs
 
 # Presentation order of the built-in columns: the reference's published table first (HEADLINE: summary.csv and
@@ -195,9 +196,9 @@ class MetricCatalog:
 BUILTIN = MetricCatalog()
 
 
-def catalog_of(*metas: Mapping[str, Any] | None) -> MetricCatalog:
+def catalog_of(*metas: RunMeta | Mapping[str, Any] | None) -> MetricCatalog:
     """The catalog of runs from their run.json: built-in scorers, then the specs each run declares."""
-    entries = [e for m in metas for e in ((m or {}).get("metrics") or [])]
+    entries = [e for m in metas for e in (RunMeta.of(m).metrics or [])]
     if not entries:
         return BUILTIN
     fields = {f.name for f in dataclasses.fields(MetricSpec)}

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from harness.run_meta import GitState, ModelRef, RunMeta
 from reports import html as H
 from reports import plots
 from reports.aggregate import (
@@ -103,6 +105,32 @@ def _present(df: pd.DataFrame, keys: Sequence[str]) -> list[str]:
     return [k for k in keys if k in df.columns and df[k].notna().any()]
 
 
+@dataclass
+class ReportContext:
+    """Everything the Markdown and HTML reports are written from (`build_report` computes it once)."""
+
+    run_dir: Path
+    df: pd.DataFrame  # the records frame
+    meta: RunMeta
+    records: list[dict[str, Any]]
+    summary: pd.DataFrame  # per mode (summary.csv)
+    ci: pd.DataFrame  # per mode and metric, with confidence intervals (summary_ci.csv)
+    quality: list[str]  # the quality metrics present, then the other metrics present
+    other: list[str]
+    judges: pd.DataFrame
+    sav: pd.DataFrame  # token savings against long_context
+    tools: pd.DataFrame
+    costs: pd.DataFrame
+    table: PriceTable
+    pair: tuple[str, str] | None  # the two modes compared pair by pair
+    wlt: pd.DataFrame  # their paired comparison (empty without a pair)
+    figs: dict[str, list[Path]]  # plot name -> [png, svg]
+    metrics: MetricCatalog
+    lead: str | None  # the headline metric
+    head: pd.DataFrame  # the headline table
+    by_type_html: Sequence[str] = ()  # the per-question-type section (several types only)
+
+
 def build_report(run_dir: Path, *, prices: PriceTable | str | Path | None = None) -> dict[str, Path]:
     run_dir = Path(run_dir)
     run = read_run(run_dir, prices=prices)
@@ -117,7 +145,7 @@ def build_report(run_dir: Path, *, prices: PriceTable | str | Path | None = None
     head = headline(df, lead) if lead else pd.DataFrame()
     judges, sav, tools, costs = judge_table(df, ci=ci), savings(df), tool_stats(df), cost_table(df)
     ms = modes(df)
-    pair = WLT_PAIR if all(m in ms for m in WLT_PAIR) else (tuple(ms[:2]) if len(ms) >= 2 else None)
+    pair = WLT_PAIR if all(m in ms for m in WLT_PAIR) else ((ms[0], ms[1]) if len(ms) >= 2 else None)
     wlt = (
         compare_modes(df, pair[0], pair[1], [k for k in compare_keys(metrics) if k in df.columns])
         if pair
@@ -154,7 +182,7 @@ def build_report(run_dir: Path, *, prices: PriceTable | str | Path | None = None
         out[f"plot_{name}"] = paths[0]
         out[f"plot_{name}_svg"] = paths[1]
 
-    ctx = dict(
+    ctx = ReportContext(
         run_dir=run_dir,
         df=df,
         meta=meta,
@@ -175,11 +203,11 @@ def build_report(run_dir: Path, *, prices: PriceTable | str | Path | None = None
         lead=lead,
         head=head,
     )
-    md = _markdown(**ctx)
+    md = _markdown(ctx)
     # empty for a single-type run: its files stay exactly as before
-    type_md, type_html = _by_type(df, run_dir, out, metrics)
+    type_md, ctx.by_type_html = _by_type(df, run_dir, out, metrics)
     out["markdown"].write_text(md + type_md)
-    out["html"].write_text(_html(**ctx, by_type_html=type_html))
+    out["html"].write_text(_html(ctx))
     return out
 
 
@@ -317,52 +345,51 @@ def _headline_html(
 # --- Markdown -----------------------------------------------------------------------------------------------
 
 
-def _provenance_lines(meta: Mapping[str, Any]) -> list[str]:
-    if not meta:
+def _provenance_lines(meta: RunMeta) -> list[str]:
+    if meta.empty:
         return ["- provenance: no run.json in this directory"]
-    d = meta.get("dataset") or {}
-    m = meta.get("model") or {}
-    g = meta.get("git") or {}
+    d = meta.dataset or {}
+    m = meta.model or ModelRef()
+    g = meta.git or GitState()
     # Every value comes from a config, a dataset or an endpoint: escaped (md_cell), never raw Markdown or HTML.
-    sha = f", sha256 {md_cell(str(m.get('sha256'))[:12])}…" if m.get("sha256") else ""
+    sha = f", sha256 {md_cell(str(m.sha256)[:12])}…" if m.sha256 else ""
     lines = [
         f"- dataset: {md_cell(d.get('source'))} (sha256 {md_cell(str(d.get('sha256'))[:12])}…, "
         f"{md_cell(d.get('n_selected'))} of {md_cell(d.get('n_total'))} questions)",
-        f"- model: {md_cell(m.get('name'))} ({md_cell(m.get('model'))}{sha})",
+        f"- model: {md_cell(m.name)} ({md_cell(m.model)}{sha})",
     ]
-    if meta.get("judge_model"):
-        j = meta["judge_model"]
-        lines.append(f"- judge model: {md_cell(j.get('name'))} ({md_cell(j.get('model'))})")
+    if meta.judge_model is not None and not meta.judge_model.empty:
+        j = meta.judge_model
+        lines.append(f"- judge model: {md_cell(j.name)} ({md_cell(j.model)})")
     lines.append(f"- judge: {md_code(judge_label(meta))}")
-    lines.append(f"- git: {md_code(g.get('sha'))}{' (dirty)' if g.get('dirty') else ''}")
-    rg = (meta.get("rescore") or {}).get("git")
-    if rg:
-        lines.append(
-            f"- rescored at git: {md_code(rg.get('sha'))}{' (dirty)' if rg.get('dirty') else ''} (the answers: git above)"
-        )
+    lines.append(f"- git: {md_code(g.sha)}{' (dirty)' if g.dirty else ''}")
+    rg = meta.rescore.git if meta.rescore is not None else None
+    if rg is not None and not rg.empty:
+        lines.append(f"- rescored at git: {md_code(rg.sha)}{' (dirty)' if rg.dirty else ''} (the answers: git above)")
     lines += [f"- {k}: {md_cell(v)}" for k, v in run_lines(meta)]
     return lines + [f"- **{md_cell(line)}**" for line in header_notes(meta)]
 
 
-def run_lines(meta: Mapping[str, Any]) -> list[tuple[str, str]]:
+def run_lines(meta: RunMeta | Mapping[str, Any]) -> list[tuple[str, str]]:
     """The header's host line (CPU, flags, cores, the embedded model's measured speed: why two runs' latencies
     differ) and, for a run that did not finish, its state."""
+    meta = RunMeta.of(meta)
     out: list[tuple[str, str]] = []
-    host = meta.get("host") or {}
-    if host:
-        cpu = f"{host.get('cpu_model') or 'unknown CPU'}" + (f" ({host['cpu_id']})" if host.get("cpu_id") else "")
-        cores = f"{host.get('cores_usable') or '?'} of {host.get('cores') or '?'} cores"
-        flags = " ".join(host.get("cpu_flags") or []) or "none of avx2/fma/f16c/avx512/amx"
+    host = meta.host
+    if host is not None and not host.empty:
+        cpu = f"{host.cpu_model or 'unknown CPU'}" + (f" ({host.cpu_id})" if host.cpu_id else "")
+        cores = f"{host.cores_usable or '?'} of {host.cores or '?'} cores"
+        flags = " ".join(host.cpu_flags or []) or "none of avx2/fma/f16c/avx512/amx"
         speeds = [
             f"{name}: prefill {_tps(p.get('prefill_tokens_per_s'))}, generation {_tps(p.get('generation_tokens_per_s'))}"
-            for name, p in (host.get("model_speed") or {}).items()
+            for name, p in (host.model_speed or {}).items()
         ]
         out.append(("host", f"{cpu}, {cores}, flags {flags}"))
         if speeds:
             out.append(("embedded model speed (llama.cpp timings of this run's calls)", "; ".join(speeds)))
-    state = meta.get("state")
+    state = meta.state
     if state and state != "finished":
-        out.append(("run state", f"{state} (run.json updated {meta.get('updated')}): the records are partial"))
+        out.append(("run state", f"{state} (run.json updated {meta.updated}): the records are partial"))
     return out
 
 
@@ -370,28 +397,10 @@ def _tps(v: Any) -> str:
     return f"{v} tokens/s" if v is not None else "not measured"
 
 
-def _markdown(
-    *,
-    run_dir,
-    df,
-    meta,
-    head,
-    lead,
-    summary,
-    ci,
-    quality,
-    other,
-    judges,
-    sav,
-    tools,
-    costs,
-    table,
-    pair,
-    wlt,
-    figs,
-    metrics,
-    **_: Any,
-) -> str:
+def _markdown(c: ReportContext) -> str:
+    run_dir, df, meta, head, lead, metrics = c.run_dir, c.df, c.meta, c.head, c.lead, c.metrics
+    summary, ci, quality, judges, sav = c.summary, c.ci, c.quality, c.judges, c.sav
+    tools, costs, table, pair, wlt, figs = c.tools, c.costs, c.table, c.pair, c.wlt, c.figs
     L = [
         f"# lme-harness report: {md_cell(run_dir.name)}",
         "",
@@ -584,30 +593,18 @@ def _cost_md(costs: pd.DataFrame, table: PriceTable, df: pd.DataFrame) -> list[s
 # --- HTML ---------------------------------------------------------------------------------------------------
 
 
-def _html(
-    *,
-    run_dir,
-    df,
-    meta,
-    records,
-    summary,
-    ci,
-    quality,
-    other,
-    judges,
-    sav,
-    tools,
-    costs,
-    table,
-    pair,
-    wlt,
-    figs,
-    metrics,
-    head,
-    lead,
-    by_type_html: Sequence[str] = (),
-    **_: Any,
-) -> str:
+def _html(c: ReportContext) -> str:
+    run_dir, df, meta, records, head, lead, metrics = c.run_dir, c.df, c.meta, c.records, c.head, c.lead, c.metrics
+    summary, ci, quality, other, judges, sav = c.summary, c.ci, c.quality, c.other, c.judges, c.sav
+    tools, costs, table, pair, wlt, figs, by_type_html = (
+        c.tools,
+        c.costs,
+        c.table,
+        c.pair,
+        c.wlt,
+        c.figs,
+        c.by_type_html,
+    )
     B: list[str] = [f"<h1>lme-harness report: {H.esc(run_dir.name)}</h1>"]
     # The first screen answers the question (which mode wins, at what cost) before the provenance and any wide table.
     B += _headline_html(head, lead, metrics, figs["quality_vs_tokens"][0], bool(header_notes(meta)))
@@ -789,28 +786,28 @@ def paired_html(stats: pd.DataFrame, *, table_id: str, metrics: MetricCatalog = 
     )
 
 
-def _provenance_html(meta: Mapping[str, Any]) -> str:
-    if not meta:
+def _provenance_html(meta: RunMeta) -> str:
+    if meta.empty:
         return '<p class="muted">no run.json in this directory</p>'
-    d, m, g = meta.get("dataset") or {}, meta.get("model") or {}, meta.get("git") or {}
+    d, m, g = meta.dataset or {}, meta.model or ModelRef(), meta.git or GitState()
     pairs = [
         ("dataset", f"{d.get('source')} ({d.get('n_selected')} of {d.get('n_total')} questions)"),
         ("dataset sha256", d.get("sha256")),
-        ("model", f"{m.get('name')} · {m.get('model')}"),
-        ("model sha256", m.get("sha256") or "n/a (remote)"),
-        ("judge model", (meta.get("judge_model") or {}).get("model") or "the answer model"),
+        ("model", f"{m.name} · {m.model}"),
+        ("model sha256", m.sha256 or "n/a (remote)"),
+        ("judge model", (meta.judge_model.model if meta.judge_model else None) or "the answer model"),
         ("judge", judge_label(meta)),
-        ("git", f"{g.get('sha')}{' (dirty)' if g.get('dirty') else ''}"),
-        ("python / platform", f"{meta.get('python')} · {meta.get('platform')}"),
+        ("git", f"{g.sha}{' (dirty)' if g.dirty else ''}"),
+        ("python / platform", f"{meta.python} · {meta.platform}"),
         *run_lines(meta),
-        ("packages", ", ".join(f"{k} {v}" for k, v in (meta.get("packages") or {}).items() if v)),
+        ("packages", ", ".join(f"{k} {v}" for k, v in (meta.packages or {}).items() if v)),
     ]
     deviations = "".join(f'<p class="deviation"><strong>{H.esc(line)}</strong></p>' for line in header_notes(meta))
     return (
         deviations
         + H.kv(pairs)
         + "<details><summary>resolved config (secrets redacted)</summary>"
-        + H.pre(meta.get("config"))
+        + H.pre(meta.config)
         + "</details>"
     )
 

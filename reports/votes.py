@@ -7,14 +7,16 @@ from typing import Any
 
 import pandas as pd
 
+from harness.run_meta import RunMeta
+
 AGREEMENT = "judge_agreement"
 
 
-def judge_config(meta: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return ((meta or {}).get("config") or {}).get("judge") or {}
+def judge_config(meta: RunMeta | Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return RunMeta.of(meta).config_at("judge") or {}
 
 
-def judge_label(meta: Mapping[str, Any] | None) -> str:
+def judge_label(meta: RunMeta | Mapping[str, Any] | None) -> str:
     """`LongMemEvalJudge`, or `VotedJudge (LongMemEvalJudge, 3 votes, confirm_failures)` for a voted judge."""
     cfg = judge_config(meta)
     target = str(cfg.get("_target_") or "")
@@ -51,7 +53,7 @@ def votes_rows(df: pd.DataFrame) -> list[dict[str, Any]]:
     return rows
 
 
-def votes_markdown(df: pd.DataFrame, meta: Mapping[str, Any] | None) -> list[str]:
+def votes_markdown(df: pd.DataFrame, meta: RunMeta | Mapping[str, Any] | None) -> list[str]:
     """The report's "Judge votes" section (no lines for a run without votes)."""
     rows = votes_rows(df)
     if not rows:

@@ -14,8 +14,13 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from harness.llm.cache import ResponseCache
-from harness.scoring.base import ScoreInput
+from harness.llm.client import LLMClient
+from harness.llm.endpoint import Endpoint
+from harness.llm.liveness import Liveness
+from harness.retrieval.retriever import Retriever
+from harness.scoring.base import ScoreInput, Scorer
 from harness.scoring.votes import VotesConfigError, voted_config
+from harness.session.tokens import TokenCounter
 from harness.settings import ClientSettings, GenerationSettings, RunSettings
 from harness.storage import StorageError
 from runners.bounds import RecordBounds
@@ -32,16 +37,16 @@ from runners.wire import WireShape
 class Components:
     """Everything a (case, mode) run uses, built once per run (`build_components`)."""
 
-    client: Any  # the answer model (LLMClient)
-    counter: Any  # token counter (o200k)
+    client: LLMClient  # the answer model
+    counter: TokenCounter  # o200k
     window: int  # the answer model's context window, tokens
     token_ratio: float  # the endpoint's tokens per o200k token
     summaries: SummaryProvider
-    retrieval: Any  # harness.retrieval Retrieval: tools(session, boundary=...), embedder, describe()
-    scorers: Sequence[Any]
-    liveness: list[Any] = field(default_factory=list)  # liveness probes of embedded model servers
+    retrieval: Retriever  # tools(session, boundary=...), embedder, describe()
+    scorers: Sequence[Scorer]
+    liveness: list[Liveness] = field(default_factory=list)  # liveness probes of embedded model servers
     wire: WireShape = field(default_factory=WireShape)
-    reference_latency: Any = "auto"
+    reference_latency: str = "auto"  # "auto" | "true" | "false" (runners/reference_latency.py)
     generation: dict[str, Any] = field(default_factory=dict)
     bounds: RecordBounds = field(default_factory=RecordBounds)
 
@@ -70,7 +75,9 @@ def build_modes(cfg: DictConfig) -> list[Mode]:
     return modes_from_config(cfg.mode)
 
 
-def build_components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -> Components:
+def build_components(
+    cfg: DictConfig, client: LLMClient, judge_client: LLMClient, ep: Endpoint, run_dir: Path
+) -> Components:
     from harness.session.tokens import o200k_counter
 
     counter = o200k_counter()
@@ -98,7 +105,7 @@ def build_components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -
         ),
         retrieval=retrieval,
         scorers=build_scorers(cfg, judge_client),
-        liveness=[c.liveness for c in dict.fromkeys((client, judge_client)) if getattr(c, "liveness", None)],
+        liveness=[lv for c in dict.fromkeys((client, judge_client)) if (lv := getattr(c, "liveness", None))],
         wire=WireShape.from_config(cfg.get("wire")),
         reference_latency=reference_latency_setting(RunSettings.from_config(cfg.run).reference_latency),
         generation=GenerationSettings.from_config(cfg.generation).as_params(),
@@ -106,9 +113,9 @@ def build_components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -
     )
 
 
-def build_scorers(cfg: DictConfig, judge_client) -> list[Any]:
+def build_scorers(cfg: DictConfig, judge_client: LLMClient | None) -> list[Scorer]:
     """The configured scorers, then the judge (if any) bound to `judge_client`."""
-    scorers = [instantiate(s) for s in cfg.scorers.values()]
+    scorers: list[Scorer] = [instantiate(s) for s in cfg.scorers.values()]
     for s in scorers:  # load lazy dependencies now (rouge-score imports nltk, ~1 s), not under the import lock
         s.score(ScoreInput("warm-up", "", "", "warm up", "warm up"))  # that all concurrent cases would queue on
     if cfg.judge.get("_target_"):

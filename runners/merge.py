@@ -17,14 +17,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from harness.data.longmemeval import DataError, parse_shard
 from harness.records import RECORDS_FILE, RecordError, load_records, record_key
+from harness.run_meta import Invocation, RunMeta, RunMetaError, read_run_meta, write_run_meta
 from harness.storage import write_text_atomic
-from runners.provenance import history_of
 
 MAX_LISTED_MISSING = 10  # the error names the first pairs and counts the rest
 
@@ -61,17 +60,11 @@ def _identity(run_dir: Path) -> tuple[str, str | None, DictConfig]:
     return fp, None if shard is None else str(shard), cfg
 
 
-def _run_meta(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "run.json"
-    if not path.exists():
-        return {}
+def _run_meta(run_dir: Path) -> RunMeta:
     try:
-        meta = json.loads(path.read_bytes())
-    except (OSError, ValueError) as e:
-        raise RecordError(f"{path}: corrupt ({e}); merge copies the shards' provenance from it") from None
-    if not isinstance(meta, dict):
-        raise RecordError(f"{path}: corrupt (a JSON {type(meta).__name__}, not an object)")
-    return meta
+        return read_run_meta(run_dir)
+    except RunMetaError as e:
+        raise RecordError(f"{e}; merge copies the shards' provenance from it") from None
 
 
 def _check_out(out: Path) -> None:
@@ -163,16 +156,22 @@ def merge_runs(out: Path, run_dirs: Sequence[Path], *, allow_partial: bool = Fal
         )
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out / RECORDS_FILE, "".join(line + "\n" for line in lines))
-    meta: dict[str, Any] = dict(metas[0])
+    meta = metas[0].copy()
     # every shard's invocations, so shards run at different commits say so in the report
-    history = [{**e, "run_dir": str(d)} for d, m in zip(dirs, metas) for e in history_of(m)]
+    history: list[Invocation] = []
+    for d, m in zip(dirs, metas):
+        for inv in m.history():
+            inv.run_dir = str(d)
+            history.append(inv)
     if history:
-        meta["invocations"] = history
-    meta.update({"merged_from": [str(d) for d in dirs], "shards": shards, "fingerprint": ids[0][0]})
-    meta.pop("merge_missing", None)
+        meta.invocations = history
+    meta.merged_from = [str(d) for d in dirs]
+    meta.shards = shards
+    meta.fingerprint = ids[0][0]
+    meta.drop("merge_missing")
     if missing:
-        meta["merge_missing"] = [list(k) for k in missing]
-    write_text_atomic(out / "run.json", json.dumps(meta, indent=2, default=str))
+        meta.merge_missing = [list(k) for k in missing]
+    write_run_meta(out, meta)
     # the unsharded configuration's identity: a run of another configuration is refused here (runners/fingerprint.py)
     write_fingerprint(out, ids[0][0], merged_from=[str(d) for d in dirs])
     return out / RECORDS_FILE

@@ -6,7 +6,6 @@ import os
 import platform
 import subprocess
 import sys
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from harness import secrets
+from harness.run_meta import GitState, Host, Invocation, ModelRef, RunMeta
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = (
@@ -48,32 +48,32 @@ def redacted_config(cfg: DictConfig) -> dict[str, Any]:
     return secrets.mask_config(c, secrets.REGISTRY.values + tuple(secrets.config_secrets(cfg)))
 
 
-def git_state() -> dict[str, Any]:
+def git_state() -> GitState:
     """The code's commit and whether the tree had uncommitted changes (None each when git cannot tell)."""
     status = _git("status", "--porcelain")
-    return {"sha": _git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None}
+    return GitState(sha=_git("rev-parse", "HEAD"), dirty=bool(status) if status is not None else None)
 
 
-def provenance(cfg: DictConfig, data: dict[str, Any]) -> dict[str, Any]:
-    versions = {}
+def provenance(cfg: DictConfig, data: dict[str, Any]) -> RunMeta:
+    versions: dict[str, str | None] = {}
     for p in PACKAGES:
         try:
             versions[p] = metadata.version(p)
         except metadata.PackageNotFoundError:
             versions[p] = None
     config = redacted_config(cfg)
-    return {
-        "dataset": data,
-        "git": git_state(),
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "packages": versions,
-        "model": {k: v for k, v in config["model"].items() if k in MODEL_KEYS},
-        # The judge's own model when configured (judge.endpoint), else the answer model judges.
-        "judge_model": {k: v for k, v in ((config.get("judge") or {}).get("endpoint") or {}).items() if k in MODEL_KEYS}
-        or None,
-        "config": config,
-    }
+    # The judge's own model when configured (judge.endpoint), else the answer model judges (null).
+    judge = {k: v for k, v in ((config.get("judge") or {}).get("endpoint") or {}).items() if k in MODEL_KEYS}
+    return RunMeta(
+        dataset=data,
+        git=git_state(),
+        python=sys.version.split()[0],
+        platform=platform.platform(),
+        packages=versions,
+        model=ModelRef.from_json({k: v for k, v in config["model"].items() if k in MODEL_KEYS}),
+        judge_model=ModelRef.from_json(judge) if judge else None,
+        config=config,
+    )
 
 
 # The CPU features that decide how fast (and whether) the embedded llama.cpp build runs: the portable build
@@ -81,7 +81,7 @@ def provenance(cfg: DictConfig, data: dict[str, Any]) -> dict[str, Any]:
 CPU_FLAG_PREFIXES = ("avx2", "fma", "f16c", "avx512", "amx", "avx_vnni")
 
 
-def host_info(cpuinfo: str | None = None) -> dict[str, Any]:
+def host_info(cpuinfo: str | None = None) -> Host:
     """The machine a run ran on: CPU model, the flags that matter to the embedded build, cores (logical CPUs of
     the machine, and those this process may use). run.json adds the embedded model's measured speed."""
     if cpuinfo is None:
@@ -99,33 +99,21 @@ def host_info(cpuinfo: str | None = None) -> dict[str, Any]:
         usable: int | None = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         usable = None
-    return {
-        "cpu_model": fields.get("model name") or platform.processor() or None,
-        "cpu_id": f"family {fields['cpu family']} model {fields['model']}" if "cpu family" in fields else None,
-        "cpu_flags": flags,
-        "cores": os.cpu_count(),
-        "cores_usable": usable,
-    }
+    return Host(
+        cpu_model=fields.get("model name") or platform.processor() or None,
+        cpu_id=f"family {fields['cpu family']} model {fields['model']}" if "cpu family" in fields else None,
+        cpu_flags=flags,
+        cores=os.cpu_count(),
+        cores_usable=usable,
+    )
 
 
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def invocations(
-    prior: Mapping[str, Any] | None, git: Mapping[str, Any], started: str, pairs_run: int
-) -> list[dict[str, Any]]:
+def invocations(prior: RunMeta, git: GitState, started: str, pairs_run: int) -> list[Invocation]:
     """run.json's `invocations`: one entry per command that ran pairs in this directory (the code at its start,
     when it started, how many (case, mode) pairs it ran or re-scored), so a directory resumed under other code
     says so. An earlier run.json without the list counts as one invocation of unknown start and size."""
-    return history_of(prior) + [{"git": dict(git), "started": started, "pairs_run": pairs_run}]
-
-
-def history_of(meta: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """A run.json's invocations (one of unknown start and size for a run.json written before the list)."""
-    meta = meta or {}
-    # an invocation stopped before its first record wrote nothing: it is no part of the history
-    history = [dict(e) for e in meta.get("invocations") or [] if e.get("pairs_run") != 0]
-    if not history and meta.get("git"):
-        history = [{"git": meta["git"], "started": None, "pairs_run": None}]
-    return history
+    return prior.history() + [Invocation(git=git.copy(), started=started, pairs_run=pairs_run)]

@@ -22,7 +22,6 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from harness import secrets
 from harness.data.longmemeval import Case
 from harness.llm.client import embedding_call_log
 from harness.llm.endpoint import Endpoint, make_client, open_endpoint
@@ -37,6 +36,7 @@ from harness.records import (
     RecordWriter,
     read_records,
 )
+from harness.run_meta import RunMeta, RunMetaError, read_run_meta, write_run_meta
 from harness.runlock import run_dir_lock
 from harness.scoring.base import ScoreInput, specs_json
 from harness.settings import RunSettings
@@ -137,15 +137,15 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
             # What produced the records: taken before the first case, so a tree changed during a long run
             # (a commit, a checkout) is not what run.json names.
             prov, started_at = provenance(cfg, data_prov), utc_now()
-            prov["host"] = host_info()
+            prov.host = host_info()
             prior_meta = _prior_meta(run_dir)
             pairs_planned = sum(len(ms) for _, ms in todo) + len(rescore)
             if components is not None:  # which embedder weights ranked the searches (model2vec:<sha256 prefix>)
-                prov["retrieval"] = components.retrieval.describe()
+                prov.retrieval = components.retrieval.describe()
             # the scorers' metric declarations: every report column's direction, label and format
-            specs = specs_json(components.scorers) if components is not None else prior_meta.get("metrics")
+            specs = specs_json(components.scorers) if components is not None else prior_meta.metrics
             if specs:
-                prov["metrics"] = specs
+                prov.metrics = specs
             clients = [c for c in (client, judge_client) if c is not None]
             speeds = [(e.spec.name, e.perf) for e in endpoints if e.perf is not None]
             writer = RecordWriter(run_dir / RECORDS_FILE)
@@ -154,29 +154,26 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
             def run_json(state: str) -> None:
                 """run.json as the run stands: written before the first pair, rewritten as pairs are recorded
                 and at the end (atomic), so an interrupted or killed run still says what produced its records."""
-                meta = dict(prov)
+                meta = prov.copy()
                 pairs_run = pairs_planned if state == "finished" else tally["recorded"]
                 if pairs_planned:
-                    meta["invocations"] = invocations(prior_meta, prov["git"], started_at, pairs_run)
-                elif prior_meta.get("git"):  # nothing ran: the code that wrote the records is still the earlier one
-                    meta["git"] = prior_meta["git"]
-                    if prior_meta.get("invocations"):
-                        meta["invocations"] = prior_meta["invocations"]
-                if speeds:  # measured by llama.cpp in this invocation's calls (harness/llm/local_server.py)
-                    meta["host"] = {**prov["host"], "model_speed": {name: perf() for name, perf in speeds}}
-                meta.update(
-                    {
-                        "state": state,
-                        "updated": utc_now(),
-                        "fingerprint": fp,
-                        "records": str(run_dir / RECORDS_FILE),
-                        "elapsed_s": round(time.time() - t0, 2),
-                        "cases_elapsed_s": round(tally["cases_s"], 2),
-                        "skipped_already_done": n_skipped,
-                        "llm_stats": _llm_stats(client, judge_client),
-                    }
-                )
-                write_text_atomic(run_dir / "run.json", secrets.redact(json.dumps(meta, indent=2, default=str)))
+                    assert prov.git is not None  # provenance() states it
+                    meta.invocations = invocations(prior_meta, prov.git, started_at, pairs_run)
+                elif prior_meta.git and not prior_meta.git.empty:  # nothing ran: the records' code is the earlier one
+                    meta.git = prior_meta.git
+                    if prior_meta.invocations:
+                        meta.invocations = prior_meta.invocations
+                if speeds and meta.host is not None:  # measured by llama.cpp in this invocation's calls
+                    meta.host.model_speed = {name: perf() for name, perf in speeds}  # (harness/llm/local_server.py)
+                meta.state = state
+                meta.updated = utc_now()
+                meta.fingerprint = fp
+                meta.records = str(run_dir / RECORDS_FILE)
+                meta.elapsed_s = round(time.time() - t0, 2)
+                meta.cases_elapsed_s = round(tally["cases_s"], 2)
+                meta.skipped_already_done = n_skipped
+                meta.llm_stats = _llm_stats(client, judge_client)
+                write_run_meta(run_dir, meta)
 
             started = True
             clear_failure(run_dir)
@@ -262,14 +259,13 @@ class FailureBreaker:
                 self.tripped.set()
 
 
-def _prior_meta(run_dir: Path) -> dict[str, Any]:
-    """The run.json an earlier invocation wrote here ({} when none or unreadable: it is rewritten at the end).
+def _prior_meta(run_dir: Path) -> RunMeta:
+    """The run.json an earlier invocation wrote here (empty when none or unreadable: it is rewritten at the end).
     A resumed run with nothing left to do builds no scorer: its metric specs come from here."""
     try:
-        meta = json.loads((run_dir / "run.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return meta if isinstance(meta, dict) else {}
+        return read_run_meta(run_dir)
+    except (OSError, RunMetaError):
+        return RunMeta.from_json({})
 
 
 @dataclass

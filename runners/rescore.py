@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -44,6 +43,7 @@ from harness.records import (
     done_keys,
     read_records,
 )
+from harness.run_meta import RUN_META_FILE, ModelRef, RescoreInfo, RunMeta, RunMetaError, read_run_meta, write_run_meta
 from harness.runlock import run_dir_lock
 from harness.scoring.base import specs_json
 from runners.components import build_scorers, open_cache, preflight
@@ -66,7 +66,7 @@ def rescore_record(rec: Record, scorers, source: str) -> Record:
 def scoring_fingerprint(cfg: DictConfig, src_dir: Path) -> str:
     """The identity of a rescore: which answers (the source run's fingerprint) and how they are scored (the
     judge and scorers, endpoint URLs and non-result settings left out as in a run's fingerprint)."""
-    source_fp = read_fingerprint(src_dir) or _source_meta(src_dir).get("fingerprint")
+    source_fp = read_fingerprint(src_dir) or _source_meta(src_dir).fingerprint
     node = {
         "rescore_of": source_fp or str(src_dir.resolve()),
         "judge": OmegaConf.to_container(cfg.judge, resolve=True),
@@ -75,12 +75,11 @@ def scoring_fingerprint(cfg: DictConfig, src_dir: Path) -> str:
     return fingerprint(OmegaConf.create(node))
 
 
-def _source_meta(src_dir: Path) -> dict[str, Any]:
+def _source_meta(src_dir: Path) -> RunMeta:
     try:
-        meta = json.loads((src_dir / "run.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return meta if isinstance(meta, dict) else {}
+        return read_run_meta(src_dir)
+    except (OSError, RunMetaError):
+        return RunMeta.from_json({})
 
 
 def rescore_run(cfg: DictConfig, src_dir: Path, out_dir: Path) -> RunSummary:
@@ -113,7 +112,7 @@ def _rescore_locked(cfg: DictConfig, src_dir: Path, out_dir: Path, source: list[
                 judge_client = make_client(ep, cfg.client, cache)
                 preflight(cfg, judge_client)
             scorers = build_scorers(cfg, judge_client) if todo else []
-            code = {"git": git_state(), "started": utc_now()}  # the scoring code, before the first score
+            code = RescoreInfo(git=git_state(), started=utc_now())  # the scoring code, before the first score
             started = True
             clear_failure(out_dir)
             write_fingerprint(out_dir, fp, rescore_of=str(src_dir))
@@ -165,35 +164,27 @@ def _write_meta(
     stats: dict[str, Any],
     elapsed: float,
     scorers: Sequence[Any] = (),
-    code: dict[str, Any] | None = None,
+    code: RescoreInfo | None = None,
 ) -> None:
     """run.json: the source run's provenance (dataset, answer model, config), with the new scoring on top."""
-    src_meta_path = src_dir / "run.json"
-    meta = json.loads(src_meta_path.read_text()) if src_meta_path.exists() else {}
+    meta = read_run_meta(src_dir)
     if scorers:  # the new scorers' metric declarations (a resumed rescore with nothing to do keeps the last ones)
-        meta["metrics"] = specs_json(scorers)
-    else:
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            meta["metrics"] = json.loads((out_dir / "run.json").read_text()).get("metrics") or meta.get("metrics")
+        meta.metrics = specs_json(scorers)
+    elif (out_dir / RUN_META_FILE).exists():
+        with contextlib.suppress(OSError, RunMetaError):
+            meta.metrics = read_run_meta(out_dir).metrics or meta.metrics
     new_cfg = redacted_config(cfg)
-    judge = {
-        k: v
-        for k, v in (OmegaConf.to_container(judge_spec, resolve=True) if judge_spec is not None else {}).items()
-        if k in MODEL_KEYS
-    } or None
-    config = dict(meta.get("config") or {})
+    spec = OmegaConf.to_container(judge_spec, resolve=True) if judge_spec is not None else {}
+    judge = {str(k): v for k, v in (spec if isinstance(spec, dict) else {}).items() if k in MODEL_KEYS}
+    config = dict(meta.config or {})
     config.update({"judge": new_cfg.get("judge"), "scorers": new_cfg.get("scorers")})
-    meta.update(
-        {
-            "judge_model": judge,
-            "config": config,
-            "rescore": {
-                "source": str(src_dir),
-                "source_fingerprint": meta.get("fingerprint"),
-                "elapsed_s": round(elapsed, 2),
-                "judge_stats": stats,
-                **(code or {}),  # git: the code that scored (the top-level git is the answering run's)
-            },
-        }
-    )
-    (out_dir / "run.json").write_text(json.dumps(meta, indent=2, default=str))
+    meta.judge_model = ModelRef.from_json(judge) if judge else None
+    meta.config = config
+    # git, started: the code that scored (the top-level git is the answering run's)
+    rescore = code.copy() if code is not None else RescoreInfo()
+    rescore.source = str(src_dir)
+    rescore.source_fingerprint = meta.fingerprint
+    rescore.elapsed_s = round(elapsed, 2)
+    rescore.judge_stats = stats
+    meta.rescore = rescore
+    write_run_meta(out_dir, meta)

@@ -49,9 +49,9 @@ llama_perf_context_print:        eval time =     500.00 ms /    20 runs   (   25
 
 def test_host_info_names_the_cpu_the_flags_of_the_embedded_build_and_the_cores():
     h = host_info(CPUINFO)
-    assert h["cpu_model"] == "AMD EPYC 7551 32-Core Processor" and h["cpu_id"] == "family 23 model 1"
-    assert h["cpu_flags"] == ["amx_tile", "avx2", "avx512_bf16", "avx512f", "f16c", "fma"]  # not sse2, avx, sha_ni
-    assert h["cores"] == os.cpu_count() and h["cores_usable"] == len(os.sched_getaffinity(0))
+    assert h.cpu_model == "AMD EPYC 7551 32-Core Processor" and h.cpu_id == "family 23 model 1"
+    assert h.cpu_flags == ["amx_tile", "avx2", "avx512_bf16", "avx512f", "f16c", "fma"]  # not sse2, avx, sha_ni
+    assert h.cores == os.cpu_count() and h.cores_usable == len(os.sched_getaffinity(0))
 
 
 def test_model_speed_sums_llama_cpp_timings_over_the_calls():
@@ -64,7 +64,7 @@ def test_model_speed_sums_llama_cpp_timings_over_the_calls():
 
 def test_the_report_header_shows_the_host_the_model_speed_and_an_unfinished_state(tmp_path):
     m = meta()
-    m["host"] = {**host_info(CPUINFO), "model_speed": {"qwen": perf_summary(LOG)}}
+    m["host"] = {**host_info(CPUINFO).to_json(), "model_speed": {"qwen": perf_summary(LOG)}}
     m["state"], m["updated"] = "interrupted", "2026-12-01T10:00:00+00:00"
     run = standard_run(tmp_path / "run")
     (run / "run.json").write_text(json.dumps(m))

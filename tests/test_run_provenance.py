@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from harness.run_meta import GitState, RunMeta
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
 from runners import provenance
@@ -72,8 +73,9 @@ def test_run_json_names_the_code_at_the_start_and_every_invocation(tmp_path, mon
 
 
 def test_a_run_json_from_before_the_history_counts_as_one_invocation():
-    prior = {"git": {"sha": "e" * 40, "dirty": False}}
-    history = provenance.invocations(prior, {"sha": "f" * 40, "dirty": True}, "2026-12-01T00:00:00+00:00", 3)
+    prior = RunMeta.from_json({"git": {"sha": "e" * 40, "dirty": False}})
+    now = GitState(sha="f" * 40, dirty=True)
+    history = [e.to_json() for e in provenance.invocations(prior, now, "2026-12-01T00:00:00+00:00", 3)]
     assert history == [
         {"git": {"sha": "e" * 40, "dirty": False}, "started": None, "pairs_run": None},
         {"git": {"sha": "f" * 40, "dirty": True}, "started": "2026-12-01T00:00:00+00:00", "pairs_run": 3},
