@@ -112,3 +112,21 @@ def test_a_later_version_or_a_damaged_key_is_one_error_naming_it(tmp_path):
     with pytest.raises(RunMetaError, match=r"run.json: corrupt \(a JSON list"):
         read_run_meta(tmp_path)
     assert read_run_meta(tmp_path / "absent").empty
+
+
+def test_no_module_but_run_meta_opens_run_json_by_name():
+    """Readers and writers go through harness/run_meta.py: no other package module names the file (a path built
+    with "run.json" is where string keys would be read again)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    named = []
+    for package in ("harness", "runners", "reports"):
+        for path in sorted((root / package).rglob("*.py")):
+            if path == root / "harness" / "run_meta.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Constant) and node.value == "run.json":
+                    named.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert named == []
