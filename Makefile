@@ -12,7 +12,7 @@ SMOKE_MODEL := smollm2_135m
 # Fetched during setup, beside the compile (network while the CPU compiles).
 PREFETCH_MODELS ?= $(BENCH_MODEL)
 
-.PHONY: setup bench test lint gate gate-baseline models clean-runs
+.PHONY: setup bench test lint gate gate-baseline models clean-runs behaviour
 
 # Setup overlaps its slow parts: the llama.cpp compile (CPU) runs in the background while pip installs the rest and
 # the model files are fetched (network); docs/quickstart.md has the measured times.
@@ -91,3 +91,8 @@ gate-baseline: $(STAMP)
 
 clean-runs:
 	rm -rf runs outputs multirun
+
+# The behaviour baseline of a refactoring (docs/behaviour-baseline.md): every question type x every mode with both
+# judges, a rescore, a plan, an export and the replay gate on a fake endpoint, hashed against baselines/behaviour.json.
+behaviour: $(STAMP)
+	PYTHONPATH=$(CURDIR) $(BIN)/python scripts/behaviour_baseline.py check
