@@ -236,6 +236,15 @@ def _mask(value: Any) -> Any:
     return None if value is None else "<machine>"
 
 
+def _mask_machine(value: Any) -> Any:
+    """run.json with every MACHINE_KEYS entry masked, at any depth (a rescore names its own commit)."""
+    if isinstance(value, dict):
+        return {k: _mask(v) if k in MACHINE_KEYS else _mask_machine(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mask_machine(v) for v in value]
+    return value
+
+
 def _normalise_run_dir(d: Path, work: str) -> None:
     """Clock readings, commit and host out of records.jsonl and run.json; then the report rebuilt from them."""
     records = d / "records.jsonl"
@@ -245,9 +254,7 @@ def _normalise_run_dir(d: Path, work: str) -> None:
     meta_path = d / "run.json"
     if meta_path.exists():
         meta = json.loads(meta_path.read_text())
-        for key in MACHINE_KEYS:
-            if key in meta:
-                meta[key] = _mask(meta[key])
+        meta = _mask_machine(meta)
         meta_path.write_text(json.dumps(_normalise(meta, work), indent=2, sort_keys=True))
     if records.exists():
         _expect(_cli("report", str(d)), 0, f"report {d.name}")
