@@ -476,9 +476,11 @@ def _run_mode(
     with embedding_call_log() as embedding_calls:  # index builds and query vectors of this pair
         try:
             with embedding_call_log() as ingest_embedding_calls:
-                ingested = contestant.ingest(history, comp.kit)
+                try:
+                    ingested = contestant.ingest(history, comp.kit)
+                finally:  # the pair's calls, also those of an ingest that failed
+                    embedding_calls.extend(ingest_embedding_calls)
             ingest_s = time.perf_counter() - t0
-            embedding_calls.extend(ingest_embedding_calls)
             out = contestant.answer(ingested.memory, question, comp.kit)
             wall_s = time.perf_counter() - t0  # the reference-latency embeddings below are not this pair's
             ref_latency, ref_calls = _reference_latency(case, contestant.name, out, comp.kit.retrieval, comp)
