@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import sys
 import time
-from types import SimpleNamespace
 
+from harness.contestants.base import CaseHistory
+from harness.contestants.official import first_kept, session_blocks
 from harness.data.longmemeval import find_local, parse_cases, read_json_bytes
+from harness.session.events import Session
 from harness.session.tokens import o200k_counter
-from runners.official_mode import first_kept, session_blocks
 
 BUDGET = 8192 - 384 - 64
 
@@ -36,7 +37,7 @@ def main() -> None:
     for fit in (one_count_per_drop, first_kept):
         kept, t0 = [], time.perf_counter()
         for case in cases:
-            blocks = session_blocks(SimpleNamespace(case=case))
+            blocks = session_blocks(CaseHistory.of(case, Session(id="s", user_id=case.question_id)).sessions)
             kept.append(len(blocks) - fit(blocks, lambda k, c=case: "".join(k) + c.question, count, BUDGET))
         print(f"| {fit.__name__} | {(time.perf_counter() - t0) / len(cases):.3f} | {kept} |")
 

@@ -12,6 +12,7 @@ import argparse
 import json
 from dataclasses import dataclass, field
 
+from harness.contestants.base import CaseHistory, Question, Toolkit
 from harness.data.longmemeval import LongMemEvalSource
 from harness.llm.types import ChatResult, Usage
 from harness.retrieval.retriever import Retriever
@@ -19,7 +20,7 @@ from harness.session.events import Session
 from harness.session.store import InMemoryStore
 from harness.session.summary import Summarizer, SummaryPrompt
 from harness.session.tokens import o200k_counter
-from runners.modes import CaseContext, LongContextMode, SummaryMode, SummaryOnDemandMode
+from runners.modes import LongContextMode, SummaryMode, SummaryOnDemandMode
 from runners.summaries import SummaryProvider
 
 SUMMARY = "<the summary text the summary model returned>"
@@ -101,17 +102,16 @@ def main() -> None:
             session = Session(id=f"lme-{case.question_id}", user_id=case.question_id)
             session.extend(case.events())
             summarizer = Summarizer(rec, SummaryPrompt.trpc_default(), max_tokens=1024, temperature=0)
-            ctx = CaseContext(
-                case=case,
-                session=session,
+            kit = Toolkit(
                 model=rec,
                 generation={"temperature": 0, "max_tokens": 384},
                 context_window=32768,
                 token_counter=o200k_counter(),
                 summaries=SummaryProvider(summarizer, InMemoryStore()),
-                tools_factory=lambda s, b: Retriever().tools(s, boundary=b),
+                retrieval=Retriever(),
             )
-            mode.run(ctx)
+            ingested = mode.ingest(CaseHistory.of(case, session), kit)
+            mode.answer(ingested.memory, Question.of(case, case.question), kit)
             label = mode.name if mode.name == "long_context" else f"{mode.name}, injection={injection}"
             show(label, rec)
 

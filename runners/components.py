@@ -13,6 +13,7 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from harness.contestants.base import Contestant, Toolkit
 from harness.llm.cache import ResponseCache
 from harness.scoring.base import ScoreInput
 from harness.scoring.votes import VotesConfigError, voted_config
@@ -20,7 +21,7 @@ from harness.settings import ClientSettings, GenerationSettings, RunSettings
 from harness.storage import StorageError
 from runners.bounds import RecordBounds
 from runners.fingerprint import fingerprint
-from runners.modes import Mode, modes_from_config
+from runners.modes import contestants_from_config
 from runners.reference_latency import reference_latency_setting
 from runners.settings import RunConfigError
 from runners.stores import open_pg_cache, retrieval_overrides, session_store, store_kind
@@ -30,19 +31,13 @@ from runners.wire import WireShape
 
 @dataclass
 class Components:
-    """Everything a (case, mode) run uses, built once per run (`build_components`)."""
+    """Everything a (case, contestant) run uses, built once per run (`build_components`)."""
 
-    client: Any  # the answer model (LLMClient)
-    counter: Any  # token counter (o200k)
-    window: int  # the answer model's context window, tokens
-    token_ratio: float  # the endpoint's tokens per o200k token
-    summaries: SummaryProvider
-    retrieval: Any  # harness.retrieval Retrieval: tools(session, boundary=...), embedder, describe()
+    kit: Toolkit  # what every contestant may use: the answer model, window, counter, summary engine, retrieval
     scorers: Sequence[Any]
     liveness: list[Any] = field(default_factory=list)  # liveness probes of embedded model servers
     wire: WireShape = field(default_factory=WireShape)
     reference_latency: Any = "auto"
-    generation: dict[str, Any] = field(default_factory=dict)
     bounds: RecordBounds = field(default_factory=RecordBounds)
 
 
@@ -64,10 +59,11 @@ def preflight(cfg: DictConfig, *clients) -> None:
             c.preflight()  # bounded by the client's own settings (those of cfg.client)
 
 
-def build_modes(cfg: DictConfig) -> list[Mode]:
+def build_modes(cfg: DictConfig) -> list[Contestant]:
+    """The run's contestants (the `mode:` group)."""
     if not cfg.get("mode"):
         raise RunConfigError("no mode selected (mode=[long_context,summary,summary_ondemand])")
-    return modes_from_config(cfg.mode)
+    return contestants_from_config(cfg.mode)
 
 
 def build_components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -> Components:
@@ -89,19 +85,23 @@ def build_components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -
     if getattr(retrieval, "embedder", None) is not None and int(cfg.run.concurrency) > 1:
         retrieval.embedder = SerializedEmbedder(retrieval.embedder)
     return Components(
-        client=client,
-        counter=counter,
-        window=window,
-        token_ratio=float(ep.spec.extra.get("token_ratio", 1.0)),
-        summaries=SummaryProvider(
-            summarizer, session_store(cfg, run_dir, fingerprint(cfg)), share_across_modes=bool(cfg.run.share_summary)
+        kit=Toolkit(
+            model=client,
+            generation=GenerationSettings.from_config(cfg.generation).as_params(),
+            context_window=window,
+            token_counter=counter,
+            token_ratio=float(ep.spec.extra.get("token_ratio", 1.0)),
+            summaries=SummaryProvider(
+                summarizer,
+                session_store(cfg, run_dir, fingerprint(cfg)),
+                share_across_modes=bool(cfg.run.share_summary),
+            ),
+            retrieval=retrieval,  # harness.retrieval Retrieval: tools(session, boundary=...), embedder, describe()
         ),
-        retrieval=retrieval,
         scorers=build_scorers(cfg, judge_client),
         liveness=[c.liveness for c in dict.fromkeys((client, judge_client)) if getattr(c, "liveness", None)],
         wire=WireShape.from_config(cfg.get("wire")),
         reference_latency=reference_latency_setting(RunSettings.from_config(cfg.run).reference_latency),
-        generation=GenerationSettings.from_config(cfg.generation).as_params(),
         bounds=RecordBounds.from_config(cfg),
     )
 
