@@ -4,13 +4,14 @@ scorers, the wire shape and bounds. `Components` names every part a case needs (
 from __future__ import annotations
 
 import contextlib
+import inspect
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hydra.utils import instantiate
+from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig
 
 from harness.contestants.base import Contestant, Toolkit
@@ -20,7 +21,6 @@ from harness.scoring.votes import VotesConfigError, voted_config
 from harness.settings import ClientSettings, GenerationSettings, RunSettings
 from harness.storage import StorageError
 from runners.bounds import RecordBounds
-from runners.fingerprint import fingerprint
 from runners.modes import contestants_from_config
 from runners.reference_latency import reference_latency_setting
 from runners.settings import RunConfigError
@@ -52,9 +52,9 @@ def open_cache(cfg: DictConfig, stack: contextlib.ExitStack) -> ResponseCache | 
     return cache
 
 
-def preflight(cfg: DictConfig, *clients) -> None:
+def preflight(settings: ClientSettings, *clients) -> None:
     """One clear error before anything runs, instead of N failed records (`client.preflight=false` skips it)."""
-    if ClientSettings.from_config(cfg.client).preflight:
+    if settings.preflight:
         for c in dict.fromkeys(clients):
             c.preflight()  # bounded by the client's own settings (those of cfg.client)
 
@@ -66,7 +66,11 @@ def build_modes(cfg: DictConfig) -> list[Contestant]:
     return contestants_from_config(cfg.mode)
 
 
-def build_components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -> Components:
+def build_components(
+    cfg: DictConfig, client, judge_client, ep, run_dir: Path, *, fp: str, run: RunSettings, settings: ClientSettings
+) -> Components:
+    """`fp`: the run's fingerprint; `run`, `settings`: its `run:` and `client:` settings (each built once, by the
+    caller)."""
     from harness.session.tokens import o200k_counter
 
     counter = o200k_counter()
@@ -77,7 +81,7 @@ def build_components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -
         model=client, prompt=instantiate(cfg.prompt), context_window=window, token_counter=counter
     )
     try:
-        retrieval = instantiate(cfg.retrieval, **retrieval_overrides(cfg))
+        retrieval = instantiate(cfg.retrieval, **retrieval_overrides(cfg), **embedder_with_client(cfg, settings))
     except Exception as e:  # Hydra wraps a damaged index store: unwrapped, it is one error naming the file
         if isinstance(e.__cause__, StorageError):
             raise e.__cause__ from None
@@ -92,18 +96,27 @@ def build_components(cfg: DictConfig, client, judge_client, ep, run_dir: Path) -
             token_counter=counter,
             token_ratio=float(ep.spec.extra.get("token_ratio", 1.0)),
             summaries=SummaryProvider(
-                summarizer,
-                session_store(cfg, run_dir, fingerprint(cfg)),
-                share_across_modes=bool(cfg.run.share_summary),
+                summarizer, session_store(cfg, run_dir, fp), share_across_modes=run.share_summary
             ),
             retrieval=retrieval,  # harness.retrieval Retrieval: tools(session, boundary=...), embedder, describe()
         ),
         scorers=build_scorers(cfg, judge_client),
         liveness=[c.liveness for c in dict.fromkeys((client, judge_client)) if getattr(c, "liveness", None)],
         wire=WireShape.from_config(cfg.get("wire")),
-        reference_latency=reference_latency_setting(RunSettings.from_config(cfg.run).reference_latency),
+        reference_latency=reference_latency_setting(run.reference_latency),
         bounds=RecordBounds.from_config(cfg),
     )
+
+
+def embedder_with_client(cfg: DictConfig, client: ClientSettings) -> dict[str, Any]:
+    """The retriever's embedder built with the run's `client:` settings when it calls an endpoint (one that takes
+    `client`, e.g. OpenAIEmbedder): passed as an object, so the settings do not enter the composed config."""
+    node = cfg.retrieval.get("embedder")
+    if node is None or "_target_" not in node:
+        return {}
+    if "client" not in inspect.signature(get_class(str(node._target_))).parameters:
+        return {}
+    return {"embedder": instantiate(node, _partial_=True)(client=client)}
 
 
 def build_scorers(cfg: DictConfig, judge_client) -> list[Any]:

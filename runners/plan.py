@@ -43,7 +43,7 @@ from harness.llm.types import ChatResult, Message, Usage
 from harness.records import RECORDS_FILE, read_records
 from harness.scoring.base import ScoreInput
 from harness.session.events import Session
-from harness.settings import GenerationSettings
+from harness.settings import ClientSettings, GenerationSettings, judge_model
 from reports.cost import PriceTable, call_cost, load_price_table
 
 PLAN_FILE = "plan.json"
@@ -256,14 +256,16 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
     counter = o200k_counter()
     caps = _caps(cfg)
     ep = _planning_endpoint(cfg.model)
-    jep = _planning_endpoint(cfg.judge.endpoint) if cfg.judge.get("endpoint") else ep
+    judge_spec, own_judge = judge_model(cfg)
+    jep = _planning_endpoint(judge_spec) if own_judge else ep
+    client_settings = ClientSettings.from_config(cfg.client)
     with contextlib.ExitStack() as stack:
         cache = open_cache(cfg, stack)
-        model = PlanModel(make_client(ep, cfg.client, cache), log, counter, caps, ep.spec.is_local)
+        model = PlanModel(make_client(ep, client_settings, cache), log, counter, caps, ep.spec.is_local)
         judge = (
             model
             if jep is ep
-            else PlanModel(make_client(jep, cfg.client, cache), log, counter, caps, jep.spec.is_local)
+            else PlanModel(make_client(jep, client_settings, cache), log, counter, caps, jep.spec.is_local)
         )
         window = ep.spec.window
         summarizer = instantiate(cfg.summarizer, _partial_=True)(

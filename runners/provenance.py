@@ -15,6 +15,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from harness import secrets
+from harness.settings import judge_model
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = (
@@ -62,6 +63,7 @@ def provenance(cfg: DictConfig, data: dict[str, Any]) -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             versions[p] = None
     config = redacted_config(cfg)
+    judge_spec, own_judge = judge_model(config)
     return {
         "dataset": data,
         "git": git_state(),
@@ -69,9 +71,8 @@ def provenance(cfg: DictConfig, data: dict[str, Any]) -> dict[str, Any]:
         "platform": platform.platform(),
         "packages": versions,
         "model": {k: v for k, v in config["model"].items() if k in MODEL_KEYS},
-        # The judge's own model when configured (judge.endpoint), else the answer model judges.
-        "judge_model": {k: v for k, v in ((config.get("judge") or {}).get("endpoint") or {}).items() if k in MODEL_KEYS}
-        or None,
+        # The judge's own model when configured, else null: the answer model judges (harness.settings.judge_model).
+        "judge_model": {k: v for k, v in (judge_spec if own_judge else {}).items() if k in MODEL_KEYS} or None,
         "config": config,
     }
 

@@ -41,7 +41,7 @@ from harness.records import (
 )
 from harness.runlock import run_dir_lock
 from harness.scoring.base import ScoreInput, specs_json
-from harness.settings import RunSettings
+from harness.settings import ClientSettings, RunSettings, judge_model
 from harness.storage import StorageError, write_text_atomic
 from runners.bounds import bound_record
 from runners.components import (
@@ -97,9 +97,10 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
     started = False
     try:
         with contextlib.ExitStack() as stack:
-            fp = fingerprint(cfg)
+            fp = fingerprint(cfg)  # once per run: the directory check, the session store, run.json
             check_fingerprint(run_dir, fp, fingerprint(cfg, legacy=True))
             validate_settings(cfg)
+            client_settings, run_settings = ClientSettings.from_config(cfg.client), RunSettings.from_config(cfg.run)
             dataset = instantiate(cfg.dataset, _convert_="all")
             cases, data_prov = dataset.load()
             WireShape.from_config(cfg.get("wire")).check_cases(cases, str(data_prov.get("source")))
@@ -122,16 +123,17 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
             if todo or rescore:
                 ep = stack.enter_context(open_endpoint(cfg.model, log_dir=run_dir, progress=cfg.run.progress))
                 endpoints.append(ep)
-                client = make_client(ep, cfg.client, cache)
+                client = make_client(ep, client_settings, cache)
                 judge_client = client
-                if cfg.judge.get("endpoint"):  # a separately configured judge model (e.g. +model@judge.endpoint=openai)
-                    jep = stack.enter_context(
-                        open_endpoint(cfg.judge.endpoint, log_dir=run_dir, progress=cfg.run.progress)
-                    )
+                judge_spec, own_judge = judge_model(cfg)
+                if own_judge:
+                    jep = stack.enter_context(open_endpoint(judge_spec, log_dir=run_dir, progress=cfg.run.progress))
                     endpoints.append(jep)
-                    judge_client = make_client(jep, cfg.client, cache)
-                preflight(cfg, client, judge_client)
-                components = build_components(cfg, client, judge_client, ep, run_dir)
+                    judge_client = make_client(jep, client_settings, cache)
+                preflight(client_settings, client, judge_client)
+                components = build_components(
+                    cfg, client, judge_client, ep, run_dir, fp=fp, run=run_settings, settings=client_settings
+                )
                 components.kit.resume(prior)  # what an interrupted run recorded keeps its attribution
             # What produced the records: taken before the first case, so a tree changed during a long run
             # (a commit, a checkout) is not what run.json names.
