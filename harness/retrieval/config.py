@@ -34,6 +34,12 @@ class SearchConfig:
     # also says "I"/"me" ("can you remind me what you recommended"); such queries flip the prior to the
     # assistant and get no reply→question propagation. Off in the reference presets.
     recall_cues: bool = False
+    # Turn-pair scoring: share of a user message's score credited to the assistant reply right after it (the
+    # mirror of `propagate`), so a reply is found through the question it answers. 0.0 = off.
+    propagate_back: float = 0.0
+    # Recency: scores × (1 + recency · t), t the message's time scaled to [0, 1] over the searched messages,
+    # so of two near-equal hits the later one (the updated fact) ranks first. 0.0 = off.
+    recency: float = 0.0
     candidate_ratio: int = 3
     rrf_k: int = 60
     keyword_require_all: bool = False  # True: plainto_tsquery AND semantics (reference FTS)
@@ -79,6 +85,9 @@ class SearchConfig:
             v = getattr(self, name)
             if v is not None and v < 80:
                 raise ValueError(f"SearchConfig.{name} must be ≥ 80 characters, got {v}")
+        for name in ("propagate", "propagate_back", "recency"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"SearchConfig.{name} must be ≥ 0, got {getattr(self, name)}")
         if self.top_hits < 0:
             raise ValueError(f"SearchConfig.top_hits must be ≥ 0, got {self.top_hits}")
         if self.expand_top < 0 or self.window < 0:
