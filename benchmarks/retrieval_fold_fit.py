@@ -50,6 +50,21 @@ GRID = {
     "propagate_back": [0.0, 0.5, 1.0],
     "recency": [0.0, 0.1],
 }
+# Phrasing-independent candidates with more room for whole replies in the response (no recall cue, so no
+# recall budget): top hits whole.
+GRID_NO_CUE = {
+    "recall_cues": [False],
+    "assistant_weight": [0.5],
+    "propagate": [0.5, 0.0],
+    "propagate_back": [0.0, 0.5],
+    "recency": [0.0, 0.1],
+    "top_hits": [2, 3],
+    "top_hit_chars": [3000, 4000],
+}
+# Knowledge-update @1 (issue 24 item 4): the shipped default with a recency weight; chosen on the fit fold by
+# knowledge-update @1 among the weights that add no pair below bm25 there (ties: the smaller weight).
+RECENCY = [0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0]
+KU = "knowledge-update"
 TYPES_SSU = "single-session-user"
 
 
@@ -154,7 +169,11 @@ def main() -> None:
             r = json.loads(line)
             done[r["setting"]] = r["rows"]
     settings = [dict(zip(GRID, v)) for v in itertools.product(*GRID.values())]
-    todo = [("bm25", preset("bm25"))] + [(name_of(s), preset("default", **s)) for s in settings]
+    shipped = {"recall_cues": True, "assistant_weight": 0.5, "propagate": 0.5, "propagate_back": 0.0}
+    recency = [dict(shipped, recency=r) for r in RECENCY]
+    extra = [dict(zip(GRID_NO_CUE, v)) for v in itertools.product(*GRID_NO_CUE.values())]
+    extra = [s for s in extra if (s["top_hits"], s["top_hit_chars"]) != (2, 3000)]  # = a GRID setting
+    todo = [("bm25", preset("bm25"))] + [(name_of(s), preset("default", **s)) for s in settings + extra + recency]
     with cache.open("a") as f:
         for name, cfg in todo:
             if name in done:
@@ -163,12 +182,14 @@ def main() -> None:
             f.write(json.dumps({"setting": name, "rows": done[name]}) + "\n")
             f.flush()
             print("measured", name, flush=True)
-    report: dict[str, Any] = {"folds": {}, "settings": [name_of(s) for s in settings]}
-    for fit, held in (("A", "B"), ("B", "A")):
-        scored = [(key(by_type(done[name_of(s)], done["bm25"], folds, fit)), name_of(s)) for s in settings]
+    report: dict[str, Any] = {"folds": {}, "settings": [name_of(s) for s in settings + extra]}
+    # Twice: over every setting, and over the phrasing-independent ones only (no recall cue).
+    pools = {"": settings + extra, " no-cue": [s for s in settings + extra if not s["recall_cues"]]}
+    for (fit, held), (label, pool) in itertools.product((("A", "B"), ("B", "A")), pools.items()):
+        scored = [(key(by_type(done[name_of(s)], done["bm25"], folds, fit)), name_of(s)) for s in pool]
         scored.sort(reverse=True)
         best = scored[0][1]
-        report["folds"][f"{fit}->{held}"] = {
+        report["folds"][f"{fit}->{held}{label}"] = {
             "chosen": best,
             "fit": by_type(done[best], done["bm25"], folds, fit),
             "unseen": by_type(done[best], done["bm25"], folds, held),
@@ -177,8 +198,10 @@ def main() -> None:
         }
     # Each mechanism's effect on the unseen fold: the chosen setting with that one knob changed.
     for direction, r in report["folds"].items():
-        held = direction[-1]
+        held = direction.split(" ")[0][-1]
         chosen = dict(kv.split("=") for kv in r["chosen"].split(" "))
+        if set(chosen) != set(GRID):
+            continue
         effects = {}
         for k, values in GRID.items():
             for v in values:
@@ -188,7 +211,27 @@ def main() -> None:
                 name = " ".join(f"{kk}={alt[kk]}" for kk in GRID)
                 effects[f"{k}={v}"] = by_type(done[name], done["bm25"], folds, held)
         r["one_knob_changed_unseen"] = effects
+    report["recency"] = {}
+    for fit, held in (("A", "B"), ("B", "A")):
+        tables = {r["recency"]: by_type(done[name_of(r)], done["bm25"], folds, fit) for r in recency}
+        base_short = shortfalls(tables[0.0])
+        ok = [w for w, t in tables.items() if shortfalls(t) <= base_short]
+        pick = max(ok, key=lambda w: (tables[w][KU]["r1"], -w))
+        report["recency"][f"{fit}->{held}"] = {
+            "chosen": pick,
+            "fit_ku_r1": {w: t[KU]["r1"] for w, t in tables.items()},
+            "unseen": {
+                w: by_type(done[name_of(dict(shipped, recency=w))], done["bm25"], folds, held) for w in (0.0, pick)
+            },
+        }
     (out / "fold_fit.json").write_text(json.dumps(report, indent=1))
+    for direction, rr in report["recency"].items():
+        u = rr["unseen"]
+        print(f"== recency fit {direction}: KU @1 on the fit fold by weight {rr['fit_ku_r1']}; chosen {rr['chosen']}")
+        for w, t in u.items():
+            print(
+                f"  unseen, recency {w}: " + "; ".join(f"{k} @1 {v['r1']:.3f} @5 {v['r5']:.3f}" for k, v in t.items())
+            )
     for direction, r in report["folds"].items():
         print(f"== fit {direction}: {r['chosen']}  (unseen shortfalls vs bm25: {r['unseen_shortfalls']})")
         for part in ("fit", "unseen"):

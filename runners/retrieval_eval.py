@@ -356,8 +356,11 @@ def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Pa
         + (f"; fold {str(fold).upper()} only" if fold is not None else "")
         + (
             f"; {BUDGET_KEY}: each response cut to "
-            + (f"the `{budget}` preset's response size for the same case" if isinstance(budget, str) else f"{budget}")
-            + " tokens"
+            + (
+                f"the `{budget}` preset's response size (o200k tokens) for the same case"
+                if isinstance(budget, str)
+                else f"{budget} o200k tokens"
+            )
             if budgets is not None
             else ""
         )
