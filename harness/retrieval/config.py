@@ -38,6 +38,12 @@ class SearchConfig:
     # also says "I"/"me" ("can you remind me what you recommended"); such queries flip the prior to the
     # assistant and get no reply→question propagation. Off in the reference presets.
     recall_cues: bool = field(default=False, metadata=setting())
+    # Turn-pair scoring: share of a user message's score credited to the assistant reply right after it (the
+    # mirror of `propagate`), so a reply is found through the question it answers. 0.0 = off.
+    propagate_back: float = field(default=0.0, metadata=setting(minimum=0))
+    # Recency: scores × (1 + recency · t), t the message's time scaled to [0, 1] over the searched messages,
+    # so of two near-equal hits the later one (the updated fact) ranks first. 0.0 = off.
+    recency: float = field(default=0.0, metadata=setting(minimum=0))
     candidate_ratio: int = field(default=3, metadata=setting(minimum=1))
     rrf_k: int = field(default=60, metadata=setting(minimum=1))
     # True: plainto_tsquery AND semantics (reference FTS)
