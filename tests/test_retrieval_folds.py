@@ -174,5 +174,5 @@ def test_turn_pair_credit_lifts_the_reply_to_a_matching_question():
 
     assert ranked(preset("bm25"))[1] != "e0001"  # the answer shares no query word: BM25 ranks it low
     assert set(ranked(preset("bm25", propagate_back=1.0))[:2]) == {"e0000", "e0001"}
-    with pytest.raises(ValueError, match="propagate_back must be ≥ 0"):
+    with pytest.raises(ValueError, match="propagate_back must be a number >= 0"):
         SearchConfig(propagate_back=-1.0)
