@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from harness.llm.fixture import ResponseFixture, recording_responder, replay_responder
-from harness.testing.fake_openai import FakeOpenAIServer
+from harness.llm.loopback import LoopbackServer
 
 
 def _model_cfg(overrides: Sequence[str]):
@@ -34,7 +34,7 @@ def _endpoint(
 ) -> Iterator[tuple[str, ResponseFixture, dict]]:
     if not record:
         fixture = ResponseFixture.load(fixture_path)
-        with FakeOpenAIServer(replay_responder(fixture), record=False) as srv:
+        with LoopbackServer(replay_responder(fixture), record=False) as srv:
             yield srv.base_url, fixture, {}
         return
     from harness.llm.endpoint import open_endpoint
@@ -43,7 +43,7 @@ def _endpoint(
     fixture, outcome = ResponseFixture(), {"code": None}
     with (
         open_endpoint(model_cfg, log_dir=Path(tempfile.gettempdir()), progress=False) as ep,
-        FakeOpenAIServer(recording_responder(fixture, ep.base_url), record=False) as srv,
+        LoopbackServer(recording_responder(fixture, ep.base_url), record=False) as srv,
     ):
         yield srv.base_url, fixture, outcome
     if outcome["code"] != 0 or not fixture.entries:  # an incomplete recording must not replace a good fixture

@@ -92,3 +92,18 @@ def test_no_private_names_imported_across_modules():
 
 def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [frozenset({"a", "b"})]
+
+
+def test_production_code_never_imports_the_test_kit():
+    """harness/testing/ holds test doubles built on production code (the loopback server is production:
+    harness/llm/loopback.py, used by the replay gate); no production module may depend on them."""
+    edges, _ = _imports(_modules())
+    kit = "harness.testing"
+    bad = sorted(
+        (m, d)
+        for m, deps in edges.items()
+        if not (m == kit or m.startswith(kit + "."))
+        for d in deps
+        if d == kit or d.startswith(kit + ".")
+    )
+    assert not bad, f"production modules import the test kit: {bad}"
