@@ -24,7 +24,7 @@ The record (`Record`, one JSON object a line, keys sorted) — the one place its
   tool_calls         [tool trace]   n_search, n_load int   truncation {truncated, ...}   summary {text, calls, ...}
   final_messages     int (messages in the final request)
   written when set:  scoring_error (str: why scoring failed), rescored_from (source run dir), embedding_calls,
-                     reference_latency_calls, truncated / truncated_fields (runners/bounds.py cut a field)
+                     reference_latency_calls, truncated / truncated_fields (harness/bounds.py cut a field)
   any other key is kept as is (`Record.extra`) and written back unchanged.
 
 Earlier versions: every file since the first release carries "schema": 1; records of releases before
@@ -47,16 +47,14 @@ from pathlib import Path
 from typing import Any
 
 from harness import secrets
+from harness.errors import RecordError
+from harness.storage import write_failed
 
 SCHEMA_VERSION = 1
 RECORDS_FILE = "records.jsonl"
 STATUS_OK = "ok"
 STATUS_SCORING_FAILED = "scoring_failed"
 STATUS_FAILED = "failed"
-
-
-class RecordError(ValueError):
-    pass
 
 
 LEGACY_STATUS_ERROR = "error"  # releases before "model-level errors are scored"
@@ -259,8 +257,6 @@ class RecordWriter:
         return True
 
     def _failed(self, e: OSError) -> RecordError:
-        from harness.storage import write_failed  # storage imports this module
-
         self.error = write_failed(self.path, e, "every record written before is kept")
         return self.error
 

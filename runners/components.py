@@ -13,12 +13,12 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from harness.bounds import RecordBounds
 from harness.llm.cache import ResponseCache
 from harness.scoring.base import ScoreInput
 from harness.scoring.votes import VotesConfigError, voted_config
 from harness.settings import ClientSettings, GenerationSettings, RunSettings
 from harness.storage import StorageError
-from runners.bounds import RecordBounds
 from runners.fingerprint import fingerprint
 from runners.modes import Mode, modes_from_config
 from runners.reference_latency import reference_latency_setting

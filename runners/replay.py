@@ -23,6 +23,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from harness import secrets
+from harness.bounds import bound_record
 from harness.data.longmemeval import Case
 from harness.llm.client import embedding_call_log
 from harness.llm.endpoint import Endpoint, make_client, open_endpoint
@@ -41,7 +42,6 @@ from harness.runlock import run_dir_lock
 from harness.scoring.base import ScoreInput, specs_json
 from harness.settings import RunSettings
 from harness.storage import StorageError, write_text_atomic
-from runners.bounds import bound_record
 from runners.components import (
     Components,
     SerializedEmbedder,

@@ -24,9 +24,10 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from harness import config_files
 from harness.retrieval.evaluation import BY_TYPE_KEYS, KS, evaluate_case, summarize, summarize_by_type
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs" / "retrieval"
+CONFIG_DIR = config_files.CONFIG_DIR / "retrieval"
 DEFAULT_PRESETS = ("bm25", "trpc_parity", "hybrid", "default")
 TABLE_COLUMNS = (
     [f"turn_recall_any@{k}" for k in KS]
