@@ -7,19 +7,17 @@ Per repetition, each a real `lme-harness run` child process (the fake server is 
   report    `lme-harness report RUN_DIR` on the 210 records                (target < 10 s)
 Figures are medians over --repeat repetitions.
 
-    python benchmarks/perf_overhead.py [--repeat 3] [--limit N] [--out FILE]
+    python -m benchmarks.perf_overhead [--repeat 3] [--limit N] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from perf_common import emit, fake_server, loadavg, machine, median, run_harness, s_data_args
+from benchmarks.perf_common import emit, fake_server, loadavg, machine, median, run_harness, s_data_args
 
 
 def main() -> None:

@@ -15,19 +15,17 @@ The reference run seeded both the summary and the ondemand session into pgvector
 embedded every event twice; the harness embeds a case once. `reference_as_run` adds that second pass;
 the measured `reference` total (one pass) is the conservative denominator. Target: ours ≤ 50 % of reference.
 
-    python benchmarks/perf_tokens.py [--limit N] [--out FILE]
+    python -m benchmarks.perf_tokens [--limit N] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from perf_common import emit, fake_server, loadavg, machine, run_harness, s_data_args  # noqa: E402
+from benchmarks.perf_common import emit, fake_server, loadavg, machine, run_harness, s_data_args
 
 PROTOCOLS = {
     "ours": [],

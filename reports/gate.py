@@ -399,7 +399,7 @@ POLICIES: dict[str, Mapping[str, Mapping[str, Any]]] = {
 }
 
 
-def _policy_for(policy: Mapping[str, Mapping[str, Any]], mode: str, metric: str) -> Mapping[str, Any] | None:
+def policy_for(policy: Mapping[str, Mapping[str, Any]], mode: str, metric: str) -> Mapping[str, Any] | None:
     return policy.get(f"{mode}/{metric}", policy.get(metric))
 
 
@@ -424,7 +424,7 @@ def baseline_from_run(
     metrics = list(dict.fromkeys(k.split("/", 1)[-1] for k in pol))
     for mode in modes:
         for metric in metrics:
-            tol = _policy_for(pol, mode, metric)
+            tol = policy_for(pol, mode, metric)
             if tol is None or (mode, metric) not in board:
                 continue
             v = board[(mode, metric)]

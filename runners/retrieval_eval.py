@@ -56,7 +56,8 @@ def preset_config(name: str, cfg: DictConfig) -> DictConfig:
     return OmegaConf.load(path)
 
 
-def _answerable(cases):
+def answerable(cases):
+    """The cases retrieval can be scored on: not abstentions, with labelled evidence turns."""
     return [c for c in cases if not c.is_abstention and c.has_evidence_label]
 
 
@@ -199,7 +200,7 @@ def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Pa
     run_dir = Path(run_dir or opts.get("out_dir") or "runs/retrieval_eval")
     run_dir.mkdir(parents=True, exist_ok=True)
     cases, provenance = instantiate(cfg.dataset).load()
-    cases = _answerable(cases)
+    cases = answerable(cases)
     if opts.get("limit"):
         cases = cases[: int(opts["limit"])]
     if not cases:

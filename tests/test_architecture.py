@@ -7,7 +7,11 @@ own imports of production code are not part of the house and are not checked."""
 from __future__ import annotations
 
 import ast
+import importlib
+import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 # Lowest first. A module may import modules of its own layer and of the layers below, never of one above.
@@ -21,12 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 PACKAGES = tuple(sorted({p.split(".")[0] for layer in LAYERS for p in layer}))
 # Private names imported across modules; the set may shrink, never grow.
-KNOWN_PRIVATE: set[tuple[str, str, str]] = {
-    ("benchmarks.gate_cross_build", "reports.gate", "_policy_for"),
-    ("benchmarks.retrieval_bench", "runners.retrieval_eval", "_answerable"),
-    ("benchmarks.retrieval_ceiling", "runners.retrieval_eval", "_answerable"),
-    ("benchmarks.retrieval_embedders", "runners.retrieval_eval", "_answerable"),
-}
+KNOWN_PRIVATE: set[tuple[str, str, str]] = set()
 
 
 def _modules(root: Path = ROOT) -> dict[str, Path]:
@@ -166,5 +165,49 @@ def test_the_checks_find_a_planted_upward_import_and_cycle(tmp_path):
     assert private == {("runners.cli", "harness.a", "_private")}
 
 
+def _path_hacks(mods: dict[str, Path]) -> list[str]:
+    """Modules that change sys.path, or import a sibling file by its bare name (which only a sys.path change or
+    the script's own directory makes work): every module is imported by its package path, `python -m pkg.mod`."""
+    tops = {m.split(".")[1] for m in mods if m.count(".") == 1 and m.split(".")[0] in ("scripts", "benchmarks")}
+    stems = tops - set(sys.stdlib_module_names)
+    out = []
+    for m, p in mods.items():
+        for n in ast.walk(ast.parse(p.read_text())):
+            if isinstance(n, ast.Attribute) and n.attr == "path" and ast.unparse(n.value) == "sys":
+                out.append(f"{m}: sys.path")
+            names = [a.name for a in n.names] if isinstance(n, ast.Import) else []
+            if isinstance(n, ast.ImportFrom) and n.module and n.level == 0:
+                names = [n.module]
+            out += [f"{m}: import {x}" for x in names if x.split(".")[0] in stems]
+    return sorted(set(out))
+
+
+def test_no_module_patches_sys_path_or_imports_a_sibling_by_bare_name():
+    assert not _path_hacks(_modules()), _path_hacks(_modules())
+
+
+def test_the_path_check_finds_a_planted_hack(tmp_path):
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "common.py").write_text("X = 1\n")
+    (tmp_path / "benchmarks" / "study.py").write_text(
+        "import sys\nsys.path.insert(0, '.')\nfrom common import X\nfrom benchmarks.common import X as Y\n"
+    )
+    assert _path_hacks(_modules(tmp_path)) == ["benchmarks.study: import common", "benchmarks.study: sys.path"]
+
+
 def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [frozenset({"a", "b"})]
+
+
+STUDIES = sorted(p.stem for p in (ROOT / "benchmarks").glob("*.py") if p.stem != "__init__")
+
+
+@pytest.mark.parametrize("name", STUDIES)
+def test_every_study_imports_as_a_module(name):
+    """`python -m benchmarks.NAME` works from the checkout with no path set up: importing loads no data."""
+    try:
+        importlib.import_module(f"benchmarks.{name}")
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] in PACKAGES:
+            raise
+        pytest.skip(f"optional dependency {e.name} not installed")
