@@ -41,7 +41,7 @@ models: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/lme-harness run +experiment=quickstart $(ARGS)
 
-# Lint: ruff (rules and format, [tool.ruff] in pyproject.toml) over the tree, mypy over harness/ ([tool.mypy]).
+# Lint: ruff (rules and format, [tool.ruff] in pyproject.toml) over the tree, mypy over every package ([tool.mypy]).
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

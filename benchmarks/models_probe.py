@@ -79,9 +79,13 @@ def probe(name: str, cases: list[dict[str, Any]], *, threads: int, max_tokens: i
         offset = len(log.read_text(errors="replace"))
         for case in cases:
             t0 = time.monotonic()
-            r = client.chat.completions.create(
-                model=srv.model, messages=messages_for(case), temperature=0, max_tokens=max_tokens
+            r = client.chat.completions.create(  # plain message dicts: the SDK's TypedDict union does not take them
+                model=srv.model,
+                messages=messages_for(case),  # type: ignore[arg-type]
+                temperature=0,
+                max_tokens=max_tokens,
             )
+            assert r.usage is not None, "llama.cpp's server reports usage on every completion"
             wall = time.monotonic() - t0
             time.sleep(0.2)  # let the server flush its timing lines
             perf, offset = perf_since(log, offset)

@@ -9,20 +9,32 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable, Sequence
 from types import SimpleNamespace
 
-from harness.data.longmemeval import find_local, parse_cases, read_json_bytes
+from harness.data.longmemeval import Case, find_local, parse_cases, read_json_bytes
 from harness.session.tokens import o200k_counter
 from runners.official_mode import first_kept, session_blocks
 
 BUDGET = 8192 - 384 - 64
 
 
-def one_count_per_drop(blocks, prompt, count, budget) -> int:
+def one_count_per_drop(
+    blocks: Sequence[str], prompt: Callable[[list[str]], str], count: Callable[[str], int], budget: int
+) -> int:
     i = 0
-    while i < len(blocks) - 1 and count(prompt(blocks[i:])) > budget:
+    while i < len(blocks) - 1 and count(prompt(list(blocks[i:]))) > budget:
         i += 1
     return i
+
+
+def prompt_of(case: Case) -> Callable[[list[str]], str]:
+    """The prompt a fit counts: the kept sessions, then the question."""
+
+    def prompt(kept: list[str]) -> str:
+        return "".join(kept) + case.question
+
+    return prompt
 
 
 def main() -> None:
@@ -36,8 +48,9 @@ def main() -> None:
     for fit in (one_count_per_drop, first_kept):
         kept, t0 = [], time.perf_counter()
         for case in cases:
-            blocks = session_blocks(SimpleNamespace(case=case))
-            kept.append(len(blocks) - fit(blocks, lambda k, c=case: "".join(k) + c.question, count, BUDGET))
+            # session_blocks reads ctx.case only: a stand-in context, not a full CaseContext (no model, no session)
+            blocks = session_blocks(SimpleNamespace(case=case))  # type: ignore[arg-type]
+            kept.append(len(blocks) - fit(blocks, prompt_of(case), count, BUDGET))
         print(f"| {fit.__name__} | {(time.perf_counter() - t0) / len(cases):.3f} | {kept} |")
 
 

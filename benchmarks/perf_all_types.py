@@ -157,8 +157,8 @@ def main() -> None:
 
     lim = [f"dataset.limit={args.limit}", "dataset.sample_seed=0"] if args.limit else []
     result: dict[str, Any] = {"machine": machine(), "runs": {}}
-    with fake_server(latency_s=0.0) as srv, tempfile.TemporaryDirectory(prefix="lme-types-") as tmp:
-        tmp = Path(tmp)
+    with fake_server(latency_s=0.0) as srv, tempfile.TemporaryDirectory(prefix="lme-types-") as tmp_dir:
+        tmp = Path(tmp_dir)
         for name in args.only:
             if name != "synth500":
                 result["runs"][name] = measure(

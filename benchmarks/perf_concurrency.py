@@ -46,8 +46,8 @@ def main() -> None:
     args = ap.parse_args()
 
     result = {"machine": machine(), "latency_s": args.latency_s, "repeat": args.repeat, "levels": {}}
-    with fake_server(latency_s=args.latency_s) as srv, tempfile.TemporaryDirectory(prefix="lme-conc-") as tmp:
-        tmp = Path(tmp)
+    with fake_server(latency_s=args.latency_s) as srv, tempfile.TemporaryDirectory(prefix="lme-conc-") as tmp_dir:
+        tmp = Path(tmp_dir)
         for c in args.levels:
             n = max(16, 4 * c)
             data = tmp / f"data{n}.json"

@@ -16,6 +16,7 @@ import argparse
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from benchmarks.perf_common import emit, fake_server, loadavg, machine, median, run_harness, s_data_args
 
@@ -32,12 +33,12 @@ def main() -> None:
     extra = ["judge=none"] + ([f"dataset.limit={args.limit}"] if args.limit else [])
     with fake_server(latency_s=0.0) as srv:
         for i in range(args.repeat):
-            with tempfile.TemporaryDirectory(prefix="lme-perf-") as tmp:
-                tmp = Path(tmp)
+            with tempfile.TemporaryDirectory(prefix="lme-perf-") as tmp_dir:
+                tmp = Path(tmp_dir)
                 cache = tmp / "cache"
                 cache.mkdir()
                 common = [*extra, f"retrieval.store={cache / 'retrieval_index.sqlite'}"]
-                rep = {"loadavg": loadavg()}
+                rep: dict[str, Any] = {"loadavg": loadavg()}
                 rep["cold"] = run_harness(
                     s_data_args(srv["base_url"], tmp / "cold", cache, *common), log=tmp / "cold.log"
                 )

@@ -50,8 +50,8 @@ def main() -> None:
 
     result: dict = {"machine": machine(), "protocols": {}}
     extra = [f"dataset.limit={args.limit}"] if args.limit else []
-    with tempfile.TemporaryDirectory(prefix="lme-tok-") as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="lme-tok-") as tmp_dir:
+        tmp = Path(tmp_dir)
         for name, overrides in PROTOCOLS.items():
             cache = tmp / f"cache-{name}"
             cache.mkdir()

@@ -62,8 +62,8 @@ def run(dsn: str, limit: int | None, k: int) -> dict:
             c.execute(f"DELETE FROM {t}")
     tmp = Path(tempfile.mkdtemp(prefix="pg-parity-"))
     sqlite_store, pg_store = IndexStore(tmp / "index.sqlite"), PgIndexStore(db, fts=True)
-    build = {"sqlite_cold_s": [], "pg_cold_s": [], "sqlite_warm_s": [], "pg_warm_s": []}
-    search = {"emulation_ms": [], "postgres_fts_ms": []}
+    build: dict[str, list[float]] = {"sqlite_cold_s": [], "pg_cold_s": [], "sqlite_warm_s": [], "pg_warm_s": []}
+    search: dict[str, list[float]] = {"emulation_ms": [], "postgres_fts_ms": []}
     overlaps, identical_sets, identical_lists, one_side_empty, n_q = [], 0, 0, 0, 0
     differing: list[dict] = []
     for case in cases:

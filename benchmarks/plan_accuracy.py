@@ -60,8 +60,8 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--out")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="lme-plan-") as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="lme-plan-") as tmp_dir:
+        tmp = Path(tmp_dir)
         prices = tmp / "prices.yaml"
         prices.write_text(PRICES)
         env = {"OPENAI_API_KEY": "sk-fake-for-the-fake-endpoint", "LME_HARNESS_CACHE_DIR": str(tmp / "cache")}

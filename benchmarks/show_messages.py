@@ -63,7 +63,7 @@ def _shorten(m: dict, limit: int = 300) -> dict:
     return m
 
 
-SHOWN_SUMMARY_CALL = []
+SHOWN_SUMMARY_CALL: list[bool] = []
 
 
 def show(title: str, rec: Recorder) -> None:
@@ -93,7 +93,11 @@ def main() -> None:
     print(f"The case has {case.n_turns} turns; the question is: {case.question!r}.")
     print("History turns longer than 300 characters are cut here for reading; the modes send them whole.")
     for injection in ("system", "user"):
-        modes = [LongContextMode(), SummaryMode(injection=injection), SummaryOnDemandMode(injection=injection)]
+        modes: list[LongContextMode | SummaryMode] = [
+            LongContextMode(),
+            SummaryMode(injection=injection),
+            SummaryOnDemandMode(injection=injection),
+        ]
         for mode in modes:
             if injection == "user" and mode.name == "long_context":
                 continue  # no summary, nothing to inject

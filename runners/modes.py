@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from harness.data.longmemeval import Case
 from harness.golang import go_trim_space  # answers are trimmed as the reference's Go code trims them
@@ -157,7 +157,7 @@ class SummaryMode:
 
     name: str = "summary"
     instruction: str = LME_INSTRUCTION
-    injection: str = yaml_field("mode", "summary", "injection")  # system | user
+    injection: Literal["system", "user"] = yaml_field("mode", "summary", "injection")
 
     def build(self, ctx: CaseContext, system: str) -> tuple[list[Message], dict[str, Any], Any]:
         from harness.session.assembly import assemble
@@ -186,7 +186,7 @@ class SummaryOnDemandMode(SummaryMode):
     """Summary + `session_search`/`session_load` over the hidden original events (reference §4.4)."""
 
     name: str = "summary_ondemand"
-    injection: str = yaml_field("mode", "summary_ondemand", "injection")
+    injection: Literal["system", "user"] = yaml_field("mode", "summary_ondemand", "injection")
     ondemand_instruction: str = LME_ONDEMAND_INSTRUCTION
     max_tool_iterations: int = yaml_field("mode", "summary_ondemand", "max_tool_iterations")
     use_overview: bool = True
@@ -204,6 +204,7 @@ class SummaryOnDemandMode(SummaryMode):
                 "content": messages[0]["content"] + "\n\n" + ondemand_prompts.ONDEMAND_SESSION_OVERVIEW,
             }
         base_system = messages[0]["content"]
+        assert ctx.tools_factory is not None, "the pipeline gives summary_ondemand its tools factory"
         tools = ctx.tools_factory(ctx.session, summary.boundary)
         specs = tools.specs()
         sw = Stopwatch()

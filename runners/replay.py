@@ -506,7 +506,8 @@ def _reference_latency(
     """latency.query_ms_reference and its parts (runners/reference_latency.py), per run.reference_latency."""
     query_ms = round(out.query_latency_s * 1000, 1)
     texts = appended_event_texts(mode, case.question, out.tool_results, out.prediction)
-    embed_ms, calls = None, []
+    embed_ms: float | None = None
+    calls: list[dict[str, Any]] = []
     embedder = getattr(retriever, "embedder", None)
     if should_measure(comp.reference_latency, embedder):
         try:

@@ -53,7 +53,10 @@ def preset_config(name: str, cfg: DictConfig) -> DictConfig:
     if not path.exists():
         known = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
         raise ValueError(f"retrieval preset {name!r}: no {path} (known: {known})")
-    return OmegaConf.load(path)
+    loaded = OmegaConf.load(path)
+    if not isinstance(loaded, DictConfig):
+        raise ValueError(f"retrieval preset {name!r}: {path} is not a mapping")
+    return loaded
 
 
 def answerable(cases):
@@ -78,15 +81,14 @@ def evaluate_preset(
 ) -> tuple[dict[str, Any], list[dict]]:
     """Cold pass (no store: indexing timed from scratch), then a warm pass loading from a fresh store.
     `events`: each case's events by question_id, built once for every preset."""
-    rcfg = OmegaConf.merge(rcfg, {"store": None})
-    retriever = instantiate(rcfg)
+    retriever = instantiate(OmegaConf.merge(rcfg, {"store": None}))
     results = [
         evaluate_case(
             retriever, c.question_id, events[c.question_id], query_for(c.question, query_form), counter=counter
         )
         for c in cases
     ]
-    summary = summarize(results)
+    summary: dict[str, Any] = summarize(results)
     qtype = {c.question_id: c.question_type for c in cases}
     summary["by_type"] = summarize_by_type(results, qtype)
     # Store round trip: build into SQLite once, then time loading it with a new retriever (another run).

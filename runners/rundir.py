@@ -118,10 +118,11 @@ def overrides_dirname(task: list[str], exclude: list[str], item_sep: str = ",", 
             value = o.value()
         except Exception:  # a sweep (not in a job's own overrides) or an unusual form: its key only
             value = "${"
+        line = o.input_line or ""  # set for every parsed override; typed optional by Hydra
         if _named(key) and not o.is_delete() and _plain(value):
-            named.append(o.input_line)
+            named.append(line)
         else:
-            other.append(o.input_line.split("=", 1)[0])
+            other.append(line.split("=", 1)[0])
     items = [sanitize_value(line) for line in sorted(named)]
     name = re.sub("[=]", kv_sep, item_sep.join(items))
     if other:  # keys only: a value here could be anything, a secret included
@@ -155,6 +156,7 @@ def _run_dirname(*, _root_: Any) -> str:
     conf = hydra.job.config.override_dirname
     task = OmegaConf.to_container(hydra.overrides.task, resolve=False)
     exclude = OmegaConf.to_container(conf.exclude_keys, resolve=False)
+    assert isinstance(task, list) and isinstance(exclude, list)  # both are Hydra lists of strings
     return overrides_dirname(list(task), list(exclude), str(conf.item_sep), str(conf.kv_sep))
 
 
