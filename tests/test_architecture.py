@@ -21,7 +21,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("reports",),  # records → aggregates → report files
     ("runners",),  # the run pipeline and the command line that drives it
     ("harness.testing",),  # test doubles built on the production code (the tests' and the studies' fakes)
-    ("scripts", "benchmarks"),  # tooling and measurement studies, on top of everything
+    ("scripts", "studies"),  # tooling and measurement studies, on top of everything
 )
 PACKAGES = tuple(sorted({p.split(".")[0] for layer in LAYERS for p in layer}))
 # Private names imported across modules; the set may shrink, never grow.
@@ -109,7 +109,7 @@ def test_every_package_is_checked():
     assert on_disk <= set(PACKAGES), f"packages in no layer: {sorted(on_disk - set(PACKAGES))}"
     mods = _modules()
     assert {"harness.records", "reports.render", "runners.cli", "harness.testing.faults"} <= mods.keys()
-    assert any(m.startswith("benchmarks.") for m in mods) and any(m.startswith("scripts.") for m in mods)
+    assert any(m.startswith("studies.") for m in mods) and any(m.startswith("scripts.") for m in mods)
 
 
 def test_no_import_cycles():
@@ -155,7 +155,7 @@ def test_the_checks_find_a_planted_upward_import_and_cycle(tmp_path):
         "runners/__init__.py": "",
         "runners/cli.py": "from reports.render import f\nfrom harness.a import _private\n",
         "scripts/tool.py": "from runners.cli import main\n",
-        "benchmarks/study.py": "from harness.testing import fake\n",
+        "studies/study.py": "from harness.testing import fake\n",
     }
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -169,7 +169,7 @@ def test_the_checks_find_a_planted_upward_import_and_cycle(tmp_path):
 def _path_hacks(mods: dict[str, Path]) -> list[str]:
     """Modules that change sys.path, or import a sibling file by its bare name (which only a sys.path change or
     the script's own directory makes work): every module is imported by its package path, `python -m pkg.mod`."""
-    tops = {m.split(".")[1] for m in mods if m.count(".") == 1 and m.split(".")[0] in ("scripts", "benchmarks")}
+    tops = {m.split(".")[1] for m in mods if m.count(".") == 1 and m.split(".")[0] in ("scripts", "studies")}
     stems = tops - set(sys.stdlib_module_names)
     out = []
     for m, p in mods.items():
@@ -188,26 +188,26 @@ def test_no_module_patches_sys_path_or_imports_a_sibling_by_bare_name():
 
 
 def test_the_path_check_finds_a_planted_hack(tmp_path):
-    (tmp_path / "benchmarks").mkdir()
-    (tmp_path / "benchmarks" / "common.py").write_text("X = 1\n")
-    (tmp_path / "benchmarks" / "study.py").write_text(
-        "import sys\nsys.path.insert(0, '.')\nfrom common import X\nfrom benchmarks.common import X as Y\n"
+    (tmp_path / "studies").mkdir()
+    (tmp_path / "studies" / "common.py").write_text("X = 1\n")
+    (tmp_path / "studies" / "study.py").write_text(
+        "import sys\nsys.path.insert(0, '.')\nfrom common import X\nfrom studies.common import X as Y\n"
     )
-    assert _path_hacks(_modules(tmp_path)) == ["benchmarks.study: import common", "benchmarks.study: sys.path"]
+    assert _path_hacks(_modules(tmp_path)) == ["studies.study: import common", "studies.study: sys.path"]
 
 
 def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [frozenset({"a", "b"})]
 
 
-STUDIES = sorted(p.stem for p in (ROOT / "benchmarks").glob("*.py") if p.stem != "__init__")
+STUDIES = sorted(p.stem for p in (ROOT / "studies").glob("*.py") if p.stem != "__init__")
 
 
 @pytest.mark.parametrize("name", STUDIES)
 def test_every_study_imports_as_a_module(name):
-    """`python -m benchmarks.NAME` works from the checkout with no path set up: importing loads no data."""
+    """`python -m studies.NAME` works from the checkout with no path set up: importing loads no data."""
     try:
-        importlib.import_module(f"benchmarks.{name}")
+        importlib.import_module(f"studies.{name}")
     except ModuleNotFoundError as e:
         if (e.name or "").split(".")[0] in PACKAGES:
             raise

@@ -1,7 +1,7 @@
 """How far do cheap ranking signals take turn recall_any@1? (issue 4 asks ≥ 0.85; the default gives 0.812)
 
-    python -m benchmarks.retrieval_ceiling --out runs/retrieval_ceiling            # ~1 min on 2 cores
-    python -m benchmarks.retrieval_ceiling --llm-rerank qwen25_coder_15b           # + a local LLM reranker (~5 min)
+    python -m studies.retrieval_ceiling --out runs/retrieval_ceiling            # ~1 min on 2 cores
+    python -m studies.retrieval_ceiling --llm-rerank qwen25_coder_15b           # + a local LLM reranker (~5 min)
 
 For the 64 answerable LongMemEval_s single-session-user cases, with the question as the query over the whole
 haystack (as `lme-harness retrieval-eval` does), it scores every turn once with the default preset's parts
@@ -394,7 +394,7 @@ def main(argv: list[str] | None = None) -> None:
     lines = [
         f"# Ranking-signal ceiling for turn recall_any@1 ({len(sigs)} answerable LongMemEval_s cases)",
         "",
-        f"Command: `python -m benchmarks.retrieval_ceiling {' '.join(argv if argv is not None else sys.argv[1:])}`"
+        f"Command: `python -m studies.retrieval_ceiling {' '.join(argv if argv is not None else sys.argv[1:])}`"
         f" ({elapsed:.0f} s)",
         "",
         "| variant | result |",

@@ -1,8 +1,8 @@
 """Probe the local models on the first oracle cases: speed and a rough answer quality.
 
-    python -m benchmarks.models_probe                     # all local models, first 3 oracle cases
-    python -m benchmarks.models_probe --models qwen25_coder_05b --n 5 --threads 2
-    python -m benchmarks.models_probe --pull-only smollm2_135m
+    python -m studies.models_probe                     # all local models, first 3 oracle cases
+    python -m studies.models_probe --models qwen25_coder_05b --n 5 --threads 2
+    python -m studies.models_probe --pull-only smollm2_135m
 
 Per model: server load time (process start until /v1/models answers), and per question the
 llama.cpp timings parsed from the server log (prompt tokens/s, generation tokens/s), wall seconds,

@@ -8,7 +8,7 @@ the run spent on its cases (run.json `cases_elapsed_s`: from the first case star
 written; start-up, model/index loading and the report are excluded, `elapsed_s` from opening the endpoint
 is kept too). Target: throughput(c) ≥ 0.8 × c × throughput(1). Medians of --repeat runs.
 
-    python -m benchmarks.perf_concurrency [--levels 1 4 16 32] [--repeat 3] [--latency-s 0.2] [--out FILE]
+    python -m studies.perf_concurrency [--levels 1 4 16 32] [--repeat 3] [--latency-s 0.2] [--out FILE]
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import json
 import tempfile
 from pathlib import Path
 
-from benchmarks.perf_common import emit, fake_server, loadavg, machine, median, run_harness
 from harness.data.longmemeval import find_local, read_json_bytes
+from studies.perf_common import emit, fake_server, loadavg, machine, median, run_harness
 
 
 def replicated_dataset(n: int, path: Path) -> None:

@@ -10,7 +10,7 @@ Both with `+experiment=lme_dated` (session dates on events, dated question) and 
 judge on the fake model. Per dataset: cold (fresh run dir, empty response cache and index store), cached
 (fresh run dir, warm cache), resume (the finished dir again), report (`lme-harness report`).
 
-    python -m benchmarks.perf_all_types [--only s s_dev synth500] [--limit N] [--data FILE] [--out FILE]
+    python -m studies.perf_all_types [--only s s_dev synth500] [--limit N] [--data FILE] [--out FILE]
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from benchmarks.perf_common import emit, fake_server, loadavg, machine, run_harness
 from harness.data.longmemeval import find_local, read_json_bytes
+from studies.perf_common import emit, fake_server, loadavg, machine, run_harness
 
 S_FILES = ("longmemeval_s_single_session_user.json.gz", "longmemeval_s_dev.json.gz")
 ORACLE = "longmemeval_oracle.json.gz"

@@ -1,7 +1,7 @@
 """Embedder options for the dense side: recall alone and inside the default fusion, and indexing time.
 
-    python -m benchmarks.retrieval_embedders --embedders static             # all 64 answerable _s cases
-    python -m benchmarks.retrieval_embedders --embedders minilm --limit 8   # a transformer is slow on CPU
+    python -m studies.retrieval_embedders --embedders static             # all 64 answerable _s cases
+    python -m studies.retrieval_embedders --embedders minilm --limit 8   # a transformer is slow on CPU
 
 `static`: the model2vec model distilled from all-MiniLM-L6-v2 (configs/retrieval/default.yaml's path);
 `static:DIR`: any other distilled model2vec directory (e.g. one distilled from all-mpnet-base-v2, docs/retrieval.md);

@@ -1,6 +1,6 @@
 """How far the gate's metrics move between two runs of the same gate benchmark (e.g. two llama.cpp builds).
 
-    python -m benchmarks.gate_cross_build RUN_A RUN_B
+    python -m studies.gate_cross_build RUN_A RUN_B
 
 Prints a Markdown table of every scoreboard figure that differs (both values, the delta, and the tolerance the
 default gate policy gives it), then which answers, summaries and tool calls differ per case.

@@ -15,7 +15,7 @@ The reference run seeded both the summary and the ondemand session into pgvector
 embedded every event twice; the harness embeds a case once. `reference_as_run` adds that second pass;
 the measured `reference` total (one pass) is the conservative denominator. Target: ours ≤ 50 % of reference.
 
-    python -m benchmarks.perf_tokens [--limit N] [--out FILE]
+    python -m studies.perf_tokens [--limit N] [--out FILE]
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from benchmarks.perf_common import emit, fake_server, loadavg, machine, run_harness, s_data_args
+from studies.perf_common import emit, fake_server, loadavg, machine, run_harness, s_data_args
 
 PROTOCOLS = {
     "ours": [],

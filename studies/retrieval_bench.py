@@ -1,7 +1,7 @@
 """Retrieval benchmark: quality table + plot for every preset, then indexing and query-latency timings.
 
-    python -m benchmarks.retrieval_bench                       # all presets, the 64 answerable _s cases
-    python -m benchmarks.retrieval_bench --presets bm25 default --limit 10 --out runs/retrieval_bench
+    python -m studies.retrieval_bench                       # all presets, the 64 answerable _s cases
+    python -m studies.retrieval_bench --presets bm25 default --limit 10 --out runs/retrieval_bench
 
 Part 1 is `lme-harness retrieval-eval dataset=s` (runners/retrieval_eval.py). Part 2 times, per preset,
 a cold index build of every case (median of `--repeats` for the largest case) and `--queries` searches per

@@ -1,6 +1,6 @@
 """How the default's type-robustness settings were chosen (issue 15 item 3): a grid on one fold of LongMemEval_s.
 
-    python -m benchmarks.retrieval_type_fit 0     # the grid on fold 0 (then: 1); ~5 min per fold on 2 idle cores
+    python -m studies.retrieval_type_fit 0     # the grid on fold 0 (then: 1); ~5 min per fold on 2 idle cores
 
 Cases: the answerable questions of `longmemeval_s_dev` (5 types) and the 64 answerable single-session-user
 ones (`dataset=s`, shown as `ssu70`), each in fold sha256(question_id)[0] % 2. For every setting of the grid

@@ -1,4 +1,4 @@
-"""Shared pieces of the performance benchmarks (benchmarks/perf_*.py; results in docs/PERFORMANCE.md).
+"""Shared pieces of the performance studies (studies/perf_*.py; results in docs/PERFORMANCE.md).
 
 The fake model server runs in its own process (harness/testing/faults.py), so time and memory figures
 are the harness's alone; every harness run is a real `lme-harness run` subprocess whose peak RSS is

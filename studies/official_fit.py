@@ -2,7 +2,7 @@
 definition against `runners.official_mode.first_kept`, on the first N `_s` single-session-user haystacks
 (~115K o200k tokens each), for an 8K window (8192 - 384 answer tokens - 64 reserved). Both must keep the same sessions.
 
-    python -m benchmarks.official_fit [N]
+    python -m studies.official_fit [N]
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ reports usage as the hosted models count it (chat: o200k, embeddings: cl100k; ha
 gpt-4o-mini / text-embedding-3-small prices under the fake's model ids. The response cache and the retrieval
 stores are fresh, so the run spends everything the plan priced. Target: tokens and USD within ±15 %.
 
-    python -m benchmarks.plan_accuracy [--limit N] [--out FILE]
+    python -m studies.plan_accuracy [--limit N] [--out FILE]
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from benchmarks.perf_common import emit, fake_server, machine, run_harness
+from studies.perf_common import emit, fake_server, machine, run_harness
 
 PROTOCOL = ["dataset=s", "run.share_summary=false", "retrieval=trpc_parity_openai"]
 PRICES = """date: "2026-06-20"

@@ -1,8 +1,8 @@
 """What the reference's identifier shapes cost the model: session_search response and summary request sizes.
 
-    python -m benchmarks.trpc_wire_size                          # the 70 `_s` cases, presets trpc_parity and default
-    python -m benchmarks.trpc_wire_size --limit 10 --presets bm25 --out runs/trpc_wire_size
-    python -m benchmarks.trpc_wire_size --presets                # the summary requests only
+    python -m studies.trpc_wire_size                          # the 70 `_s` cases, presets trpc_parity and default
+    python -m studies.trpc_wire_size --limit 10 --presets bm25 --out runs/trpc_wire_size
+    python -m studies.trpc_wire_size --presets                # the summary requests only
 
 For each case and wire shape (runners/wire.py) the case is seeded, every event put behind the summary
 (as summary_ondemand sees it) and searched with the model-like call {"query": <question>, "scope":

@@ -1,7 +1,7 @@
 """store=postgres: PostgreSQL full-text search vs trpc_parity's Python emulation, and store latency vs SQLite.
 
-    python -m benchmarks.pg_keyword_parity                    # the 70 LongMemEval_s single-session-user cases
-    python -m benchmarks.pg_keyword_parity --limit 10 --dsn postgresql://lme@127.0.0.1:5432/lme
+    python -m studies.pg_keyword_parity                    # the 70 LongMemEval_s single-session-user cases
+    python -m studies.pg_keyword_parity --limit 10 --dsn postgresql://lme@127.0.0.1:5432/lme
 
 Starts a throwaway PostgreSQL + pgvector on 127.0.0.1 (harness/testing/pg_server.py) unless --dsn is given.
 Part 1, agreement: per case, the trpc_parity keyword search (every query term required, snowball stemming)

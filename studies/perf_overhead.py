@@ -7,7 +7,7 @@ Per repetition, each a real `lme-harness run` child process (the fake server is 
   report    `lme-harness report RUN_DIR` on the 210 records                (target < 10 s)
 Figures are medians over --repeat repetitions.
 
-    python -m benchmarks.perf_overhead [--repeat 3] [--limit N] [--out FILE]
+    python -m studies.perf_overhead [--repeat 3] [--limit N] [--out FILE]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.perf_common import emit, fake_server, loadavg, machine, median, run_harness, s_data_args
+from studies.perf_common import emit, fake_server, loadavg, machine, median, run_harness, s_data_args
 
 
 def main() -> None:
