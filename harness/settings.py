@@ -22,12 +22,13 @@ import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
-CONFIG_FILE = Path(__file__).resolve().parents[1] / "configs" / "config.yaml"
+from harness.config_files import CONFIG_DIR
+
+CONFIG_FILE = CONFIG_DIR / "config.yaml"
 
 
 class RunConfigError(ValueError):

@@ -14,13 +14,13 @@ from typing import Any
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig
 
+from harness.bounds import RecordBounds
 from harness.contestants.base import Contestant, Toolkit
 from harness.llm.cache import ResponseCache
 from harness.scoring.base import ScoreInput
 from harness.scoring.votes import VotesConfigError, voted_config
 from harness.settings import ClientSettings, GenerationSettings, RunSettings
 from harness.storage import StorageError
-from runners.bounds import RecordBounds
 from runners.modes import contestants_from_config
 from runners.reference_latency import reference_latency_setting
 from runners.settings import RunConfigError

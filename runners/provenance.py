@@ -56,7 +56,7 @@ def git_state() -> dict[str, Any]:
 
 
 def provenance(cfg: DictConfig, data: dict[str, Any]) -> dict[str, Any]:
-    versions = {}
+    versions: dict[str, str | None] = {}
     for p in PACKAGES:
         try:
             versions[p] = metadata.version(p)

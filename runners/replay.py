@@ -24,6 +24,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from harness import secrets
+from harness.bounds import bound_record
 from harness.contestants.base import Answer, CaseHistory, Contestant, Ingested, Question
 from harness.data.longmemeval import Case
 from harness.llm.client import embedding_call_log
@@ -43,7 +44,6 @@ from harness.runlock import run_dir_lock
 from harness.scoring.base import ScoreInput, specs_json
 from harness.settings import ClientSettings, RunSettings, judge_model
 from harness.storage import StorageError, write_text_atomic
-from runners.bounds import bound_record
 from runners.components import (
     Components,
     SerializedEmbedder,
@@ -524,7 +524,8 @@ def _reference_latency(
     """latency.query_ms_reference and its parts (runners/reference_latency.py), per run.reference_latency."""
     query_ms = round(out.query_latency_s * 1000, 1)
     texts = appended_event_texts(mode, case.question, out.tool_results, out.prediction)
-    embed_ms, calls = None, []
+    embed_ms: float | None = None
+    calls: list[dict[str, Any]] = []
     embedder = getattr(retriever, "embedder", None)
     if should_measure(comp.reference_latency, embedder):
         try:

@@ -178,11 +178,9 @@ def _write_meta(
         with contextlib.suppress(OSError, ValueError, AttributeError):
             meta["metrics"] = json.loads((out_dir / "run.json").read_text()).get("metrics") or meta.get("metrics")
     new_cfg = redacted_config(cfg)
-    judge = {
-        k: v
-        for k, v in (OmegaConf.to_container(judge_spec, resolve=True) if judge_spec is not None else {}).items()
-        if k in MODEL_KEYS
-    } or None
+    spec = OmegaConf.to_container(judge_spec, resolve=True) if judge_spec is not None else {}
+    assert isinstance(spec, dict)  # a model config is a mapping
+    judge = {k: v for k, v in spec.items() if k in MODEL_KEYS} or None
     config = dict(meta.get("config") or {})
     config.update({"judge": new_cfg.get("judge"), "scorers": new_cfg.get("scorers")})
     meta.update(

@@ -31,10 +31,11 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from harness import config_files
 from harness.retrieval.evaluation import BY_TYPE_KEYS, KS, evaluate_case, summarize, summarize_by_type
 from harness.retrieval.folds import FOLDS, select_fold
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs" / "retrieval"
+CONFIG_DIR = config_files.CONFIG_DIR / "retrieval"
 DEFAULT_PRESETS = ("bm25", "trpc_parity", "hybrid", "default")
 CURVE_BUDGETS = (100, 200, 300, 400, 500, 750, 1000, 1500, 2000, 3000, 4000, 6000)
 BUDGET_KEY = "evidence_at_budget"
@@ -63,10 +64,14 @@ def preset_config(name: str, cfg: DictConfig) -> DictConfig:
     if not path.exists():
         known = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
         raise ValueError(f"retrieval preset {name!r}: no {path} (known: {known})")
-    return OmegaConf.load(path)
+    loaded = OmegaConf.load(path)
+    if not isinstance(loaded, DictConfig):
+        raise ValueError(f"retrieval preset {name!r}: {path} is not a mapping")
+    return loaded
 
 
-def _answerable(cases):
+def answerable(cases):
+    """The cases retrieval can be scored on: not abstentions, with labelled evidence turns."""
     return [c for c in cases if not c.is_abstention and c.has_evidence_label]
 
 
@@ -87,15 +92,14 @@ def evaluate_preset(
 ) -> tuple[dict[str, Any], list[dict]]:
     """Cold pass (no store: indexing timed from scratch), then a warm pass loading from a fresh store.
     `events`: each case's events by question_id, built once for every preset."""
-    rcfg = OmegaConf.merge(rcfg, {"store": None})
-    retriever = instantiate(rcfg)
+    retriever = instantiate(OmegaConf.merge(rcfg, {"store": None}))
     results = [
         evaluate_case(
             retriever, c.question_id, events[c.question_id], query_for(c.question, query_form), counter=counter
         )
         for c in cases
     ]
-    summary = summarize(results)
+    summary: dict[str, Any] = summarize(results)
     qtype = {c.question_id: c.question_type for c in cases}
     summary["by_type"] = summarize_by_type(results, qtype)
     # Store round trip: build into SQLite once, then time loading it with a new retriever (another run).
@@ -306,7 +310,7 @@ def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Pa
     run_dir = Path(run_dir or opts.get("out_dir") or "runs/retrieval_eval")
     run_dir.mkdir(parents=True, exist_ok=True)
     cases, provenance = instantiate(cfg.dataset).load()
-    cases = _answerable(cases)
+    cases = answerable(cases)
     if fold is not None:
         cases = select_fold(cases, str(fold))
     if opts.get("limit"):

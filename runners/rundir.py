@@ -119,10 +119,11 @@ def overrides_dirname(task: list[str], exclude: list[str], item_sep: str = ",", 
             value = o.value()
         except Exception:  # a sweep (not in a job's own overrides) or an unusual form: its key only
             value = "${"
+        line = o.input_line or ""  # set for every parsed override; typed optional by Hydra
         if _named(key) and not o.is_delete() and _plain(value):
-            named.append(o.input_line)
+            named.append(line)
         else:
-            other.append(o.input_line.split("=", 1)[0])
+            other.append(line.split("=", 1)[0])
     items = [sanitize_value(line) for line in sorted(named)]
     name = re.sub("[=]", kv_sep, item_sep.join(items))
     if other:  # keys only: a value here could be anything, a secret included
@@ -157,6 +158,7 @@ def _run_dirname(*, _root_: Any) -> str:
     task = OmegaConf.to_container(hydra.overrides.task, resolve=False)
     # The declarations' exclusions (runners/settings.py); configs/config.yaml's exclude_keys states the same list
     # for Hydra's own override_dirname (tests/test_settings_declared.py keeps the two equal).
+    assert isinstance(task, list)  # a Hydra list of strings
     return overrides_dirname(list(task), list(dirname_exclusions()), str(conf.item_sep), str(conf.kv_sep))
 
 

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 # The settings whose component is not a dataclass declaring them (harness/settings.py `setting`): one line each.
 # Defaults live in the YAML (or the component); here only the type, the valid values and whether results depend on it.
-_TEMPERATURE = {"minimum": 0, "maximum": TEMPERATURE_MAX}
+_TEMPERATURE: dict[str, Any] = {"minimum": 0, "maximum": TEMPERATURE_MAX}
 UNDECLARED_COMPONENTS: tuple[Setting, ...] = (
     Setting("generation.temperature", float, **_TEMPERATURE),
     Setting("generation.top_p", float, 0, 1, exclusive_min=True),

@@ -47,6 +47,7 @@ class ProvidedSummary:
 
     def record(self) -> dict[str, Any]:
         s = self.outcome.summary
+        assert s is not None, "a generation outcome without a summary is never recorded"
         b = s.boundary
         return {
             "text": s.text,

@@ -1,8 +1,8 @@
 """The behaviour baseline of a refactoring (issue 22): what the harness writes, hashed, so a change of structure can
 show that it changed no behaviour.
 
-    PYTHONPATH=$PWD python scripts/behaviour_baseline.py record   # writes baselines/behaviour.json from this tree
-    PYTHONPATH=$PWD python scripts/behaviour_baseline.py check    # runs the same again and names every file that differs
+    python -m scripts.behaviour_baseline record   # writes baselines/behaviour.json from this tree
+    python -m scripts.behaviour_baseline check    # runs the same again and names every file that differs
 
 What runs, offline, on a deterministic fake endpoint (harness/testing/faults.py `FakeModel`, with answers that are
 right for some questions and judge verdicts that vary, so the scores are not all zero):
@@ -30,7 +30,6 @@ import hashlib
 import io
 import json
 import re
-import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -357,12 +356,10 @@ def _check_tree() -> None:
     where = Path(runners.__file__).resolve().parent.parent
     if where != ROOT:
         raise SystemExit(
-            f"behaviour_baseline: runners is imported from {where}, not {ROOT}: run with PYTHONPATH={ROOT}"
+            f"behaviour_baseline: runners is imported from {where}, not {ROOT}: run `python -m scripts.behaviour_baseline` from {ROOT}"
         )
 
 
 if __name__ == "__main__":
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     _check_tree()
     raise SystemExit(main())

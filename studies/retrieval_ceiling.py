@@ -1,7 +1,7 @@
 """How far do cheap ranking signals take turn recall_any@1? (issue 4 asks ≥ 0.85; the default gives 0.812)
 
-    python benchmarks/retrieval_ceiling.py --out runs/retrieval_ceiling            # ~1 min on 2 cores
-    python benchmarks/retrieval_ceiling.py --llm-rerank qwen25_coder_15b           # + a local LLM reranker (~5 min)
+    python -m studies.retrieval_ceiling --out runs/retrieval_ceiling            # ~1 min on 2 cores
+    python -m studies.retrieval_ceiling --llm-rerank qwen25_coder_15b           # + a local LLM reranker (~5 min)
 
 For the 64 answerable LongMemEval_s single-session-user cases, with the question as the query over the whole
 haystack (as `lme-harness retrieval-eval` does), it scores every turn once with the default preset's parts
@@ -35,8 +35,7 @@ from typing import Any
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from harness.config_files import CONFIG_DIR
 
 KS = (1, 3, 5)
 BM25_PARAMS = ((1.5, 0.75), (0.9, 0.9), (1.2, 0.5), (2.0, 0.9))
@@ -279,7 +278,7 @@ def llm_rerank(sigs, model_name: str, top: int, log_dir: Path) -> dict[str, Any]
 
     from harness.llm.endpoint import make_client, open_endpoint
 
-    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base=None):
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         cfg = compose(config_name="config", overrides=[f"model={model_name}"])
     hits, seconds, unparsed = 0, [], 0
     with open_endpoint(cfg.model, log_dir=log_dir) as ep:
@@ -315,7 +314,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from harness.data.longmemeval import LongMemEvalSource
     from harness.retrieval.evaluation import evaluate_case
-    from runners.retrieval_eval import _answerable
+    from runners.retrieval_eval import answerable
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="runs/retrieval_ceiling")
@@ -328,8 +327,8 @@ def main(argv: list[str] | None = None) -> None:
 
     t0 = time.perf_counter()
     cases, _ = LongMemEvalSource(filename="longmemeval_s_single_session_user.json.gz").load()
-    cases = _answerable(cases)[: args.limit or None]
-    retriever = instantiate(OmegaConf.merge(OmegaConf.load(REPO / "configs/retrieval/default.yaml"), {"store": None}))
+    cases = answerable(cases)[: args.limit or None]
+    retriever = instantiate(OmegaConf.merge(OmegaConf.load(CONFIG_DIR / "retrieval/default.yaml"), {"store": None}))
     sigs = [case_signals(retriever, c) for c in cases]
     rows: list[tuple[str, dict[str, Any]]] = []
 
@@ -395,7 +394,7 @@ def main(argv: list[str] | None = None) -> None:
     lines = [
         f"# Ranking-signal ceiling for turn recall_any@1 ({len(sigs)} answerable LongMemEval_s cases)",
         "",
-        f"Command: `python benchmarks/retrieval_ceiling.py {' '.join(argv if argv is not None else sys.argv[1:])}`"
+        f"Command: `python -m studies.retrieval_ceiling {' '.join(argv if argv is not None else sys.argv[1:])}`"
         f" ({elapsed:.0f} s)",
         "",
         "| variant | result |",

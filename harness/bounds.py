@@ -8,10 +8,9 @@ the full reply first; only what is written is bounded.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-
-from omegaconf import DictConfig
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +24,7 @@ class RecordBounds:
     max_field_chars: int = DEFAULT_MAX_FIELD_CHARS
 
     @classmethod
-    def from_config(cls, cfg: DictConfig) -> RecordBounds:
+    def from_config(cls, cfg: Mapping[str, Any]) -> RecordBounds:  # a run's config, or run.json's copy
         run = cfg.get("run") or {}
         return cls(
             int(run.get("max_reply_chars") or DEFAULT_MAX_REPLY_CHARS),

@@ -1,8 +1,8 @@
 """Probe the local models on the first oracle cases: speed and a rough answer quality.
 
-    python -m benchmarks.models_probe                     # all local models, first 3 oracle cases
-    python -m benchmarks.models_probe --models qwen25_coder_05b --n 5 --threads 2
-    python -m benchmarks.models_probe --pull-only smollm2_135m
+    python -m studies.models_probe                     # all local models, first 3 oracle cases
+    python -m studies.models_probe --models qwen25_coder_05b --n 5 --threads 2
+    python -m studies.models_probe --pull-only smollm2_135m
 
 Per model: server load time (process start until /v1/models answers), and per question the
 llama.cpp timings parsed from the server log (prompt tokens/s, generation tokens/s), wall seconds,
@@ -79,9 +79,13 @@ def probe(name: str, cases: list[dict[str, Any]], *, threads: int, max_tokens: i
         offset = len(log.read_text(errors="replace"))
         for case in cases:
             t0 = time.monotonic()
-            r = client.chat.completions.create(
-                model=srv.model, messages=messages_for(case), temperature=0, max_tokens=max_tokens
+            r = client.chat.completions.create(  # plain message dicts: the SDK's TypedDict union does not take them
+                model=srv.model,
+                messages=messages_for(case),  # type: ignore[arg-type]
+                temperature=0,
+                max_tokens=max_tokens,
             )
+            assert r.usage is not None, "llama.cpp's server reports usage on every completion"
             wall = time.monotonic() - t0
             time.sleep(0.2)  # let the server flush its timing lines
             perf, offset = perf_since(log, offset)

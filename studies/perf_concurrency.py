@@ -8,21 +8,18 @@ the run spent on its cases (run.json `cases_elapsed_s`: from the first case star
 written; start-up, model/index loading and the report are excluded, `elapsed_s` from opening the endpoint
 is kept too). Target: throughput(c) ≥ 0.8 × c × throughput(1). Medians of --repeat runs.
 
-    python benchmarks/perf_concurrency.py [--levels 1 4 16 32] [--repeat 3] [--latency-s 0.2] [--out FILE]
+    python -m studies.perf_concurrency [--levels 1 4 16 32] [--repeat 3] [--latency-s 0.2] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from perf_common import emit, fake_server, loadavg, machine, median, run_harness  # noqa: E402
-
-from harness.data.longmemeval import find_local, read_json_bytes  # noqa: E402
+from harness.data.longmemeval import find_local, read_json_bytes
+from studies.perf_common import emit, fake_server, loadavg, machine, median, run_harness
 
 
 def replicated_dataset(n: int, path: Path) -> None:
@@ -49,8 +46,8 @@ def main() -> None:
     args = ap.parse_args()
 
     result = {"machine": machine(), "latency_s": args.latency_s, "repeat": args.repeat, "levels": {}}
-    with fake_server(latency_s=args.latency_s) as srv, tempfile.TemporaryDirectory(prefix="lme-conc-") as tmp:
-        tmp = Path(tmp)
+    with fake_server(latency_s=args.latency_s) as srv, tempfile.TemporaryDirectory(prefix="lme-conc-") as tmp_dir:
+        tmp = Path(tmp_dir)
         for c in args.levels:
             n = max(16, 4 * c)
             data = tmp / f"data{n}.json"

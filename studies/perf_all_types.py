@@ -10,7 +10,7 @@ Both with `+experiment=lme_dated` (session dates on events, dated question) and 
 judge on the fake model. Per dataset: cold (fresh run dir, empty response cache and index store), cached
 (fresh run dir, warm cache), resume (the finished dir again), report (`lme-harness report`).
 
-    python benchmarks/perf_all_types.py [--only s s_dev synth500] [--limit N] [--data FILE] [--out FILE]
+    python -m studies.perf_all_types [--only s s_dev synth500] [--limit N] [--data FILE] [--out FILE]
 """
 
 from __future__ import annotations
@@ -25,10 +25,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from perf_common import emit, fake_server, loadavg, machine, run_harness  # noqa: E402
-
-from harness.data.longmemeval import find_local, read_json_bytes  # noqa: E402
+from harness.data.longmemeval import find_local, read_json_bytes
+from studies.perf_common import emit, fake_server, loadavg, machine, run_harness
 
 S_FILES = ("longmemeval_s_single_session_user.json.gz", "longmemeval_s_dev.json.gz")
 ORACLE = "longmemeval_oracle.json.gz"
@@ -159,8 +157,8 @@ def main() -> None:
 
     lim = [f"dataset.limit={args.limit}", "dataset.sample_seed=0"] if args.limit else []
     result: dict[str, Any] = {"machine": machine(), "runs": {}}
-    with fake_server(latency_s=0.0) as srv, tempfile.TemporaryDirectory(prefix="lme-types-") as tmp:
-        tmp = Path(tmp)
+    with fake_server(latency_s=0.0) as srv, tempfile.TemporaryDirectory(prefix="lme-types-") as tmp_dir:
+        tmp = Path(tmp_dir)
         for name in args.only:
             if name != "synth500":
                 result["runs"][name] = measure(

@@ -1,7 +1,7 @@
 """Embedder options for the dense side: recall alone and inside the default fusion, and indexing time.
 
-    python benchmarks/retrieval_embedders.py --embedders static             # all 64 answerable _s cases
-    python benchmarks/retrieval_embedders.py --embedders minilm --limit 8   # a transformer is slow on CPU
+    python -m studies.retrieval_embedders --embedders static             # all 64 answerable _s cases
+    python -m studies.retrieval_embedders --embedders minilm --limit 8   # a transformer is slow on CPU
 
 `static`: the model2vec model distilled from all-MiniLM-L6-v2 (configs/retrieval/default.yaml's path);
 `static:DIR`: any other distilled model2vec directory (e.g. one distilled from all-mpnet-base-v2, docs/retrieval.md);
@@ -13,11 +13,6 @@ that embedder; index_s is a cold build (embedding every message) per case.
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 
 def make_embedder(name: str):
@@ -38,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     from harness.retrieval.evaluation import evaluate_case, summarize
     from harness.retrieval.retriever import Retriever
     from harness.session.tokens import o200k_counter
-    from runners.retrieval_eval import _answerable
+    from runners.retrieval_eval import answerable
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--embedders", nargs="+", default=["static"])
@@ -47,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--store", default=None, help="SQLite index store to reuse vectors across rankings/runs")
     args = ap.parse_args(argv)
     cases, _ = LongMemEvalSource(filename="longmemeval_s_single_session_user.json.gz").load()
-    cases = _answerable(cases)[: args.limit or None]
+    cases = answerable(cases)[: args.limit or None]
     counter = o200k_counter()
     cols = ["turn_recall_any@1", "turn_recall_any@5", "turn_recall_any@10", "index_s_mean", "query_ms_p50"]
     print(f"{len(cases)} cases\n| embedder | ranking | " + " | ".join(cols) + " |\n" + "|---" * (len(cols) + 2) + "|")

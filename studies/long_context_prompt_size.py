@@ -8,7 +8,7 @@ user turn on (the newest `mode.long_context.max_events`) + the question. Counted
 - harness (`count_messages`, what the harness budgets windows with and records as estimated_prompt_tokens):
   3 + the content's tokens per message, nothing per prompt.
 
-    python benchmarks/long_context_prompt_size.py [--dataset PATH] [--limit N]
+    python -m studies.long_context_prompt_size [--dataset PATH] [--limit N]
 """
 
 from __future__ import annotations

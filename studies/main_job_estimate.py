@@ -6,10 +6,10 @@ the embedded server's log (`llama-server-<model>.log`: llama-cpp-python prints h
 request it took from the KV cache of the previous one). The time on another CPU is
 prompt tokens evaluated / its prefill speed + generated tokens / its generation speed, with the speeds of the
 model measured there, or those of a reference model there scaled by this model's measured ratio to it
-(`benchmarks/runtime_speed.py`). Request overheads (tokenising, sampling, HTTP) are left out: they are small next to
+(`studies/runtime_speed.py`). Request overheads (tokenising, sampling, HTTP) are left out: they are small next to
 the evaluation on these CPUs, and the run's own wall time on this machine shows what they add here.
 
-    python -m benchmarks.main_job_estimate "runs/quickstart/+experiment=quickstart" --pp 14.4 --tg 7 \\
+    python -m studies.main_job_estimate "runs/quickstart/+experiment=quickstart" --pp 14.4 --tg 7 \\
         --pp-ratio 2.9 --tg-ratio 2.4      # the slow host's 1.5B figures, scaled to the 0.5B by its ratio here
 """
 

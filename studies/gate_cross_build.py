@@ -1,6 +1,6 @@
 """How far the gate's metrics move between two runs of the same gate benchmark (e.g. two llama.cpp builds).
 
-    python benchmarks/gate_cross_build.py RUN_A RUN_B
+    python -m studies.gate_cross_build RUN_A RUN_B
 
 Prints a Markdown table of every scoreboard figure that differs (both values, the delta, and the tolerance the
 default gate policy gives it), then which answers, summaries and tool calls differ per case.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from harness.records import RECORDS_FILE, load_records
 from reports.aggregate import read_run, scoreboard
-from reports.gate import DEFAULT_POLICY, _policy_for
+from reports.gate import DEFAULT_POLICY, policy_for
 
 SKIP = ("query_ms", "wall_ms")  # latency: noisy on shared CPUs whatever the build
 
@@ -56,7 +56,7 @@ def main() -> None:
         if va is not None and vb is not None and abs(vb - va) <= 1e-9:
             continue  # only what moved: the rest is equal
         d = "" if va is None or vb is None else f"{vb - va:+.6g}"
-        pol = _policy_for(DEFAULT_POLICY, mode, metric)
+        pol = policy_for(DEFAULT_POLICY, mode, metric)
         print(
             f"| {mode} | {metric} | {va if va is None else f'{va:.6g}'} | {vb if vb is None else f'{vb:.6g}'} | "
             f"{d} | {pol or ''} |"

@@ -15,19 +15,17 @@ The reference run seeded both the summary and the ondemand session into pgvector
 embedded every event twice; the harness embeds a case once. `reference_as_run` adds that second pass;
 the measured `reference` total (one pass) is the conservative denominator. Target: ours ≤ 50 % of reference.
 
-    python benchmarks/perf_tokens.py [--limit N] [--out FILE]
+    python -m studies.perf_tokens [--limit N] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from perf_common import emit, fake_server, loadavg, machine, run_harness, s_data_args  # noqa: E402
+from studies.perf_common import emit, fake_server, loadavg, machine, run_harness, s_data_args
 
 PROTOCOLS = {
     "ours": [],
@@ -52,8 +50,8 @@ def main() -> None:
 
     result: dict = {"machine": machine(), "protocols": {}}
     extra = [f"dataset.limit={args.limit}"] if args.limit else []
-    with tempfile.TemporaryDirectory(prefix="lme-tok-") as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="lme-tok-") as tmp_dir:
+        tmp = Path(tmp_dir)
         for name, overrides in PROTOCOLS.items():
             cache = tmp / f"cache-{name}"
             cache.mkdir()

@@ -1,7 +1,7 @@
 """Retrieval benchmark: quality table + plot for every preset, then indexing and query-latency timings.
 
-    python benchmarks/retrieval_bench.py                       # all presets, the 64 answerable _s cases
-    python benchmarks/retrieval_bench.py --presets bm25 default --limit 10 --out runs/retrieval_bench
+    python -m studies.retrieval_bench                       # all presets, the 64 answerable _s cases
+    python -m studies.retrieval_bench --presets bm25 default --limit 10 --out runs/retrieval_bench
 
 Part 1 is `lme-harness retrieval-eval dataset=s` (runners/retrieval_eval.py). Part 2 times, per preset,
 a cold index build of every case (median of `--repeats` for the largest case) and `--queries` searches per
@@ -14,12 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
+from harness.config_files import CONFIG_DIR
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 
 def timing(presets: list[str], cases, repeats: int, n_queries: int) -> dict[str, dict[str, float]]:
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     overrides = ["dataset=s", f"+retrieval_eval.presets=[{','.join(args.presets)}]"]
     if args.limit:
         overrides.append(f"+retrieval_eval.limit={args.limit}")
-    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
     out = Path(args.out)
     if not args.skip_quality:
@@ -93,10 +93,10 @@ def main(argv: list[str] | None = None) -> None:
         print(md.read_text())
     from hydra.utils import instantiate
 
-    from runners.retrieval_eval import _answerable
+    from runners.retrieval_eval import answerable
 
     cases, _ = instantiate(cfg.dataset).load()
-    cases = _answerable(cases)[: args.limit or None]
+    cases = answerable(cases)[: args.limit or None]
     t = timing(args.presets, cases, args.repeats, args.queries)
     out.mkdir(parents=True, exist_ok=True)
     (out / "retrieval_timing.json").write_text(json.dumps(t, indent=1))

@@ -1,6 +1,6 @@
 """How the default's type-robustness settings were chosen (issue 15 item 3): a grid on one fold of LongMemEval_s.
 
-    python benchmarks/retrieval_type_fit.py 0     # the grid on fold 0 (then: 1); ~5 min per fold on 2 idle cores
+    python -m studies.retrieval_type_fit 0     # the grid on fold 0 (then: 1); ~5 min per fold on 2 idle cores
 
 Cases: the answerable questions of `longmemeval_s_dev` (5 types) and the 64 answerable single-session-user
 ones (`dataset=s`, shown as `ssu70`), each in fold sha256(question_id)[0] % 2. For every setting of the grid
@@ -15,29 +15,26 @@ the retriever never sees it. Indexes are built once into --store (default retrie
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
 import os
 import sys
-from pathlib import Path
 
 import numpy as np
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from hydra.utils import instantiate  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
-
-from harness.retrieval.config import preset  # noqa: E402
-from harness.retrieval.evaluation import case_metrics, evidence_in_response, hidden_session  # noqa: E402
-from harness.retrieval.tools import SessionTools  # noqa: E402
-from harness.session.tokens import o200k_counter  # noqa: E402
+from harness.config_files import CONFIG_DIR
+from harness.retrieval.config import preset
+from harness.retrieval.evaluation import case_metrics, evidence_in_response, hidden_session
+from harness.retrieval.tools import SessionTools
+from harness.session.tokens import o200k_counter
 
 
 def load(name):
-    cases, _ = instantiate(OmegaConf.load(ROOT / f"configs/dataset/{name}.yaml")).load()
+    cases, _ = instantiate(OmegaConf.load(CONFIG_DIR / f"dataset/{name}.yaml")).load()
     return [c for c in cases if not c.is_abstention and c.has_evidence_label]
 
 
@@ -46,18 +43,23 @@ def split(qid):  # the fold of a question: 0 or 1
 
 
 STORE = os.environ.get("LME_TYPE_FIT_STORE", "/tmp/lme-retrieval-type-fit.sqlite")
-rcfg = OmegaConf.merge(OmegaConf.load(ROOT / "configs/retrieval/default.yaml"), {"store": STORE})
-retr = instantiate(rcfg)
-CASES = []
-for ds in ("s_dev", "s"):
-    for c in load(ds):
-        CASES.append((ds, c.question_type, c.question_id, c.question, c.events()))
-counter = o200k_counter()
+
+
+@functools.cache
+def prepared():
+    """(retriever, cases, token counter), built on first use: importing the module loads nothing."""
+    rcfg = OmegaConf.merge(OmegaConf.load(CONFIG_DIR / "retrieval/default.yaml"), {"store": STORE})
+    cases = []
+    for ds in ("s_dev", "s"):
+        for c in load(ds):
+            cases.append((ds, c.question_type, c.question_id, c.question, c.events()))
+    return instantiate(rcfg), cases, o200k_counter()
 
 
 def run(cfg, subset=None, tokens=True):
+    retr, cases, counter = prepared()
     out = []
-    for ds, qt, qid, q, ev in CASES:
+    for ds, qt, qid, q, ev in cases:
         if subset is not None and split(qid) != subset:
             continue
         session, boundary = hidden_session(qid, ev)

@@ -6,8 +6,8 @@ so that background load hits every build alike; the medians are reported. Severa
 alternation too, and each one's speed is also given as a ratio to the first model's (the main job's slow-host
 estimate scales the 1.5B's measured figures by it: docs/quickstart.md).
 
-    python -m benchmarks.runtime_speed --model smollm2_135m --build installed --build /tmp/llama_native --rounds 3
-    python -m benchmarks.runtime_speed --model qwen25_coder_15b --model qwen25_coder_05b --build installed
+    python -m studies.runtime_speed --model smollm2_135m --build installed --build /tmp/llama_native --rounds 3
+    python -m studies.runtime_speed --model qwen25_coder_15b --model qwen25_coder_05b --build installed
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Shared pieces of the performance benchmarks (benchmarks/perf_*.py; results in docs/PERFORMANCE.md).
+"""Shared pieces of the performance studies (studies/perf_*.py; results in docs/PERFORMANCE.md).
 
 The fake model server runs in its own process (harness/testing/faults.py), so time and memory figures
 are the harness's alone; every harness run is a real `lme-harness run` subprocess whose peak RSS is
@@ -67,15 +67,19 @@ def fake_server(*, latency_s: float = 0.0, usage: str = "chars4", mix: str | Non
 def run_harness(args: Sequence[str], *, env: dict[str, str] | None = None, log: Path | None = None) -> dict[str, Any]:
     """`lme-harness ARGS` as a child process: exit code, wall seconds, peak RSS (MiB) of the harness process."""
     cmd = [sys.executable, "-m", "runners.cli", *args]
-    out = open(log, "wb") if log else subprocess.DEVNULL
+    out = open(log, "wb") if log else None
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, stdout=out, stderr=subprocess.STDOUT
+        cmd,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+        stdout=subprocess.DEVNULL if out is None else out,
+        stderr=subprocess.STDOUT,
     )
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
-    if log:
+    if out is not None:
         out.close()
     return {
         "code": proc.returncode,

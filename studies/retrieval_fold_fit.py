@@ -1,6 +1,6 @@
 """Fit the default retriever's ranking on one fold and report the other (issue 24).
 
-    python benchmarks/retrieval_fold_fit.py --out runs/fold_fit          # grid over every case, then both fits
+    python -m studies.retrieval_fold_fit --out runs/fold_fit          # grid over every case, then both fits
 
 Cases: the answerable questions of `longmemeval_s_dev` (5 types) and of `dataset=s` (single-session-user), split
 into folds A and B by `harness.retrieval.folds` (stratified by type, by sha256 of the question id). Every setting
@@ -22,28 +22,24 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from hydra.utils import instantiate  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
-
-from harness.retrieval.config import preset  # noqa: E402
-from harness.retrieval.evaluation import case_metrics, evidence_tokens, hidden_session  # noqa: E402
-from harness.retrieval.folds import assign_folds  # noqa: E402
-from harness.retrieval.tools import SessionTools  # noqa: E402
-from harness.session.tokens import o200k_counter  # noqa: E402
+from harness import config_files
+from harness.retrieval.config import preset
+from harness.retrieval.evaluation import case_metrics, evidence_tokens, hidden_session
+from harness.retrieval.folds import assign_folds
+from harness.retrieval.tools import SessionTools
+from harness.session.tokens import o200k_counter
 
 # Mechanisms measured (each on or off, or a strength): phrasing-dependent recall cues; the speaker prior
 # (assistant × 0.5 for first-person/neutral queries, or neutral 1.0); reply→question propagation; the turn-pair
 # mirror question→reply; recency.
-GRID = {
+GRID: dict[str, list[Any]] = {
     "recall_cues": [True, False],
     "assistant_weight": [0.5, 1.0],
     "propagate": [0.5, 0.0],
@@ -52,7 +48,7 @@ GRID = {
 }
 # Phrasing-independent candidates with more room for whole replies in the response (no recall cue, so no
 # recall budget): top hits whole.
-GRID_NO_CUE = {
+GRID_NO_CUE: dict[str, list[Any]] = {
     "recall_cues": [False],
     "assistant_weight": [0.5],
     "propagate": [0.5, 0.0],
@@ -71,7 +67,7 @@ TYPES_SSU = "single-session-user"
 def load_cases() -> list[tuple[str, str, str, list]]:
     out = []
     for ds in ("s_dev", "s"):
-        cases, _ = instantiate(OmegaConf.load(ROOT / f"configs/dataset/{ds}.yaml")).load()
+        cases, _ = instantiate(OmegaConf.load(config_files.CONFIG_DIR / "dataset" / f"{ds}.yaml")).load()
         out += [
             (c.question_id, c.question_type, c.question, c.events())
             for c in cases
@@ -158,7 +154,9 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     cases = load_cases()
     folds = assign_folds((qid, qt) for qid, qt, _, _ in cases)
-    rcfg = OmegaConf.merge(OmegaConf.load(ROOT / "configs/retrieval/default.yaml"), {"store": args.store})
+    rcfg = OmegaConf.merge(
+        OmegaConf.load(config_files.CONFIG_DIR / "retrieval" / "default.yaml"), {"store": args.store}
+    )
     retr = instantiate(rcfg)
     indexes = {qid: retr.index(ev) for qid, _, _, ev in cases}  # kept in memory: every setting reuses them
     counter = o200k_counter()

@@ -2,7 +2,7 @@
 split: the development half of `_s` (where the cue list was written), the 70 single-session-user questions, and the
 other oracle questions, whose `_s` haystacks are held out (a check only: nothing is tuned on it).
 
-    python benchmarks/recall_cue_coverage.py [DATA_DIR]
+    python -m studies.recall_cue_coverage [DATA_DIR]
 """
 
 from __future__ import annotations

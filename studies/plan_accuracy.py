@@ -5,19 +5,17 @@ reports usage as the hosted models count it (chat: o200k, embeddings: cl100k; ha
 gpt-4o-mini / text-embedding-3-small prices under the fake's model ids. The response cache and the retrieval
 stores are fresh, so the run spends everything the plan priced. Target: tokens and USD within ±15 %.
 
-    python benchmarks/plan_accuracy.py [--limit N] [--out FILE]
+    python -m studies.plan_accuracy [--limit N] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from perf_common import emit, fake_server, machine, run_harness  # noqa: E402
+from studies.perf_common import emit, fake_server, machine, run_harness
 
 PROTOCOL = ["dataset=s", "run.share_summary=false", "retrieval=trpc_parity_openai"]
 PRICES = """date: "2026-06-20"
@@ -62,8 +60,8 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--out")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="lme-plan-") as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="lme-plan-") as tmp_dir:
+        tmp = Path(tmp_dir)
         prices = tmp / "prices.yaml"
         prices.write_text(PRICES)
         env = {"OPENAI_API_KEY": "sk-fake-for-the-fake-endpoint", "LME_HARNESS_CACHE_DIR": str(tmp / "cache")}

@@ -1,8 +1,8 @@
 """What the reference's identifier shapes cost the model: session_search response and summary request sizes.
 
-    python benchmarks/trpc_wire_size.py                          # the 70 `_s` cases, presets trpc_parity and default
-    python benchmarks/trpc_wire_size.py --limit 10 --presets bm25 --out runs/trpc_wire_size
-    python benchmarks/trpc_wire_size.py --presets                # the summary requests only
+    python -m studies.trpc_wire_size                          # the 70 `_s` cases, presets trpc_parity and default
+    python -m studies.trpc_wire_size --limit 10 --presets bm25 --out runs/trpc_wire_size
+    python -m studies.trpc_wire_size --presets                # the summary requests only
 
 For each case and wire shape (runners/wire.py) the case is seeded, every event put behind the summary
 (as summary_ondemand sees it) and searched with the model-like call {"query": <question>, "scope":
@@ -17,11 +17,9 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from harness.config_files import CONFIG_DIR
 
 SHAPES = {
     "harness default (e0384, lme-<qid>, ms)": {},
@@ -73,7 +71,7 @@ def summary_tokens(cases, counter) -> dict[str, list[int]]:
 
     out: dict[str, list[int]] = {}
     for name in ("trpc_default", "trpc_detailed"):
-        prompt = instantiate(OmegaConf.load(REPO / "configs" / "prompt" / f"{name}.yaml"))
+        prompt = instantiate(OmegaConf.load(CONFIG_DIR / "prompt" / f"{name}.yaml"))
         # the summarizer's input: the events from the first user turn on (as the reference's session holds them)
         convs = (format_conversation(drop_leading_non_user(c.events())) for c in cases)
         out[name] = [counter.count_messages(prompt.render(text)) for text in convs]
@@ -92,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from harness.session.tokens import o200k_counter
 
-    ds = OmegaConf.load(REPO / "configs" / "dataset" / "s.yaml")
+    ds = OmegaConf.load(CONFIG_DIR / "dataset" / "s.yaml")
     if args.limit:
         ds.limit = args.limit
     cases, _ = instantiate(ds).load()

@@ -1,7 +1,7 @@
 """store=postgres: PostgreSQL full-text search vs trpc_parity's Python emulation, and store latency vs SQLite.
 
-    python benchmarks/pg_keyword_parity.py                    # the 70 LongMemEval_s single-session-user cases
-    python benchmarks/pg_keyword_parity.py --limit 10 --dsn postgresql://lme@127.0.0.1:5432/lme
+    python -m studies.pg_keyword_parity                    # the 70 LongMemEval_s single-session-user cases
+    python -m studies.pg_keyword_parity --limit 10 --dsn postgresql://lme@127.0.0.1:5432/lme
 
 Starts a throwaway PostgreSQL + pgvector on 127.0.0.1 (harness/testing/pg_server.py) unless --dsn is given.
 Part 1, agreement: per case, the trpc_parity keyword search (every query term required, snowball stemming)
@@ -16,13 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from harness.config_files import CONFIG_DIR
 
 
 def _queries(question: str) -> list[str]:
@@ -55,7 +53,7 @@ def run(dsn: str, limit: int | None, k: int) -> dict:
         question_types=["single-session-user"],
         limit=limit,
     ).load()
-    emb_cfg = OmegaConf.load(REPO / "configs/retrieval/trpc_parity.yaml").embedder
+    emb_cfg = OmegaConf.load(CONFIG_DIR / "retrieval/trpc_parity.yaml").embedder
     embedder = instantiate(emb_cfg)
     db = PgDatabase(dsn)
     db.check()
@@ -64,8 +62,8 @@ def run(dsn: str, limit: int | None, k: int) -> dict:
             c.execute(f"DELETE FROM {t}")
     tmp = Path(tempfile.mkdtemp(prefix="pg-parity-"))
     sqlite_store, pg_store = IndexStore(tmp / "index.sqlite"), PgIndexStore(db, fts=True)
-    build = {"sqlite_cold_s": [], "pg_cold_s": [], "sqlite_warm_s": [], "pg_warm_s": []}
-    search = {"emulation_ms": [], "postgres_fts_ms": []}
+    build: dict[str, list[float]] = {"sqlite_cold_s": [], "pg_cold_s": [], "sqlite_warm_s": [], "pg_warm_s": []}
+    search: dict[str, list[float]] = {"emulation_ms": [], "postgres_fts_ms": []}
     overlaps, identical_sets, identical_lists, one_side_empty, n_q = [], 0, 0, 0, 0
     differing: list[dict] = []
     for case in cases:

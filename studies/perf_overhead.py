@@ -7,19 +7,18 @@ Per repetition, each a real `lme-harness run` child process (the fake server is 
   report    `lme-harness report RUN_DIR` on the 210 records                (target < 10 s)
 Figures are medians over --repeat repetitions.
 
-    python benchmarks/perf_overhead.py [--repeat 3] [--limit N] [--out FILE]
+    python -m studies.perf_overhead [--repeat 3] [--limit N] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
-import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from perf_common import emit, fake_server, loadavg, machine, median, run_harness, s_data_args
+from studies.perf_common import emit, fake_server, loadavg, machine, median, run_harness, s_data_args
 
 
 def main() -> None:
@@ -34,12 +33,12 @@ def main() -> None:
     extra = ["judge=none"] + ([f"dataset.limit={args.limit}"] if args.limit else [])
     with fake_server(latency_s=0.0) as srv:
         for i in range(args.repeat):
-            with tempfile.TemporaryDirectory(prefix="lme-perf-") as tmp:
-                tmp = Path(tmp)
+            with tempfile.TemporaryDirectory(prefix="lme-perf-") as tmp_dir:
+                tmp = Path(tmp_dir)
                 cache = tmp / "cache"
                 cache.mkdir()
                 common = [*extra, f"retrieval.store={cache / 'retrieval_index.sqlite'}"]
-                rep = {"loadavg": loadavg()}
+                rep: dict[str, Any] = {"loadavg": loadavg()}
                 rep["cold"] = run_harness(
                     s_data_args(srv["base_url"], tmp / "cold", cache, *common), log=tmp / "cold.log"
                 )

@@ -6,8 +6,8 @@ the `llama_cpp` it imports, so the CPU kernels of the build really run. Used to 
 (docs/models.md), where carrying a real model is not possible.
 
     pip install gguf                                   # only to write the model
-    python -m benchmarks.portability_probe write /tmp/tiny.gguf
-    python -m benchmarks.portability_probe run /tmp/tiny.gguf      # JSON: cpu flags, system info, tok/s
+    python -m studies.portability_probe write /tmp/tiny.gguf
+    python -m studies.portability_probe run /tmp/tiny.gguf      # JSON: cpu flags, system info, tok/s
 """
 
 from __future__ import annotations
