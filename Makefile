@@ -41,7 +41,7 @@ models: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/lme-harness run +experiment=quickstart $(ARGS)
 
-# Lint: ruff (rules and format, [tool.ruff] in pyproject.toml) over the tree, mypy over harness/ ([tool.mypy]).
+# Lint: ruff (rules and format, [tool.ruff] in pyproject.toml) over the tree, mypy over every package ([tool.mypy]).
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -95,4 +95,4 @@ clean-runs:
 # The behaviour baseline of a refactoring (docs/behaviour-baseline.md): every question type x every mode with both
 # judges, a rescore, a plan, an export and the replay gate on a fake endpoint, hashed against baselines/behaviour.json.
 behaviour: $(STAMP)
-	PYTHONPATH=$(CURDIR) $(BIN)/python scripts/behaviour_baseline.py check
+	$(BIN)/python -m scripts.behaviour_baseline check

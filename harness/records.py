@@ -24,7 +24,10 @@ The record (`Record`, one JSON object a line, keys sorted) — the one place its
   tool_calls         [tool trace]   n_search, n_load int   truncation {truncated, ...}   summary {text, calls, ...}
   final_messages     int (messages in the final request)
   written when set:  scoring_error (str: why scoring failed), rescored_from (source run dir), embedding_calls,
-                     reference_latency_calls, truncated / truncated_fields (runners/bounds.py cut a field)
+                     reference_latency_calls, truncated / truncated_fields (harness/bounds.py cut a field),
+                     ingest {calls, prompt_tokens, completion_tokens, embedding_tokens, model_ms, wall_ms, trace?}:
+                     the contestant's ingest step, apart from answering (`usage`/`latency` stay the pair's
+                     figures as before: summary tokens in `usage.summary_*`, every embedding in embedding_tokens)
   any other key is kept as is (`Record.extra`) and written back unchanged.
 
 Earlier versions: every file since the first release carries "schema": 1; records of releases before
@@ -47,16 +50,14 @@ from pathlib import Path
 from typing import Any
 
 from harness import secrets
+from harness.errors import RecordError
+from harness.storage import write_failed
 
 SCHEMA_VERSION = 1
 RECORDS_FILE = "records.jsonl"
 STATUS_OK = "ok"
 STATUS_SCORING_FAILED = "scoring_failed"
 STATUS_FAILED = "failed"
-
-
-class RecordError(ValueError):
-    pass
 
 
 LEGACY_STATUS_ERROR = "error"  # releases before "model-level errors are scored"
@@ -95,6 +96,7 @@ _WHEN_SET = (
     "reference_latency_calls",
     "truncated",
     "truncated_fields",
+    "ingest",
 )
 
 
@@ -128,6 +130,7 @@ class Record:
     reference_latency_calls: list[dict[str, Any]] | None = None
     truncated: bool | None = None
     truncated_fields: dict[str, int] | None = None
+    ingest: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as written
     schema_version: int = SCHEMA_VERSION
 
@@ -259,8 +262,6 @@ class RecordWriter:
         return True
 
     def _failed(self, e: OSError) -> RecordError:
-        from harness.storage import write_failed  # storage imports this module
-
         self.error = write_failed(self.path, e, "every record written before is kept")
         return self.error
 

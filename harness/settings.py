@@ -9,21 +9,26 @@ The rule, one default per setting:
   the dataclass field reads it (`yaml_field`);
 - a setting the yaml does not list (or lists as null, "the built-in default") has its default on the
   dataclass field here (or on `RecordBounds`), and the yaml does not restate it.
-Ranges are checked once, before a run, by runners/settings.py (one error naming the bad key).
+Each setting is declared once (`Setting`: type, valid values, whether results depend on it), as `setting(...)`
+metadata on its dataclass field here (or in the component's dataclass), or as one line in runners/settings.py for
+components that are not such dataclasses. Validation before a run (one error naming the bad key), the run
+fingerprint's non-result keys and the run directory's name exclusions are computed from those declarations.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
-CONFIG_FILE = Path(__file__).resolve().parents[1] / "configs" / "config.yaml"
+from harness.config_files import CONFIG_DIR
+
+CONFIG_FILE = CONFIG_DIR / "config.yaml"
 
 
 class RunConfigError(ValueError):
@@ -86,6 +91,117 @@ def yaml_field(group: str, option: str, key: str) -> Any:
     return field(default_factory=lambda: group_default(group, option, key))
 
 
+TEMPERATURE_MAX = 2.0  # the OpenAI API's range; llama.cpp accepts it too
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting's declaration: its key, type, valid values and whether it changes results. Validation
+    (runners/settings.py), the run fingerprint's non-result keys (runners/fingerprint.py) and the run directory's
+    name exclusions (runners/rundir.py) are all computed from these; the default is the YAML's (or, for a key the
+    YAML does not list, the dataclass field's), never restated here."""
+
+    key: str  # dotted path in the composed config
+    kind: type | None  # int, float, bool, str; None: checked elsewhere (a special form)
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive_min: bool = False  # "> minimum" instead of ">= minimum"
+    required: bool = False  # False: null / absent is allowed (the component's default applies)
+    choices: tuple[str, ...] | None = None
+    results: bool = True  # False: the run's records do not depend on it (concurrency, timeouts, the cache)
+    # Part of the run fingerprint / the directory name; None: as `results`. Set only where an earlier release
+    # chose otherwise and existing run directories (their fingerprint, their name) must still be found.
+    fingerprinted: bool | None = None
+    named: bool | None = None
+
+    @property
+    def in_fingerprint(self) -> bool:
+        return self.results if self.fingerprinted is None else self.fingerprinted
+
+    @property
+    def in_dirname(self) -> bool:
+        return self.results if self.named is None else self.named
+
+    def describe(self) -> str:
+        if self.kind is bool:
+            return "true or false"
+        if self.choices is not None:
+            return f"one of {', '.join(self.choices)}"
+        if self.kind in (str, None):
+            return "a string" if self.kind is str else "valid"
+        kind = "an integer" if self.kind is int else "a number"
+        bounds = []
+        if self.minimum is not None:
+            bounds.append(f"{'>' if self.exclusive_min else '>='} {self.minimum:g}")
+        if self.maximum is not None:
+            bounds.append(f"<= {self.maximum:g}")
+        return f"{kind} {' and '.join(bounds)}".strip()
+
+    def problem(self, value: Any) -> str | None:
+        """What is wrong with `value` for this setting (one phrase naming the key), or None when it is valid."""
+        if value is None:
+            return f"{self.key} is required" if self.required else None
+        if self.kind is bool:
+            ok = isinstance(value, bool)
+        elif self.choices is not None:
+            ok = value in self.choices
+        elif self.kind in (int, float):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            if ok and self.kind is int:
+                ok = float(value).is_integer()
+            if ok and self.minimum is not None:
+                ok = value > self.minimum if self.exclusive_min else value >= self.minimum
+            if ok and self.maximum is not None:
+                ok = value <= self.maximum
+        else:
+            ok = True
+        return None if ok else f"{self.key} must be {self.describe()}, got {value!r}"
+
+
+def setting(**spec: Any) -> dict[str, Any]:
+    """Field metadata declaring a dataclass field as a setting: `field(metadata=setting(minimum=1))`.
+    The key is the section's prefix and the field's name, the kind the field's type (`declared`)."""
+    return {"setting": spec}
+
+
+def config_field(section: str, key: str, **spec: Any) -> Any:
+    """A dataclass field declaring the setting `section.key` whose default is configs/config.yaml's (read when
+    an object is built): the component built in code (tests, benchmarks) gets the run's default."""
+    return field(default_factory=lambda: yaml_defaults(section)[key], metadata=setting(name=key, **spec))
+
+
+_ANNOTATION_KINDS: dict[str, type | None] = {"float": float, "int": int, "str": str, "bool": bool, "Any": None}
+
+
+def declared(cls: type, prefix: str) -> tuple[Setting, ...]:
+    """The settings a dataclass declares through `setting(...)` metadata, keyed `prefix.<field>`."""
+    out = []
+    for f in dataclasses.fields(cls):
+        if "setting" in f.metadata:
+            annotation = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+            kind = _ANNOTATION_KINDS[annotation.removesuffix(" | None")]
+            spec = dict(f.metadata["setting"])
+            out.append(Setting(f"{prefix}.{spec.pop('name', f.name)}", kind, **spec))
+    return tuple(out)
+
+
+def check_fields(obj: Any, what: str) -> None:
+    """ValueError naming the first declared field of the dataclass `obj` whose value is invalid (a component
+    built in code, not through a validated config, gets the same ranges)."""
+    fields = [f for f in dataclasses.fields(obj) if "setting" in f.metadata]
+    for f, s in zip(fields, declared(type(obj), what), strict=True):
+        if (p := s.problem(getattr(obj, f.name))) is not None:
+            raise ValueError(p)
+
+
+def judge_model(cfg: Mapping[str, Any]) -> tuple[Any, bool]:
+    """The model config the judge calls, and whether it is its own: `judge.endpoint` when one is configured
+    (e.g. `+model@judge.endpoint=openai`), else the answer model (`model`). The one statement of that rule."""
+    judge = cfg.get("judge")
+    own = judge.get("endpoint") if isinstance(judge, Mapping) else None
+    return (own, True) if own else (cfg.get("model"), False)
+
+
 def _plain(cfg: Any) -> dict[str, Any]:
     if cfg is None:
         return {}
@@ -111,20 +227,27 @@ _FIELD_KINDS: dict[str, type] = {"float": float, "int": int, "str": str, "bool":
 class ClientSettings:
     """`client:`: how every model call is made (harness/llm/client.py)."""
 
-    timeout_s: float  # configs/config.yaml
-    max_retries: int  # configs/config.yaml
-    concurrency: int  # configs/config.yaml
-    max_tokens_param: str  # configs/config.yaml
-    backoff_base_s: float = 1.0
-    backoff_max_s: float = 30.0
-    preflight: bool = True  # one reachability check per endpoint before a run
-    preflight_timeout_s: float = 15.0  # at most; never longer than timeout_s
+    # Defaults: configs/config.yaml (the first four) or the field. Not results: a run directory resumes under
+    # other values; `named`/`fingerprinted`: as earlier releases named and identified runs (module doc).
+    timeout_s: float = field(metadata=setting(minimum=0, exclusive_min=True, required=True, results=False, named=True))
+    max_retries: int = field(metadata=setting(minimum=0, required=True, results=False, named=True))
+    concurrency: int = field(metadata=setting(minimum=1, required=True, results=False))
+    max_tokens_param: str = field(metadata=setting())
+    backoff_base_s: float = field(default=1.0, metadata=setting(minimum=0, results=False, named=True))
+    backoff_max_s: float = field(default=30.0, metadata=setting(minimum=0, results=False, named=True))
+    # one reachability check per endpoint before a run
+    preflight: bool = field(default=True, metadata=setting(results=False, named=True))
+    # at most; never longer than timeout_s
+    preflight_timeout_s: float = field(
+        default=15.0,
+        metadata=setting(minimum=0, exclusive_min=True, results=False, named=True, fingerprinted=True),
+    )
 
     @classmethod
     def from_config(cls, cfg: Any = None) -> ClientSettings:
         v = {k: x for k, x in _known(cls, _merged("client", cfg)).items() if x is not None}
         kinds = {f.name: _FIELD_KINDS[str(f.type)] for f in dataclasses.fields(cls)}
-        missing = [k for k in ("timeout_s", "max_retries", "concurrency", "max_tokens_param") if k not in v]
+        missing = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING and f.name not in v]
         if missing:
             raise RunConfigError(f"client.{missing[0]} is required")
         return cls(**{k: _typed(f"client.{k}", x, kinds[k]) for k, x in v.items()})
@@ -154,14 +277,14 @@ class GenerationSettings:
 class RunSettings:
     """`run:`: how a run proceeds (runners/replay.py). Every value comes from configs/config.yaml."""
 
-    name: str
-    concurrency: int
-    progress: bool
-    share_summary: bool
-    reference_latency: Any
-    max_consecutive_failures: int
-    max_reply_chars: int | None
-    max_record_field_chars: int | None
+    name: str = field(metadata=setting(results=False))
+    concurrency: int = field(metadata=setting(minimum=1, required=True, results=False))
+    progress: bool = field(metadata=setting(results=False))
+    share_summary: bool = field(metadata=setting())
+    reference_latency: Any = field(metadata=setting())  # auto, true or false: runners/settings.py checks it
+    max_consecutive_failures: int = field(metadata=setting(minimum=0, results=False))
+    max_reply_chars: int | None = field(metadata=setting(minimum=1))
+    max_record_field_chars: int | None = field(metadata=setting(minimum=1))
 
     @classmethod
     def from_config(cls, cfg: Any = None) -> RunSettings:

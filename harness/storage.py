@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from harness.records import RecordError
+from harness.errors import RecordError
 
 
 class StorageError(RecordError):

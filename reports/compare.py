@@ -77,7 +77,11 @@ def expand_run_dirs(paths: Iterable[str | Path]) -> tuple[list[Path], list[str]]
         else:
             raise FileNotFoundError(f"{p}: no such run directory")
     seen: set[Path] = set()
-    unique = [r for r in runs if not (r.resolve() in seen or seen.add(r.resolve()))]
+    unique = []
+    for r in runs:  # the first of each resolved path, in order
+        if r.resolve() not in seen:
+            seen.add(r.resolve())
+            unique.append(r)
     return unique, notes
 
 

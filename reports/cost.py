@@ -16,10 +16,11 @@ from typing import Any
 
 import yaml
 
+from harness.config_files import CONFIG_DIR
 from harness.records import Record
 from harness.run_meta import ModelRef, RunMeta
 
-DEFAULT_PRICING = Path(__file__).resolve().parents[1] / "configs" / "pricing" / "default.yaml"
+DEFAULT_PRICING = CONFIG_DIR / "pricing" / "default.yaml"
 COST_PARTS = ("answer", "summary", "judge", "embedding")
 
 

@@ -7,7 +7,7 @@ A (case, mode) whose newest record failed has no answer: it is listed in `missin
 empty hypothesis (that would be judged as a wrong answer instead of a missing one). A `scoring_failed` pair
 has its answer (only the judge failed): it is exported.
 
-What is written is bounded like a record (runners/bounds.py, the run's `run.max_reply_chars` and
+What is written is bounded like a record (harness/bounds.py, the run's `run.max_reply_chars` and
 `run.max_record_field_chars`): a longer text is cut with a note in the text, listed in `truncated`.
 """
 
@@ -17,9 +17,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.bounds import RecordBounds, cut_text
 from harness.records import RECORDS_FILE, RecordError, read_records, record_key
 from harness.run_meta import RunMetaError, read_run_meta
-from runners.bounds import RecordBounds, cut_text
 
 
 @dataclass

@@ -146,10 +146,15 @@ def load_baseline(path: str | Path, metrics: MetricCatalog = BUILTIN) -> tuple[d
         for flag in ("higher_is_better", "exact"):
             if c.get(flag) is not None and not isinstance(c[flag], bool):
                 raise GateError(f"{where}.{flag}: must be true or false, not {c[flag]!r}")
+        num = {k: _num(c.get(k), f"{where}.{k}") for k in ("baseline", "abs", "rel", "min", "max")}
         chk = Check(
             c["mode"],
             c["metric"],
-            *(_num(c.get(k), f"{where}.{k}") for k in ("baseline", "abs", "rel", "min", "max")),
+            baseline=num["baseline"],
+            abs=num["abs"],
+            rel=num["rel"],
+            min=num["min"],
+            max=num["max"],
             higher_is_better=c.get("higher_is_better"),
             exact=bool(c.get("exact", False)),
             question_type=c.get("question_type"),
@@ -401,7 +406,7 @@ POLICIES: dict[str, Mapping[str, Mapping[str, Any]]] = {
 }
 
 
-def _policy_for(policy: Mapping[str, Mapping[str, Any]], mode: str, metric: str) -> Mapping[str, Any] | None:
+def policy_for(policy: Mapping[str, Mapping[str, Any]], mode: str, metric: str) -> Mapping[str, Any] | None:
     return policy.get(f"{mode}/{metric}", policy.get(metric))
 
 
@@ -426,7 +431,7 @@ def baseline_from_run(
     metrics = list(dict.fromkeys(k.split("/", 1)[-1] for k in pol))
     for mode in modes:
         for metric in metrics:
-            tol = _policy_for(pol, mode, metric)
+            tol = policy_for(pol, mode, metric)
             if tol is None or (mode, metric) not in board:
                 continue
             v = board[(mode, metric)]

@@ -176,7 +176,7 @@ class MetricCatalog:
     def arrow_label(self, key: str) -> str:
         """`label ↑` / `label ↓` (the bare key when unknown)."""
         hib = self.higher_is_better(key)
-        return self.label(key) + {True: " ↑", False: " ↓"}.get(hib, "")
+        return self.label(key) + ("" if hib is None else " ↑" if hib else " ↓")
 
     def higher_is_better(self, metric: str) -> bool | None:
         """Direction of any metric the scoreboard can hold ("lme_acc@all", "em@type:T", "lme_acc:not_run", ...);

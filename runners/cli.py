@@ -10,7 +10,9 @@ import os
 import sys
 from pathlib import Path
 
-CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "configs")
+from harness import config_files
+
+CONFIG_DIR = str(config_files.CONFIG_DIR)  # Hydra takes a str
 
 EXIT_FAILED_CASES = 3  # the run finished, some (case, mode) pairs failed (recorded; retried by the next run)
 EXIT_STOPPED = (
@@ -361,7 +363,7 @@ def _main(argv: list[str]) -> int:
         from runners.gate_replay import replay_main
 
         logging.basicConfig(level=logging.WARNING)
-        return _guard(lambda: replay_main(rest[0], rest[1:], record="--record" in argv[1:]))
+        return _guard(lambda: replay_main(rest[0], rest[1:], run=main, record="--record" in argv[1:]))
     if argv and (argv[0] == "plan" or (argv[0] == "run" and "--plan" in argv)):  # `run --plan` = `plan`
         logging.basicConfig(level=logging.WARNING)
         try:

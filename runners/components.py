@@ -4,28 +4,28 @@ scorers, the wire shape and bounds. `Components` names every part a case needs (
 from __future__ import annotations
 
 import contextlib
+import inspect
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hydra.utils import instantiate
+from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig
 
+from harness.bounds import RecordBounds
+from harness.contestants.base import Contestant, Toolkit
 from harness.llm.cache import ResponseCache
 from harness.llm.client import LLMClient
 from harness.llm.endpoint import Endpoint
 from harness.llm.liveness import Liveness
-from harness.retrieval.retriever import Retriever
+from harness.llm.types import ChatModel
 from harness.scoring.base import ScoreInput, Scorer
 from harness.scoring.votes import VotesConfigError, voted_config
-from harness.session.tokens import TokenCounter
 from harness.settings import ClientSettings, GenerationSettings, RunSettings
 from harness.storage import StorageError
-from runners.bounds import RecordBounds
-from runners.fingerprint import fingerprint
-from runners.modes import Mode, modes_from_config
+from runners.modes import contestants_from_config
 from runners.reference_latency import reference_latency_setting
 from runners.settings import RunConfigError
 from runners.stores import open_pg_cache, retrieval_overrides, session_store, store_kind
@@ -35,19 +35,13 @@ from runners.wire import WireShape
 
 @dataclass
 class Components:
-    """Everything a (case, mode) run uses, built once per run (`build_components`)."""
+    """Everything a (case, contestant) run uses, built once per run (`build_components`)."""
 
-    client: LLMClient  # the answer model
-    counter: TokenCounter  # o200k
-    window: int  # the answer model's context window, tokens
-    token_ratio: float  # the endpoint's tokens per o200k token
-    summaries: SummaryProvider
-    retrieval: Retriever  # tools(session, boundary=...), embedder, describe()
+    kit: Toolkit  # what every contestant may use: the answer model, window, counter, summary engine, retrieval
     scorers: Sequence[Scorer]
     liveness: list[Liveness] = field(default_factory=list)  # liveness probes of embedded model servers
     wire: WireShape = field(default_factory=WireShape)
     reference_latency: str = "auto"  # "auto" | "true" | "false" (runners/reference_latency.py)
-    generation: dict[str, Any] = field(default_factory=dict)
     bounds: RecordBounds = field(default_factory=RecordBounds)
 
 
@@ -62,22 +56,33 @@ def open_cache(cfg: DictConfig, stack: contextlib.ExitStack) -> ResponseCache | 
     return cache
 
 
-def preflight(cfg: DictConfig, *clients) -> None:
+def preflight(settings: ClientSettings, *clients) -> None:
     """One clear error before anything runs, instead of N failed records (`client.preflight=false` skips it)."""
-    if ClientSettings.from_config(cfg.client).preflight:
+    if settings.preflight:
         for c in dict.fromkeys(clients):
             c.preflight()  # bounded by the client's own settings (those of cfg.client)
 
 
-def build_modes(cfg: DictConfig) -> list[Mode]:
+def build_modes(cfg: DictConfig) -> list[Contestant]:
+    """The run's contestants (the `mode:` group)."""
     if not cfg.get("mode"):
         raise RunConfigError("no mode selected (mode=[long_context,summary,summary_ondemand])")
-    return modes_from_config(cfg.mode)
+    return contestants_from_config(cfg.mode)
 
 
 def build_components(
-    cfg: DictConfig, client: LLMClient, judge_client: LLMClient, ep: Endpoint, run_dir: Path
+    cfg: DictConfig,
+    client: LLMClient,
+    judge_client: LLMClient,
+    ep: Endpoint,
+    run_dir: Path,
+    *,
+    fp: str,
+    run: RunSettings,
+    settings: ClientSettings,
 ) -> Components:
+    """`fp`: the run's fingerprint; `run`, `settings`: its `run:` and `client:` settings (each built once, by the
+    caller)."""
     from harness.session.tokens import o200k_counter
 
     counter = o200k_counter()
@@ -88,7 +93,7 @@ def build_components(
         model=client, prompt=instantiate(cfg.prompt), context_window=window, token_counter=counter
     )
     try:
-        retrieval = instantiate(cfg.retrieval, **retrieval_overrides(cfg))
+        retrieval = instantiate(cfg.retrieval, **retrieval_overrides(cfg), **embedder_with_client(cfg, settings))
     except Exception as e:  # Hydra wraps a damaged index store: unwrapped, it is one error naming the file
         if isinstance(e.__cause__, StorageError):
             raise e.__cause__ from None
@@ -96,24 +101,37 @@ def build_components(
     if getattr(retrieval, "embedder", None) is not None and int(cfg.run.concurrency) > 1:
         retrieval.embedder = SerializedEmbedder(retrieval.embedder)
     return Components(
-        client=client,
-        counter=counter,
-        window=window,
-        token_ratio=float(ep.spec.extra.get("token_ratio", 1.0)),
-        summaries=SummaryProvider(
-            summarizer, session_store(cfg, run_dir, fingerprint(cfg)), share_across_modes=bool(cfg.run.share_summary)
+        kit=Toolkit(
+            model=client,
+            generation=GenerationSettings.from_config(cfg.generation).as_params(),
+            context_window=window,
+            token_counter=counter,
+            token_ratio=float(ep.spec.extra.get("token_ratio", 1.0)),
+            summaries=SummaryProvider(
+                summarizer, session_store(cfg, run_dir, fp), share_across_modes=run.share_summary
+            ),
+            retrieval=retrieval,  # harness.retrieval Retrieval: tools(session, boundary=...), embedder, describe()
         ),
-        retrieval=retrieval,
         scorers=build_scorers(cfg, judge_client),
         liveness=[lv for c in dict.fromkeys((client, judge_client)) if (lv := getattr(c, "liveness", None))],
         wire=WireShape.from_config(cfg.get("wire")),
-        reference_latency=reference_latency_setting(RunSettings.from_config(cfg.run).reference_latency),
-        generation=GenerationSettings.from_config(cfg.generation).as_params(),
+        reference_latency=reference_latency_setting(run.reference_latency),
         bounds=RecordBounds.from_config(cfg),
     )
 
 
-def build_scorers(cfg: DictConfig, judge_client: LLMClient | None) -> list[Scorer]:
+def embedder_with_client(cfg: DictConfig, client: ClientSettings) -> dict[str, Any]:
+    """The retriever's embedder built with the run's `client:` settings when it calls an endpoint (one that takes
+    `client`, e.g. OpenAIEmbedder): passed as an object, so the settings do not enter the composed config."""
+    node = cfg.retrieval.get("embedder")
+    if node is None or "_target_" not in node:
+        return {}
+    if "client" not in inspect.signature(get_class(str(node._target_))).parameters:
+        return {}
+    return {"embedder": instantiate(node, _partial_=True)(client=client)}
+
+
+def build_scorers(cfg: DictConfig, judge_client: ChatModel | None) -> list[Scorer]:
     """The configured scorers, then the judge (if any) bound to `judge_client`."""
     scorers: list[Scorer] = [instantiate(s) for s in cfg.scorers.values()]
     for s in scorers:  # load lazy dependencies now (rouge-score imports nltk, ~1 s), not under the import lock

@@ -17,26 +17,10 @@ from omegaconf import DictConfig, OmegaConf
 from harness import secrets
 from harness.records import RECORDS_FILE
 from harness.storage import write_text_atomic
-from runners.settings import RunConfigError
+from runners.settings import ENDPOINT_KEYS, RunConfigError, non_result_keys
 
-# Keys that do not change results: a run directory may be resumed when only these differ.
-NON_RESULT_KEYS = (
-    "run.concurrency",
-    "run.progress",
-    "run.max_consecutive_failures",
-    "client.concurrency",
-    "client.timeout_s",
-    "client.max_retries",
-    "client.backoff_base_s",
-    "client.backoff_max_s",
-    "client.preflight",
-    "run.name",
-    "cache",
-    "store.kind",
-    "store.dsn",
-    "store.password_env",
-)
-ENDPOINT_KEYS = ("model.base_url", "judge.endpoint.base_url")  # where a model is served, not which model
+# Keys that do not change results (a run directory may be resumed when only these differ): from the declarations.
+NON_RESULT_KEYS = non_result_keys()
 FINGERPRINT_FILE = "fingerprint.json"
 
 

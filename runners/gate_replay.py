@@ -11,19 +11,18 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from harness.config_files import CONFIG_DIR
 from harness.llm.fixture import ResponseFixture, recording_responder, replay_responder
-from harness.testing.fake_openai import FakeOpenAIServer
+from harness.llm.loopback import LoopbackServer
 
 
 def _model_cfg(overrides: Sequence[str]):
     from hydra import compose, initialize_config_dir
 
-    from runners.cli import CONFIG_DIR
-
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=[o for o in overrides if not o.startswith("hydra.")])
     return cfg.model
 
@@ -34,7 +33,7 @@ def _endpoint(
 ) -> Iterator[tuple[str, ResponseFixture, dict]]:
     if not record:
         fixture = ResponseFixture.load(fixture_path)
-        with FakeOpenAIServer(replay_responder(fixture), record=False) as srv:
+        with LoopbackServer(replay_responder(fixture), record=False) as srv:
             yield srv.base_url, fixture, {}
         return
     from harness.llm.endpoint import open_endpoint
@@ -43,7 +42,7 @@ def _endpoint(
     fixture, outcome = ResponseFixture(), {"code": None}
     with (
         open_endpoint(model_cfg, log_dir=Path(tempfile.gettempdir()), progress=False) as ep,
-        FakeOpenAIServer(recording_responder(fixture, ep.base_url), record=False) as srv,
+        LoopbackServer(recording_responder(fixture, ep.base_url), record=False) as srv,
     ):
         yield srv.base_url, fixture, outcome
     if outcome["code"] != 0 or not fixture.entries:  # an incomplete recording must not replace a good fixture
@@ -56,14 +55,15 @@ def _endpoint(
     print(f"replay fixture written: {fixture_path} ({len(fixture.entries)} requests)")
 
 
-def replay_main(fixture_path: str | Path, overrides: Sequence[str], *, record: bool = False) -> int:
-    """Run `lme-harness run OVERRIDES` against the replay (or recording) endpoint; the run's exit code."""
-    from runners.cli import main
-
+def replay_main(
+    fixture_path: str | Path, overrides: Sequence[str], *, run: Callable[[list[str]], int], record: bool = False
+) -> int:
+    """`run(["run", *OVERRIDES])` against the replay (or recording) endpoint; the run's exit code. `run` is the
+    command line's `main` (runners/cli.py), passed in: the command line calls this module, not the reverse."""
     with _endpoint(Path(fixture_path), overrides, record) as (url, fixture, outcome):
         # `++`: local model configs have no base_url key to override
         own = [o for o in overrides if o.lstrip("+~").split("=", 1)[0] not in ("model.base_url", "model.kind")]
-        code = main(["run", *own, "model.kind=remote", f"++model.base_url={url}"])
+        code = run(["run", *own, "model.kind=remote", f"++model.base_url={url}"])
         outcome["code"] = code
     if fixture.misses:
         print(

@@ -35,6 +35,7 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from harness.contestants.base import CaseHistory, Question, Toolkit
 from harness.llm.client import LLMClient, result_from_cache
 from harness.llm.endpoint import Endpoint, cache_namespace, make_client
 from harness.llm.models import ModelSpec
@@ -42,9 +43,8 @@ from harness.llm.types import ChatResult, Message, Usage
 from harness.records import RECORDS_FILE, read_records
 from harness.scoring.base import ScoreInput
 from harness.session.events import Session
-from harness.settings import GenerationSettings
+from harness.settings import ClientSettings, GenerationSettings, judge_model
 from reports.cost import PriceTable, call_cost, load_price_table
-from runners.modes import CaseContext
 
 PLAN_FILE = "plan.json"
 MARKER = "\u27e8plan-estimate\u27e9"  # placeholder text: a request containing it is not known in advance
@@ -256,14 +256,16 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
     counter = o200k_counter()
     caps = _caps(cfg)
     ep = _planning_endpoint(cfg.model)
-    jep = _planning_endpoint(cfg.judge.endpoint) if cfg.judge.get("endpoint") else ep
+    judge_spec, own_judge = judge_model(cfg)
+    jep = _planning_endpoint(judge_spec) if own_judge else ep
+    client_settings = ClientSettings.from_config(cfg.client)
     with contextlib.ExitStack() as stack:
         cache = open_cache(cfg, stack)
-        model = PlanModel(make_client(ep, cfg.client, cache), log, counter, caps, ep.spec.is_local)
+        model = PlanModel(make_client(ep, client_settings, cache), log, counter, caps, ep.spec.is_local)
         judge = (
             model
             if jep is ep
-            else PlanModel(make_client(jep, cfg.client, cache), log, counter, caps, jep.spec.is_local)
+            else PlanModel(make_client(jep, client_settings, cache), log, counter, caps, jep.spec.is_local)
         )
         window = ep.spec.window
         summarizer = instantiate(cfg.summarizer, _partial_=True)(
@@ -278,52 +280,54 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
         generation = GenerationSettings.from_config(cfg.generation).as_params()
         token_ratio = float(ep.spec.extra.get("token_ratio", 1.0))
 
-        def tools_factory(session: Session, boundary: Any) -> Any:
-            if embed_client is None:
-                return retriever.tools(session, boundary=boundary)
-            n_docs = len(build_docs(session.events, retriever._exclude()))
-            # The run loads the vectors the index store holds (no embedding call): so does the plan (read, and at
-            # most the keyword tokens the run would store); otherwise it plans the document batches.
-            held = store is not None and store.has_vectors(
-                retriever.vector_key(session.events), n_docs, retriever.embedder
-            )
-            retriever.store = store if held else None
-            embed_client.building_index = True
-            try:
-                return retriever.tools(session, boundary=boundary)
-            finally:
-                retriever.store, embed_client.building_index = None, False
+        class PlanRetrieval:
+            """The retrieval contestants use in a plan: index builds are planned as the run would make them."""
+
+            def tools(self, session: Session, boundary: Any) -> Any:
+                if embed_client is None:
+                    return retriever.tools(session, boundary=boundary)
+                n_docs = len(build_docs(session.events, retriever._exclude()))
+                # The run loads the vectors the index store holds (no embedding call): so does the plan (read, and
+                # at most the keyword tokens the run would store); otherwise it plans the document batches.
+                held = store is not None and store.has_vectors(
+                    retriever.vector_key(session.events), n_docs, retriever.embedder
+                )
+                retriever.store = store if held else None
+                embed_client.building_index = True
+                try:
+                    return retriever.tools(session, boundary=boundary)
+                finally:
+                    retriever.store, embed_client.building_index = None, False
+
+        kit = Toolkit(
+            model=model,
+            generation=generation,
+            context_window=window,
+            token_counter=counter,
+            token_ratio=token_ratio,
+            summaries=summaries,
+            retrieval=PlanRetrieval(),
+        )
 
         n_done = 0
         wire = WireShape.from_config(cfg.get("wire"))  # the run's identifier shapes: the same requests, keys, tokens
         for case in cases:
             session = wire.case_session(case)
-            ctx = CaseContext(
-                case=case,
-                session=session,
-                model=model,
-                generation=generation,
-                context_window=window,
-                token_counter=counter,
-                token_ratio=token_ratio,
-                summaries=summaries,
-                tools_factory=tools_factory,
-                question_text=wire.question(case.question, case.question_date),
-            )
+            question = Question.of(case, wire.question(case.question, case.question_date))
             for mode in modes:
                 if (case.question_id, mode.name) in done:
                     n_done += 1
                     continue
                 log.start(mode.name)
-                ctx.session = wire.session_for(session, mode.name)
-                out = mode.run(ctx)
+                ingested = mode.ingest(CaseHistory.of(case, wire.session_for(session, mode.name)), kit)
+                out = mode.answer(ingested.memory, question, kit)
                 score_all(
                     scorers,
                     ScoreInput(
                         case.question_id, case.question_type, case.question, case.answer, out.prediction, mode.name
                     ),
                 )
-            summaries.forget(case.question_id)
+            kit.forget(case.question_id)
     return _summarize(cfg, log.calls, table, len(cases), [m.name for m in modes], n_done, caps, ep, jep)
 
 

@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness import secrets
 from harness.run_meta import GitState, Host, Invocation, ModelRef, RunMeta
+from harness.settings import judge_model
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = (
@@ -62,8 +63,9 @@ def provenance(cfg: DictConfig, data: dict[str, Any]) -> RunMeta:
         except metadata.PackageNotFoundError:
             versions[p] = None
     config = redacted_config(cfg)
-    # The judge's own model when configured (judge.endpoint), else the answer model judges (null).
-    judge = {k: v for k, v in ((config.get("judge") or {}).get("endpoint") or {}).items() if k in MODEL_KEYS}
+    # The judge's own model when configured, else null: the answer model judges (harness.settings.judge_model).
+    judge_spec, own_judge = judge_model(config)
+    judge = {k: v for k, v in (judge_spec if own_judge else {}).items() if k in MODEL_KEYS}
     return RunMeta(
         dataset=data,
         git=git_state(),

@@ -1,4 +1,5 @@
-"""Replay cases through modes: dataset → case → session → mode → LLM → record → scorers → JSONL.
+"""Replay cases through contestants: dataset → case → contestant (ingest the sessions, then answer the question)
+→ LLM → record → scorers → JSONL.
 
 Resumable: a (case, mode) that already has a successful record in the run directory is skipped,
 so re-running the same command makes no model call. Failures are recorded with their reason,
@@ -22,6 +23,8 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from harness.bounds import bound_record
+from harness.contestants.base import Answer, CaseHistory, Contestant, Ingested, Question
 from harness.data.longmemeval import Case
 from harness.llm.client import embedding_call_log
 from harness.llm.endpoint import Endpoint, make_client, open_endpoint
@@ -39,9 +42,8 @@ from harness.records import (
 from harness.run_meta import RunMeta, RunMetaError, read_run_meta, write_run_meta
 from harness.runlock import run_dir_lock
 from harness.scoring.base import ScoreInput, specs_json
-from harness.settings import RunSettings
+from harness.settings import ClientSettings, RunSettings, judge_model
 from harness.storage import StorageError, write_text_atomic
-from runners.bounds import bound_record
 from runners.components import (
     Components,
     SerializedEmbedder,
@@ -55,7 +57,6 @@ from runners.console import log_failure
 from runners.fingerprint import FINGERPRINT_FILE, check_fingerprint, fingerprint
 from runners.interrupt import STOP, RunInterrupted, StopRequest
 from runners.lifecycle import FAILURE_NOTE, RunStopped, RunSummary, clear_failure, write_failure
-from runners.modes import CaseContext, Mode, ModeOutput
 from runners.progress import PairProgress
 from runners.provenance import host_info, invocations, provenance, utc_now
 from runners.reference_latency import appended_event_texts, embed_appended, latency_fields, should_measure
@@ -96,9 +97,10 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
     started = False
     try:
         with contextlib.ExitStack() as stack:
-            fp = fingerprint(cfg)
+            fp = fingerprint(cfg)  # once per run: the directory check, the session store, run.json
             check_fingerprint(run_dir, fp, fingerprint(cfg, legacy=True))
             validate_settings(cfg)
+            client_settings, run_settings = ClientSettings.from_config(cfg.client), RunSettings.from_config(cfg.run)
             dataset = instantiate(cfg.dataset, _convert_="all")
             cases, data_prov = dataset.load()
             WireShape.from_config(cfg.get("wire")).check_cases(cases, str(data_prov.get("source")))
@@ -121,19 +123,18 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
             if todo or rescore:
                 ep = stack.enter_context(open_endpoint(cfg.model, log_dir=run_dir, progress=cfg.run.progress))
                 endpoints.append(ep)
-                client = make_client(ep, cfg.client, cache)
+                client = make_client(ep, client_settings, cache)
                 judge_client = client
-                if cfg.judge.get("endpoint"):  # a separately configured judge model (e.g. +model@judge.endpoint=openai)
-                    jep = stack.enter_context(
-                        open_endpoint(cfg.judge.endpoint, log_dir=run_dir, progress=cfg.run.progress)
-                    )
+                judge_spec, own_judge = judge_model(cfg)
+                if own_judge:
+                    jep = stack.enter_context(open_endpoint(judge_spec, log_dir=run_dir, progress=cfg.run.progress))
                     endpoints.append(jep)
-                    judge_client = make_client(jep, cfg.client, cache)
-                preflight(cfg, client, judge_client)
-                components = build_components(cfg, client, judge_client, ep, run_dir)
-                for r in prior:  # summaries recorded by an interrupted run keep their attribution
-                    if r.summary and r.summary.get("reused") is False:
-                        components.summaries.adopt(r.question_id, r.summary.get("generated_for") or r.mode)
+                    judge_client = make_client(jep, client_settings, cache)
+                preflight(client_settings, client, judge_client)
+                components = build_components(
+                    cfg, client, judge_client, ep, run_dir, fp=fp, run=run_settings, settings=client_settings
+                )
+                components.kit.resume(prior)  # what an interrupted run recorded keeps its attribution
             # What produced the records: taken before the first case, so a tree changed during a long run
             # (a commit, a checkout) is not what run.json names.
             prov, started_at = provenance(cfg, data_prov), utc_now()
@@ -141,7 +142,7 @@ def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
             prior_meta = _prior_meta(run_dir)
             pairs_planned = sum(len(ms) for _, ms in todo) + len(rescore)
             if components is not None:  # which embedder weights ranked the searches (model2vec:<sha256 prefix>)
-                prov.retrieval = components.retrieval.describe()
+                prov.retrieval = components.kit.retrieval.describe()
             # the scorers' metric declarations: every report column's direction, label and format
             specs = specs_json(components.scorers) if components is not None else prior_meta.metrics
             if specs:
@@ -319,7 +320,7 @@ class _ClosableWriter:
 
 def _run_cases(
     cfg: DictConfig,
-    todo: Sequence[tuple[Case, list[Mode]]],
+    todo: Sequence[tuple[Case, list[Contestant]]],
     comp: Components,
     writer: RecordWriter,
     control: PairsWatch,
@@ -416,7 +417,7 @@ def _run_cases(
 
 def _run_case(
     case: Case,
-    modes: Sequence[Mode],
+    contestants: Sequence[Contestant],
     comp: Components,
     writer: RecordWriter | _ClosableWriter,
     progress: PairProgress | None,
@@ -428,28 +429,17 @@ def _run_case(
 ) -> int:
     wire = comp.wire
     session = wire.case_session(case)
+    question = Question.of(case, wire.question(case.question, case.question_date))
     failed = 0
-    retriever = comp.retrieval
-    ctx = CaseContext(
-        case=case,
-        session=session,
-        model=comp.client,
-        generation=comp.generation,
-        context_window=comp.window,
-        token_counter=comp.counter,
-        token_ratio=comp.token_ratio,
-        summaries=comp.summaries,
-        tools_factory=lambda sess, boundary: retriever.tools(sess, boundary=boundary),
-        question_text=wire.question(case.question, case.question_date),
-    )
     stopping = stop.is_set if stop is not None else lambda: False
-    for mode in modes:
+    for contestant in contestants:
         if breaker.tripped.is_set() or writer.error is not None or stopping():
             break  # not started: left for the next run, never recorded as an outcome it did not have
-        ctx.session = wire.session_for(session, mode.name)  # the same events; the id may name the mode
+        # the same events; the session id may name the contestant (wire.session_id)
+        history = CaseHistory.of(case, wire.session_for(session, contestant.name))
         if progress is not None:
             progress.started()
-        rec = _run_mode(case, mode, ctx, comp, watch)
+        rec = _run_mode(case, contestant, history, question, comp, watch)
         if rec is None or (watch is not None and watch.check() is not None) or (stopping() and rec.status != STATUS_OK):
             # The server died, or the run is stopping (its server halted), during this pair: its outcome (a failed
             # call, a judge's "not run") is not its own. Not recorded; the next run redoes it (its answered calls
@@ -466,43 +456,72 @@ def _run_case(
         breaker.observe(rec)
         if on_record is not None:
             on_record()
-    comp.summaries.forget(case.question_id)
+    comp.kit.forget(case.question_id)
     return failed
 
 
-def _run_mode(case: Case, mode: Mode, ctx: CaseContext, comp: Components, watch: ServerWatch | None) -> Record | None:
-    """One (case, mode): its record (a failure is a failed record), or None when the model server died meanwhile."""
-    retriever = comp.retrieval
+def _run_mode(
+    case: Case,
+    contestant: Contestant,
+    history: CaseHistory,
+    question: Question,
+    comp: Components,
+    watch: ServerWatch | None,
+) -> Record | None:
+    """One (case, contestant): ingest the history, then answer the question from what ingest built. Its record
+    (a failure in either step is a failed record), or None when the model server died meanwhile."""
     t0 = time.perf_counter()
-    with embedding_call_log() as embedding_calls:  # index builds and query vectors of this mode's run
+    with embedding_call_log() as embedding_calls:  # index builds and query vectors of this pair
         try:
-            out = mode.run(ctx)
-            wall_s = time.perf_counter() - t0  # the reference-latency embeddings below are not this mode's
-            ref_latency, ref_calls = _reference_latency(case, mode.name, out, retriever, comp)
-            rec = _record(case, mode.name, out, comp.scorers, wall_s)
+            with embedding_call_log() as ingest_embedding_calls:
+                try:
+                    ingested = contestant.ingest(history, comp.kit)
+                finally:  # the pair's calls, also those of an ingest that failed
+                    embedding_calls.extend(ingest_embedding_calls)
+            ingest_s = time.perf_counter() - t0
+            out = contestant.answer(ingested.memory, question, comp.kit)
+            wall_s = time.perf_counter() - t0  # the reference-latency embeddings below are not this pair's
+            ref_latency, ref_calls = _reference_latency(case, contestant.name, out, comp.kit.retrieval, comp)
+            rec = _record(case, contestant.name, ingested, out, comp.scorers, wall_s)
+            rec.ingest = _ingest_record(ingested, ingest_s, ingest_embedding_calls)
             rec.latency.update(ref_latency)
-            if ref_calls:  # real requests, kept apart from the mode's own embedding_calls (and its cost)
+            if ref_calls:  # real requests, kept apart from the pair's own embedding_calls (and its cost)
                 rec.reference_latency_calls = ref_calls
         except ServerDied as e:
             if watch is not None:
                 watch.report(e)
             return None
         except Exception as e:  # recorded, never dropped: the case is retried on the next run
-            log_failure(log, f"{case.question_id} / {mode.name}", e)
-            rec = _failed_record(case, mode.name, e, time.perf_counter() - t0)
+            log_failure(log, f"{case.question_id} / {contestant.name}", e)
+            rec = _failed_record(case, contestant.name, e, time.perf_counter() - t0)
     if embedding_calls:
         rec.embedding_calls = list(embedding_calls)
         rec.usage["embedding_tokens"] = sum(c["usage"]["prompt_tokens"] for c in embedding_calls)
     return rec
 
 
+def _ingest_record(ingested: Ingested, wall_s: float, embedding_calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The record's `ingest`: what ingesting cost, apart from answering (whose figures are `usage`/`latency`).
+    A summary another contestant generated (reused) cost this one nothing. Its calls are also in `summary`."""
+    return {
+        "calls": len(ingested.calls),
+        "prompt_tokens": sum(c.usage.prompt_tokens for c in ingested.calls),
+        "completion_tokens": sum(c.usage.completion_tokens for c in ingested.calls),
+        "embedding_tokens": sum(c["usage"]["prompt_tokens"] for c in embedding_calls),
+        "model_ms": round(sum((c.latency_s for c in ingested.calls), 0.0) * 1000, 1),  # as measured, from cache too
+        "wall_ms": round(wall_s * 1000, 1),
+        **({"trace": ingested.trace} if ingested.trace else {}),
+    }
+
+
 def _reference_latency(
-    case: Case, mode: str, out: ModeOutput, retriever, comp: Components
+    case: Case, mode: str, out: Answer, retriever, comp: Components
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """latency.query_ms_reference and its parts (runners/reference_latency.py), per run.reference_latency."""
     query_ms = round(out.query_latency_s * 1000, 1)
     texts = appended_event_texts(mode, case.question, out.tool_results, out.prediction)
-    embed_ms, calls = None, []
+    embed_ms: float | None = None
+    calls: list[dict[str, Any]] = []
     embedder = getattr(retriever, "embedder", None)
     if should_measure(comp.reference_latency, embedder):
         try:
@@ -525,10 +544,10 @@ def _base_record(case: Case, mode: str) -> dict[str, Any]:
     }
 
 
-def _record(case: Case, mode: str, out: ModeOutput, scorers, wall_s: float) -> Record:
+def _record(case: Case, mode: str, ingested: Ingested, out: Answer, scorers, wall_s: float) -> Record:
     item = ScoreInput(case.question_id, case.question_type, case.question, case.answer, out.prediction, mode)
     answer_calls = [c.to_record() for c in out.calls]
-    summary_calls = (out.summary or {}).get("calls", [])
+    summary_calls = (ingested.summary or {}).get("calls", [])
     final = out.calls[-1] if out.calls else None
     error = out.error
     if error is None and not out.prediction:  # scored (as the reference would), but never silently
@@ -559,10 +578,10 @@ def _record(case: Case, mode: str, out: ModeOutput, scorers, wall_s: float) -> R
             n_search=sum(t["name"] == "session_search" for t in out.tool_trace),
             n_load=sum(t["name"] == "session_load" for t in out.tool_trace),
             # query_ms: the reference's query latency (model time as measured, replayed from cache too, plus harness time);
-            # wall_ms: this process's wall time for the mode, which a cached re-run shrinks.
+            # wall_ms: this process's wall time for the pair (ingest + answer), which a cached re-run shrinks.
             latency={"query_ms": round(out.query_latency_s * 1000, 1), "wall_ms": round(wall_s * 1000, 1)},
             truncation=out.truncation,
-            summary=out.summary,
+            summary=ingested.summary,
             final_messages=out.final_messages,
         ),
         scorers,

@@ -46,6 +46,7 @@ from harness.records import (
 from harness.run_meta import RUN_META_FILE, ModelRef, RescoreInfo, RunMeta, RunMetaError, read_run_meta, write_run_meta
 from harness.runlock import run_dir_lock
 from harness.scoring.base import specs_json
+from harness.settings import ClientSettings, judge_model
 from runners.components import build_scorers, open_cache, preflight
 from runners.fingerprint import check_fingerprint, fingerprint, read_fingerprint, write_fingerprint
 from runners.lifecycle import RunStopped, RunSummary, clear_failure, write_failure
@@ -103,14 +104,15 @@ def _rescore_locked(cfg: DictConfig, src_dir: Path, out_dir: Path, source: list[
         done = done_keys(out_dir / RECORDS_FILE)
         todo = [r for r in source if r.key not in done]
         stats: dict[str, Any] = {}
-        judge_spec = cfg.judge.get("endpoint") or cfg.model if cfg.judge.get("_target_") else None
+        judge_spec = judge_model(cfg)[0] if cfg.judge.get("_target_") else None
         with contextlib.ExitStack() as stack:
             judge_client = None
             if todo and judge_spec is not None:
                 cache = open_cache(cfg, stack)
                 ep = stack.enter_context(open_endpoint(judge_spec, log_dir=out_dir, progress=cfg.run.progress))
-                judge_client = make_client(ep, cfg.client, cache)
-                preflight(cfg, judge_client)
+                client_settings = ClientSettings.from_config(cfg.client)
+                judge_client = make_client(ep, client_settings, cache)
+                preflight(client_settings, judge_client)
             scorers = build_scorers(cfg, judge_client) if todo else []
             code = RescoreInfo(git=git_state(), started=utc_now())  # the scoring code, before the first score
             started = True

@@ -9,12 +9,19 @@ Hydra overrides (the command uses configs/config.yaml):
     lme-harness retrieval-eval dataset=s
     lme-harness retrieval-eval dataset=s +retrieval_eval.presets=[bm25,default] +retrieval_eval.limit=10
     lme-harness retrieval-eval dataset=s +retrieval_eval.query_form=keywords   # model-style keyword queries
+    lme-harness retrieval-eval dataset=s_dev +retrieval_eval.fold=B             # one fold (harness.retrieval.folds)
 A preset is a file in configs/retrieval/; "current" means the run's own `retrieval` group.
+
+Equal cost: every preset's response is also cut to the same per-case token budget, by default the `default`
+preset's own response size for that case (`+retrieval_eval.budget=<preset>` or a number of tokens); the
+"evidence at budget" column says how often the cut response still carries an evidence turn whole. The curve of
+that rate against the budget, per question type, is written as retrieval_eval_budget_curve.{csv,png}.
 Writes retrieval_eval.{json,md,png} and retrieval_eval_cases.jsonl to the run directory.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import tempfile
 import time
@@ -24,10 +31,14 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from harness import config_files
 from harness.retrieval.evaluation import BY_TYPE_KEYS, KS, evaluate_case, summarize, summarize_by_type
+from harness.retrieval.folds import FOLDS, select_fold
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs" / "retrieval"
+CONFIG_DIR = config_files.CONFIG_DIR / "retrieval"
 DEFAULT_PRESETS = ("bm25", "trpc_parity", "hybrid", "default")
+CURVE_BUDGETS = (100, 200, 300, 400, 500, 750, 1000, 1500, 2000, 3000, 4000, 6000)
+BUDGET_KEY = "evidence_at_budget"
 TABLE_COLUMNS = (
     [f"turn_recall_any@{k}" for k in KS]
     + ["turn_recall_all@5", "turn_ndcg@5", "session_recall@1", "session_recall@5"]
@@ -40,6 +51,7 @@ TABLE_COLUMNS = (
         "response_tokens_mean",
         "response_tokens_max",
         "response_has_evidence",
+        BUDGET_KEY,
         "response_hits_evidence",
     ]
 )
@@ -52,10 +64,14 @@ def preset_config(name: str, cfg: DictConfig) -> DictConfig:
     if not path.exists():
         known = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
         raise ValueError(f"retrieval preset {name!r}: no {path} (known: {known})")
-    return OmegaConf.load(path)
+    loaded = OmegaConf.load(path)
+    if not isinstance(loaded, DictConfig):
+        raise ValueError(f"retrieval preset {name!r}: {path} is not a mapping")
+    return loaded
 
 
-def _answerable(cases):
+def answerable(cases):
+    """The cases retrieval can be scored on: not abstentions, with labelled evidence turns."""
     return [c for c in cases if not c.is_abstention and c.has_evidence_label]
 
 
@@ -76,15 +92,14 @@ def evaluate_preset(
 ) -> tuple[dict[str, Any], list[dict]]:
     """Cold pass (no store: indexing timed from scratch), then a warm pass loading from a fresh store.
     `events`: each case's events by question_id, built once for every preset."""
-    rcfg = OmegaConf.merge(rcfg, {"store": None})
-    retriever = instantiate(rcfg)
+    retriever = instantiate(OmegaConf.merge(rcfg, {"store": None}))
     results = [
         evaluate_case(
             retriever, c.question_id, events[c.question_id], query_for(c.question, query_form), counter=counter
         )
         for c in cases
     ]
-    summary = summarize(results)
+    summary: dict[str, Any] = summarize(results)
     qtype = {c.question_id: c.question_type for c in cases}
     summary["by_type"] = summarize_by_type(results, qtype)
     # Store round trip: build into SQLite once, then time loading it with a new retriever (another run).
@@ -115,6 +130,7 @@ def evaluate_preset(
             "response_tokens": r.response_tokens,
             "response_has_evidence": r.response_has_evidence,
             "response_hits_evidence": r.response_hits_evidence,
+            "evidence_tokens": r.evidence_tokens,
             **r.metrics,
         }
         for r in results
@@ -135,10 +151,12 @@ def markdown_table(summaries: dict[str, dict[str, Any]]) -> str:
 
 
 def by_type_table(summaries: dict[str, dict[str, Any]]) -> str:
-    """Per question type and preset: cases, recall_any@1/@5, evidence text in the response, response tokens."""
+    """Per question type and preset: cases, recall_any@1/@5, evidence text in the response (native and cut to
+    the budget), response tokens."""
+    keys = (*BY_TYPE_KEYS[:3], BUDGET_KEY, *BY_TYPE_KEYS[3:])
     lines = [
-        "| question type | preset | cases | " + " | ".join(BY_TYPE_KEYS) + " |",
-        "|---" * (len(BY_TYPE_KEYS) + 3) + "|",
+        "| question type | preset | cases | " + " | ".join(keys) + " |",
+        "|---" * (len(keys) + 3) + "|",
     ]
     types = sorted({t for s in summaries.values() for t in s.get("by_type", {})})
     for t in types:
@@ -150,7 +168,7 @@ def by_type_table(summaries: dict[str, dict[str, Any]]) -> str:
                 f"{row[k]:.3f}"
                 if k in row and not k.startswith("response_tokens")
                 else (f"{row[k]:.0f}" if k in row else "")
-                for k in BY_TYPE_KEYS
+                for k in keys
             ]
             lines.append(f"| {t} | {name} | {row['cases']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -189,16 +207,112 @@ def plot(summaries: dict[str, dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+def check_budget(budget: Any, presets: list[str]) -> None:
+    """The budget is a positive number of tokens or one of the evaluated presets (checked before any work)."""
+    if budget is None:
+        return
+    if isinstance(budget, bool) or not isinstance(budget, (int, float, str)):
+        raise ValueError(f"retrieval_eval.budget must be a preset name or a number of tokens, got {budget!r}")
+    if isinstance(budget, (int, float)) and budget <= 0:
+        raise ValueError(f"retrieval_eval.budget must be a positive number of tokens, got {budget!r}")
+    if isinstance(budget, str) and budget not in presets:
+        raise ValueError(f"retrieval_eval.budget={budget!r}: not one of the evaluated presets {presets}")
+
+
+def case_budgets(rows: list[dict], budget: Any) -> dict[str, int] | None:
+    """question_id → token budget: a preset's own response size per case, or one number for every case."""
+    if budget is None:
+        return None
+    if isinstance(budget, str):
+        return {r["question_id"]: int(r["response_tokens"]) for r in rows if r["preset"] == budget}
+    return {r["question_id"]: int(budget) for r in rows}
+
+
+def within(row: dict, budget: int) -> bool:
+    """Whether the preset's response cut to `budget` tokens still holds an evidence turn whole."""
+    return row.get("evidence_tokens") is not None and row["evidence_tokens"] <= budget
+
+
+def add_budget_figures(summaries: dict[str, dict[str, Any]], rows: list[dict], budgets: dict[str, int]) -> None:
+    """Evidence at the per-case budget, overall and by type, into each preset's summary."""
+    for name, s in summaries.items():
+        mine = [r for r in rows if r["preset"] == name]
+        s[BUDGET_KEY] = sum(within(r, budgets[r["question_id"]]) for r in mine) / len(mine)
+        s["budget_tokens_mean"] = sum(budgets[r["question_id"]] for r in mine) / len(mine)
+        for t, row in s.get("by_type", {}).items():
+            of_type = [r for r in mine if r["question_type"] == t]
+            row[BUDGET_KEY] = sum(within(r, budgets[r["question_id"]]) for r in of_type) / len(of_type)
+
+
+def budget_curve(rows: list[dict], budgets: tuple[int, ...] = CURVE_BUDGETS) -> list[dict[str, Any]]:
+    """Per preset, question type (and "all") and budget: the share of responses that, cut to the budget, carry
+    an evidence turn whole."""
+    out = []
+    presets = list(dict.fromkeys(r["preset"] for r in rows))
+    types = sorted({r["question_type"] for r in rows})
+    for name in presets:
+        for t in [*types, "all"]:
+            mine = [r for r in rows if r["preset"] == name and (t == "all" or r["question_type"] == t)]
+            for b in budgets:
+                out.append(
+                    {
+                        "preset": name,
+                        "question_type": t,
+                        "budget_tokens": b,
+                        "cases": len(mine),
+                        "evidence_rate": sum(within(r, b) for r in mine) / len(mine),
+                    }
+                )
+    return out
+
+
+def plot_budget_curve(curve: list[dict[str, Any]], summaries: dict[str, dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    types = list(dict.fromkeys(c["question_type"] for c in curve))
+    ncol = min(3, len(types))
+    nrow = -(-len(types) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 3.4 * nrow), squeeze=False)
+    for ax, t in zip(axes.flat, types):
+        for i, name in enumerate(summaries):
+            pts = [c for c in curve if c["preset"] == name and c["question_type"] == t]
+            ax.plot([c["budget_tokens"] for c in pts], [c["evidence_rate"] for c in pts], marker=".", color=f"C{i}")
+            native = summaries[name]["by_type"].get(t) if t != "all" else summaries[name]
+            if native and "response_tokens_mean" in native:
+                ax.scatter(native["response_tokens_mean"], native["response_has_evidence"], color=f"C{i}", marker="x")
+        ax.set(title=f"{t} (n={pts[0]['cases'] if pts else 0})", xscale="log", ylim=(0, 1.02))
+        ax.set_xlabel("response cut to N o200k tokens")
+        ax.set_ylabel("evidence turn whole in it")
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(types) :]:
+        ax.axis("off")
+    handles = [plt.Line2D([], [], color=f"C{i}", marker=".", label=n) for i, n in enumerate(summaries)]
+    fig.legend(handles=handles, loc="lower right", title="x: native response (mean)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Path:
     """Evaluate every configured preset; returns the Markdown report's path."""
     from harness.session.tokens import o200k_counter
 
     opts = cfg.get("retrieval_eval") or {}
     presets = list(opts.get("presets") or DEFAULT_PRESETS)
+    budget = opts.get("budget", "default" if "default" in presets else None)
+    check_budget(budget, presets)
+    fold = opts.get("fold")
+    if fold is not None and str(fold).upper() not in FOLDS:
+        raise ValueError(f"retrieval_eval.fold must be one of {FOLDS} (or null), got {fold!r}")
     run_dir = Path(run_dir or opts.get("out_dir") or "runs/retrieval_eval")
     run_dir.mkdir(parents=True, exist_ok=True)
     cases, provenance = instantiate(cfg.dataset).load()
-    cases = _answerable(cases)
+    cases = answerable(cases)
+    if fold is not None:
+        cases = select_fold(cases, str(fold))
     if opts.get("limit"):
         cases = cases[: int(opts["limit"])]
     if not cases:
@@ -213,10 +327,26 @@ def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Pa
             s, r = evaluate_preset(name, preset_config(name, cfg), cases, events, counter, Path(tmp), query_form)
             summaries[name] = s
             rows += r
+    budgets = case_budgets(rows, budget)
+    if budgets is not None:
+        add_budget_figures(summaries, rows, budgets)
+    curve = budget_curve(rows)
+    with (run_dir / "retrieval_eval_budget_curve.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["preset", "question_type", "budget_tokens", "cases", "evidence_rate"])
+        w.writeheader()
+        w.writerows(curve)
+    plot_budget_curve(curve, summaries, run_dir / "retrieval_eval_budget_curve.png")
     (run_dir / "retrieval_eval_cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (run_dir / "retrieval_eval.json").write_text(
         json.dumps(
-            {"dataset": provenance, "cases": len(cases), "query_form": query_form, "presets": summaries},
+            {
+                "dataset": provenance,
+                "cases": len(cases),
+                "fold": None if fold is None else str(fold).upper(),
+                "query_form": query_form,
+                "budget": budget,
+                "presets": summaries,
+            },
             indent=1,
             default=str,
         )
@@ -226,11 +356,25 @@ def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Pa
     md.write_text(
         f"# Retrieval evaluation\n\nDataset: `{provenance.get('source')}` ({len(cases)} answerable cases; "
         f"query: the {'question' if query_form == 'question' else 'keywords of the question'}; "
-        f"whole haystack behind the summary boundary).\n\n"
+        f"whole haystack behind the summary boundary"
+        + (f"; fold {str(fold).upper()} only" if fold is not None else "")
+        + (
+            f"; {BUDGET_KEY}: each response cut to "
+            + (
+                f"the `{budget}` preset's response size (o200k tokens) for the same case"
+                if isinstance(budget, str)
+                else f"{budget} o200k tokens"
+            )
+            if budgets is not None
+            else ""
+        )
+        + ").\n\n"
         + markdown_table(summaries)
         + "\n\n## Per question type\n\n"
         + by_type_table(summaries)
         + "\n\n![recall and token cost](retrieval_eval.png)\n"
+        + "\n![evidence against the response budget](retrieval_eval_budget_curve.png)"
+        + " (numbers: retrieval_eval_budget_curve.csv)\n"
     )
     return md
 

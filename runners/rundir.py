@@ -2,8 +2,8 @@
 
 configs/config.yaml names a run `runs/${lme.run_name:${run.name}}/${lme.run_dirname:}`. Hydra's own
 override_dirname is the raw override text (so any value, a key included, became a path). This resolver names
-a run by the overrides of declared result-bearing settings only (`NAMED_ROOTS`, minus exclude_keys, secret and
-`*_env` fields and URLs), with plain values (no interpolation, no URL); every other override is represented by
+a run by the overrides of declared result-bearing settings only (`NAMED_ROOTS`, minus the declared exclusions
+of runners/settings.py `dirname_exclusions`, secret and `*_env` fields and URLs), with plain values (no interpolation, no URL); every other override is represented by
 a hash of its *key* alone (`other=<hash>`), never its value. For ordinary overrides the name is the one Hydra
 wrote, so existing runs resume in their directory. A name over `MAX_NAME_BYTES` is cut and ends with a hash of
 the whole, so it is always one valid path component.
@@ -23,6 +23,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf
 
 from harness import secrets
+from runners.settings import dirname_exclusions
 
 
 class RunNameError(ValueError):
@@ -118,10 +119,11 @@ def overrides_dirname(task: list[str], exclude: list[str], item_sep: str = ",", 
             value = o.value()
         except Exception:  # a sweep (not in a job's own overrides) or an unusual form: its key only
             value = "${"
+        line = o.input_line or ""  # set for every parsed override; typed optional by Hydra
         if _named(key) and not o.is_delete() and _plain(value):
-            named.append(o.input_line)
+            named.append(line)
         else:
-            other.append(o.input_line.split("=", 1)[0])
+            other.append(line.split("=", 1)[0])
     items = [sanitize_value(line) for line in sorted(named)]
     name = re.sub("[=]", kv_sep, item_sep.join(items))
     if other:  # keys only: a value here could be anything, a secret included
@@ -154,8 +156,10 @@ def _run_dirname(*, _root_: Any) -> str:
     hydra = _root_.hydra
     conf = hydra.job.config.override_dirname
     task = OmegaConf.to_container(hydra.overrides.task, resolve=False)
-    exclude = OmegaConf.to_container(conf.exclude_keys, resolve=False)
-    return overrides_dirname(list(task), list(exclude), str(conf.item_sep), str(conf.kv_sep))
+    # The declarations' exclusions (runners/settings.py); configs/config.yaml's exclude_keys states the same list
+    # for Hydra's own override_dirname (tests/test_settings_declared.py keeps the two equal).
+    assert isinstance(task, list)  # a Hydra list of strings
+    return overrides_dirname(list(task), list(dirname_exclusions()), str(conf.item_sep), str(conf.kv_sep))
 
 
 def register_resolvers() -> None:

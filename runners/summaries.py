@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.llm.types import ChatModel, ChatResult, Message
+from harness.session.events import Session
 from harness.session.store import CachedSummaries, Store
 from harness.session.summary import Summarizer, SummaryOutcome
 
@@ -46,6 +47,7 @@ class ProvidedSummary:
 
     def record(self) -> dict[str, Any]:
         s = self.outcome.summary
+        assert s is not None, "a generation outcome without a summary is never recorded"
         b = s.boundary
         return {
             "text": s.text,
@@ -92,12 +94,13 @@ class SummaryProvider:
                 self._per_mode[key] = CachedSummaries(s, self._store, share_across_modes=self.share)
             return self._per_mode[key]
 
-    def get(self, ctx: Any, mode: str) -> ProvidedSummary:
-        qid = ctx.case.question_id
+    def get(self, unit_id: str, session: Session, mode: str) -> ProvidedSummary:
+        """The summary of `session` (case `unit_id`) for contestant `mode`: generated, or this run's earlier one."""
+        qid = unit_id
         with self._guard:
             lock = self._locks.setdefault(qid, threading.Lock())
         with lock:
-            outcome, hit = self._cached(mode).summarize(ctx.session, mode=mode, force=True)
+            outcome, hit = self._cached(mode).summarize(session, mode=mode, force=True)
             if outcome.summary is None:
                 raise RuntimeError(f"{qid}: summarizer produced no summary ({outcome.skipped_reason})")
             owner_key = (qid, "*" if self.share else mode)

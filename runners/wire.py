@@ -15,6 +15,7 @@ from typing import Any
 
 from harness.data.longmemeval import EVENT_ID_STYLES, TIMESTAMP_STYLES, DataError
 from harness.session.events import Session
+from harness.settings import config_field
 
 _SESSION_ID_FIELDS = {"question_id", "mode"}
 _QUESTION_FIELDS = {"question", "question_date"}
@@ -30,14 +31,16 @@ def _fields(template: str, key: str) -> set[str]:
 
 @dataclass(frozen=True)
 class WireShape:
-    event_ids: str = "sequential"
-    session_id_format: str = "lme-{question_id}"
-    timestamps: str = "ms"
+    """The `wire:` settings (defaults: configs/config.yaml)."""
+
+    event_ids: str = config_field("wire", "event_ids", choices=EVENT_ID_STYLES)
+    session_id_format: str = config_field("wire", "session_id")
+    timestamps: str = config_field("wire", "timestamps", choices=TIMESTAMP_STYLES)
     # Dates (LongMemEval has them; the published single-session-user protocol shows none): null keeps the
     # default requests byte-identical. session_header: "{date}" line before each session's first turn;
     # question_template: the question message, with {question} and {question_date}.
-    session_header: str | None = None
-    question_template: str | None = None
+    session_header: str | None = config_field("wire", "session_header")
+    question_template: str | None = config_field("wire", "question_template")
 
     def __post_init__(self) -> None:
         if self.event_ids not in EVENT_ID_STYLES:

@@ -1,8 +1,8 @@
 """The behaviour baseline of a refactoring (issue 22): what the harness writes, hashed, so a change of structure can
 show that it changed no behaviour.
 
-    PYTHONPATH=$PWD python scripts/behaviour_baseline.py record   # writes baselines/behaviour.json from this tree
-    PYTHONPATH=$PWD python scripts/behaviour_baseline.py check    # runs the same again and names every file that differs
+    python -m scripts.behaviour_baseline record   # writes baselines/behaviour.json from this tree
+    python -m scripts.behaviour_baseline check    # runs the same again and names every file that differs
 
 What runs, offline, on a deterministic fake endpoint (harness/testing/faults.py `FakeModel`, with answers that are
 right for some questions and judge verdicts that vary, so the scores are not all zero):
@@ -30,7 +30,6 @@ import hashlib
 import io
 import json
 import re
-import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -236,6 +235,15 @@ def _mask(value: Any) -> Any:
     return None if value is None else "<machine>"
 
 
+def _mask_machine(value: Any) -> Any:
+    """run.json with every MACHINE_KEYS entry masked, at any depth (a rescore names its own commit)."""
+    if isinstance(value, dict):
+        return {k: _mask(v) if k in MACHINE_KEYS else _mask_machine(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mask_machine(v) for v in value]
+    return value
+
+
 def _normalise_run_dir(d: Path, work: str) -> None:
     """Clock readings, commit and host out of records.jsonl and run.json; then the report rebuilt from them."""
     records = d / "records.jsonl"
@@ -245,9 +253,7 @@ def _normalise_run_dir(d: Path, work: str) -> None:
     meta_path = d / "run.json"
     if meta_path.exists():
         meta = json.loads(meta_path.read_text())
-        for key in MACHINE_KEYS:
-            if key in meta:
-                meta[key] = _mask(meta[key])
+        meta = _mask_machine(meta)
         meta_path.write_text(json.dumps(_normalise(meta, work), indent=2, sort_keys=True))
     if records.exists():
         _expect(_cli("report", str(d)), 0, f"report {d.name}")
@@ -350,12 +356,10 @@ def _check_tree() -> None:
     where = Path(runners.__file__).resolve().parent.parent
     if where != ROOT:
         raise SystemExit(
-            f"behaviour_baseline: runners is imported from {where}, not {ROOT}: run with PYTHONPATH={ROOT}"
+            f"behaviour_baseline: runners is imported from {where}, not {ROOT}: run `python -m scripts.behaviour_baseline` from {ROOT}"
         )
 
 
 if __name__ == "__main__":
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     _check_tree()
     raise SystemExit(main())

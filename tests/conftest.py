@@ -86,7 +86,7 @@ CACHED_RERUN_VOLATILE = (
     "query_ms_reference",
     "append_embed_ms",
 )  # local embedders: wall time
-RERUN_VOLATILE = CACHED_RERUN_VOLATILE + ("latency_s", "generation_ms")
+RERUN_VOLATILE = CACHED_RERUN_VOLATILE + ("latency_s", "generation_ms", "model_ms")
 
 
 def without_keys(obj, keys):

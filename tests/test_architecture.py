@@ -1,28 +1,38 @@
-"""Module structure: no import cycles between the harness's modules, no private names imported across modules.
+"""Module structure: a declared layer order over every package, no import cycle, no private name imported across
+modules, no production module depending on the test kit.
 
-Imports inside functions count: a lazy import hides a cycle from the interpreter, not from the reader."""
+Imports inside functions count: a lazy import hides a cycle from the interpreter, not from the reader. The tests'
+own imports of production code are not part of the house and are not checked."""
 
 from __future__ import annotations
 
 import ast
+import importlib
+import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("harness", "runners", "reports")
-# Cycles that predate this test, each through a lazy import; the set may shrink, never grow.
-KNOWN_CYCLES = {
-    frozenset({"harness.storage", "harness.records"}),
-    frozenset({"runners.gate_replay", "runners.cli"}),
-}
+# Lowest first. A module may import modules of its own layer and of the layers below, never of one above.
+# A module belongs to the layer of its longest matching prefix (harness.testing is not harness).
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("harness",),  # the library: dataset, sessions, retrieval, LLM client, records, scorers, settings
+    ("reports",),  # records → aggregates → report files
+    ("runners",),  # the run pipeline and the command line that drives it
+    ("harness.testing",),  # test doubles built on the production code (the tests' and the studies' fakes)
+    ("scripts", "studies"),  # tooling and measurement studies, on top of everything
+)
+PACKAGES = tuple(sorted({p.split(".")[0] for layer in LAYERS for p in layer}))
 # Private names imported across modules; the set may shrink, never grow.
 KNOWN_PRIVATE: set[tuple[str, str, str]] = set()
 
 
-def _modules() -> dict[str, Path]:
+def _modules(root: Path = ROOT) -> dict[str, Path]:
     mods = {}
     for pkg in PACKAGES:
-        for p in (ROOT / pkg).rglob("*.py"):
-            name = ".".join(p.relative_to(ROOT).with_suffix("").parts)
+        for p in (root / pkg).rglob("*.py"):
+            name = ".".join(p.relative_to(root).with_suffix("").parts)
             mods[name.removesuffix(".__init__")] = p
     return mods
 
@@ -45,6 +55,22 @@ def _imports(mods: dict[str, Path]) -> tuple[dict[str, set[str]], set[tuple[str,
     return edges, private
 
 
+def _layer(module: str) -> int:
+    best, rank = -1, -1
+    for i, layer in enumerate(LAYERS):
+        for prefix in layer:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best:
+                best, rank = len(prefix), i
+    if rank < 0:
+        raise AssertionError(f"{module}: in no declared layer (add its package to LAYERS)")
+    return rank
+
+
+def _upward(edges: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """(importer, imported) pairs where the imported module sits in a higher layer."""
+    return sorted((m, d) for m, deps in edges.items() for d in deps if _layer(d) > _layer(m))
+
+
 def _cycles(edges: dict[str, set[str]]) -> list[frozenset[str]]:
     """Strongly connected components of more than one module (Tarjan)."""
     index: dict[str, int] = {}
@@ -55,7 +81,7 @@ def _cycles(edges: dict[str, set[str]]) -> list[frozenset[str]]:
     def visit(v: str) -> None:
         index[v] = low[v] = len(index)
         stack.append(v)
-        for w in edges[v]:
+        for w in edges.get(v, ()):
             if w not in index:
                 visit(w)
                 low[v] = min(low[v], low[w])
@@ -77,12 +103,23 @@ def _cycles(edges: dict[str, set[str]]) -> list[frozenset[str]]:
     return out
 
 
-def test_no_new_import_cycles():
+def test_every_package_is_checked():
+    # configs/ is data (its __init__.py only makes it the lme_configs package); tests/ may import any layer
+    on_disk = {p.name for p in ROOT.iterdir() if p.is_dir() and any(p.glob("*.py"))} - {"tests", "configs"}
+    assert on_disk <= set(PACKAGES), f"packages in no layer: {sorted(on_disk - set(PACKAGES))}"
+    mods = _modules()
+    assert {"harness.records", "reports.render", "runners.cli", "harness.testing.faults"} <= mods.keys()
+    assert any(m.startswith("studies.") for m in mods) and any(m.startswith("scripts.") for m in mods)
+
+
+def test_no_import_cycles():
     edges, _ = _imports(_modules())
-    cycles = set(_cycles(edges))
-    assert not any({"harness.retrieval.distill", "harness.retrieval.embedders"} <= c for c in cycles)
-    assert not any({"runners.provenance", "runners.replay"} <= c for c in cycles)
-    assert cycles <= KNOWN_CYCLES, f"new import cycle(s): {[sorted(c) for c in cycles - KNOWN_CYCLES]}"
+    assert not _cycles(edges), f"import cycle(s): {[sorted(c) for c in _cycles(edges)]}"
+
+
+def test_no_upward_imports():
+    edges, _ = _imports(_modules())
+    assert not _upward(edges), f"imports of a higher layer (LAYERS): {_upward(edges)}"
 
 
 def test_no_private_names_imported_across_modules():
@@ -90,5 +127,88 @@ def test_no_private_names_imported_across_modules():
     assert private <= KNOWN_PRIVATE, f"private cross-module imports: {sorted(private - KNOWN_PRIVATE)}"
 
 
+def test_production_code_never_imports_the_test_kit():
+    """harness/testing/ holds test doubles built on production code (the loopback server is production:
+    harness/llm/loopback.py, used by the replay gate); no production module may depend on them."""
+    edges, _ = _imports(_modules())
+    kit = "harness.testing"
+    bad = sorted(
+        (m, d)
+        for m, deps in edges.items()
+        if _layer(m) < _layer(kit)
+        for d in deps
+        if d == kit or d.startswith(kit + ".")
+    )
+    assert not bad, f"production modules import the test kit: {bad}"
+
+
+def test_the_checks_find_a_planted_upward_import_and_cycle(tmp_path):
+    files = {
+        "harness/__init__.py": "",
+        "harness/low.py": "def f():\n    from runners.cli import main  # upward, and lazy\n",
+        "harness/a.py": "from harness import b\n",
+        "harness/b.py": "import harness.a\n",
+        "harness/testing/__init__.py": "",
+        "harness/testing/fake.py": "from harness.b import f\n",
+        "reports/__init__.py": "",
+        "reports/render.py": "from harness.testing.fake import f\n",
+        "runners/__init__.py": "",
+        "runners/cli.py": "from reports.render import f\nfrom harness.a import _private\n",
+        "scripts/tool.py": "from runners.cli import main\n",
+        "studies/study.py": "from harness.testing import fake\n",
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    edges, private = _imports(_modules(tmp_path))
+    assert _upward(edges) == [("harness.low", "runners.cli"), ("reports.render", "harness.testing.fake")]
+    assert _cycles(edges) == [frozenset({"harness.a", "harness.b"})]
+    assert private == {("runners.cli", "harness.a", "_private")}
+
+
+def _path_hacks(mods: dict[str, Path]) -> list[str]:
+    """Modules that change sys.path, or import a sibling file by its bare name (which only a sys.path change or
+    the script's own directory makes work): every module is imported by its package path, `python -m pkg.mod`."""
+    tops = {m.split(".")[1] for m in mods if m.count(".") == 1 and m.split(".")[0] in ("scripts", "studies")}
+    stems = tops - set(sys.stdlib_module_names)
+    out = []
+    for m, p in mods.items():
+        for n in ast.walk(ast.parse(p.read_text())):
+            if isinstance(n, ast.Attribute) and n.attr == "path" and ast.unparse(n.value) == "sys":
+                out.append(f"{m}: sys.path")
+            names = [a.name for a in n.names] if isinstance(n, ast.Import) else []
+            if isinstance(n, ast.ImportFrom) and n.module and n.level == 0:
+                names = [n.module]
+            out += [f"{m}: import {x}" for x in names if x.split(".")[0] in stems]
+    return sorted(set(out))
+
+
+def test_no_module_patches_sys_path_or_imports_a_sibling_by_bare_name():
+    assert not _path_hacks(_modules()), _path_hacks(_modules())
+
+
+def test_the_path_check_finds_a_planted_hack(tmp_path):
+    (tmp_path / "studies").mkdir()
+    (tmp_path / "studies" / "common.py").write_text("X = 1\n")
+    (tmp_path / "studies" / "study.py").write_text(
+        "import sys\nsys.path.insert(0, '.')\nfrom common import X\nfrom studies.common import X as Y\n"
+    )
+    assert _path_hacks(_modules(tmp_path)) == ["studies.study: import common", "studies.study: sys.path"]
+
+
 def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [frozenset({"a", "b"})]
+
+
+STUDIES = sorted(p.stem for p in (ROOT / "studies").glob("*.py") if p.stem != "__init__")
+
+
+@pytest.mark.parametrize("name", STUDIES)
+def test_every_study_imports_as_a_module(name):
+    """`python -m studies.NAME` works from the checkout with no path set up: importing loads no data."""
+    try:
+        importlib.import_module(f"studies.{name}")
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] in PACKAGES:
+            raise
+        pytest.skip(f"optional dependency {e.name} not installed")

@@ -6,13 +6,13 @@ import logging
 
 import pytest
 
+from harness.bounds import RecordBounds, bound_record
 from harness.session.events import Session
 from harness.session.summary import DEFAULT_MAX_EVENT_CHARS, Summarizer, SummaryPrompt
 from harness.session.tokens import ApproxCounter
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
 from reports import html as H
-from runners.bounds import RecordBounds, bound_record
 from tests.test_bad_inputs import run
 from tests.test_summary_engine import ScriptedModel, ev
 

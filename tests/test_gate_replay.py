@@ -57,11 +57,12 @@ def recorded(tmp_path_factory):
             replay_main(
                 fx,
                 [f"hydra.run.dir={d / 'rec'}", *ARGS, "model.kind=remote", f"++model.base_url={upstream.base_url}"],
+                run=main,
                 record=True,
             )
             == 0
         )
-    assert replay_main(fx, [f"hydra.run.dir={d / 'base'}", *ARGS]) == 0
+    assert replay_main(fx, [f"hydra.run.dir={d / 'base'}", *ARGS], run=main) == 0
     base = d / "replay.yaml"
     assert main(["gate", str(d / "base"), "--baseline", str(base), "--write-baseline", "--policy", "exact"]) == 0
     return fx, base
@@ -69,7 +70,7 @@ def recorded(tmp_path_factory):
 
 def gate(recorded, tmp_path, *, expect_run: int = 0) -> int:
     fx, base = recorded
-    assert replay_main(fx, [f"hydra.run.dir={tmp_path / 'run'}", *ARGS]) == expect_run
+    assert replay_main(fx, [f"hydra.run.dir={tmp_path / 'run'}", *ARGS], run=main) == expect_run
     return main(["gate", str(tmp_path / "run"), "--baseline", str(base)])
 
 

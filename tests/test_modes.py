@@ -2,14 +2,16 @@
 
 import json
 
+from harness.contestants.base import Toolkit
 from harness.data.longmemeval import parse_cases
 from harness.llm.types import Usage
 from harness.prompts.answer import LME_INSTRUCTION
 from harness.session.events import Session
 from harness.session.tokens import o200k_counter
 from harness.testing.faults import FakeModel, ToolStep
-from runners.modes import CaseContext, LongContextMode
+from runners.modes import LongContextMode
 from tests.conftest import make_row
+from tests.contestant_kit import Pair, answer, ingest_answer
 
 
 def Scripted(replies: list) -> FakeModel:
@@ -26,20 +28,19 @@ def _ctx(model, n_turns=40, window=100_000):
     case = parse_cases(json.dumps([make_row(sessions=[turns])]).encode(), "x")[0]
     s = Session(id="s", user_id="u")
     s.extend(case.events())
-    return CaseContext(
-        case=case,
-        session=s,
+    kit = Toolkit(
         model=model,
         generation={"temperature": 0, "max_tokens": 64},
         context_window=window,
         token_counter=o200k_counter(),
     )
+    return Pair(case=case, session=s, kit=kit)
 
 
 def test_long_context_sends_instruction_every_turn_then_question():
     m = Scripted([" Paris \n"])
     ctx = _ctx(m, n_turns=6)
-    out = LongContextMode().run(ctx)
+    out = answer(LongContextMode(), ctx)
     msgs = m.calls[0]["messages"]
     assert msgs[0] == {"role": "system", "content": LME_INSTRUCTION}
     assert [x["content"] for x in msgs[1:-1]] == [e.content for e in ctx.session.events]
@@ -52,7 +53,7 @@ def test_long_context_sends_instruction_every_turn_then_question():
 def test_long_context_drops_oldest_turns_to_fit_and_says_so():
     m = Scripted(["x"])
     ctx = _ctx(m, n_turns=40, window=1200)
-    out = LongContextMode().run(ctx)
+    out = answer(LongContextMode(), ctx)
     t = out.truncation
     assert t["truncated"] and t["dropped_events"] > 0
     assert t["kept_events"] + t["dropped_events"] == 40
@@ -64,7 +65,7 @@ def test_long_context_drops_oldest_turns_to_fit_and_says_so():
 
 def test_long_context_never_crashes_when_nothing_fits():
     m = Scripted(["x"])
-    out = LongContextMode().run(_ctx(m, n_turns=4, window=10))
+    out = answer(LongContextMode(), _ctx(m, n_turns=4, window=10))
     assert out.truncation["kept_events"] == 0 and len(m.calls[0]["messages"]) == 2
 
 
@@ -97,14 +98,14 @@ def answer_calls(m: FakeModel) -> list[dict]:
 
 def _ondemand_ctx(model):
     ctx = _ctx(model, n_turns=8)
-    ctx.summaries = SummaryProvider(Summarizer(model, SummaryPrompt.trpc_default()), InMemoryStore())
-    ctx.tools_factory = lambda s, b: Retriever().tools(s, boundary=b)
+    ctx.kit.summaries = SummaryProvider(Summarizer(model, SummaryPrompt.trpc_default()), InMemoryStore())
+    ctx.kit.retrieval = Retriever()
     return ctx
 
 
 def test_ondemand_searches_then_answers_with_the_post_tool_prompt_and_trace():
     m = ToolScripted(["search", "the answer"])
-    out = SummaryOnDemandMode(first_tool_choice="required").run(_ondemand_ctx(m))
+    ingested, out = ingest_answer(SummaryOnDemandMode(first_tool_choice="required"), _ondemand_ctx(m))
     assert out.prediction == "the answer" and out.error is None
     first, second = answer_calls(m)
     assert first["params"]["tool_choice"] == "required" and "tool_choice" not in second["params"]
@@ -112,11 +113,11 @@ def test_ondemand_searches_then_answers_with_the_post_tool_prompt_and_trace():
     assert second["messages"][0]["content"].endswith(DEFAULT_POST_TOOL_PROMPT)
     assert [m_["role"] for m_ in second["messages"]] == ["system", "user", "assistant", "tool"]
     assert out.tool_trace[0]["name"] == "session_search" and out.tool_trace[0]["ok"]
-    assert len(out.calls) == 2 and out.summary["text"] == "summary text"
+    assert len(out.calls) == 2 and ingested.summary["text"] == "summary text"
 
 
 def test_ondemand_stops_after_the_tool_iteration_limit_like_the_reference():
     m = ToolScripted(["search"] * 10)
-    out = SummaryOnDemandMode(max_tool_iterations=2).run(_ondemand_ctx(m))
+    out = answer(SummaryOnDemandMode(max_tool_iterations=2), _ondemand_ctx(m))
     assert out.error == "max tool iterations (2) exceeded" and out.prediction == ""
     assert len(out.calls) == 3 and len(out.tool_trace) == 2

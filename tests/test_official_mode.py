@@ -3,14 +3,15 @@ fits the model's window; the question, its date and the newest session always st
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
+from harness.contestants.base import CaseHistory, Toolkit
 from harness.data.longmemeval import parse_cases, read_json_bytes
+from harness.session.events import Session
 from harness.session.tokens import ScaledCounter, o200k_counter
 from harness.testing.faults import FakeModel
 from runners.official_mode import LongMemEvalOfficialMode, first_kept, session_blocks
+from tests.contestant_kit import Pair, answer
 
 
 @pytest.fixture(scope="module")
@@ -26,15 +27,19 @@ def _naive_first_kept(blocks, prompt, count, budget) -> int:
     return i
 
 
-def _ctx(case, *, window: int, counter=None, ratio: float = 1.0, model=None):
-    return SimpleNamespace(
-        case=case,
+def _ctx(case, *, window: int, counter=None, ratio: float = 1.0, model=None) -> Pair:
+    kit = Toolkit(
         token_counter=counter or o200k_counter(),
         token_ratio=ratio,
         context_window=window,
         generation={"max_tokens": 384},
         model=model or FakeModel(script=["an answer"]),
     )
+    return Pair(case=case, session=Session(id="s", user_id=case.question_id), kit=kit)
+
+
+def _blocks(case) -> list[str]:
+    return session_blocks(CaseHistory.of(case, Session(id="s", user_id=case.question_id)).sessions)
 
 
 @pytest.mark.parametrize("budget", [0, 1500, 7744, 30000, 10**7])
@@ -42,7 +47,7 @@ def _ctx(case, *, window: int, counter=None, ratio: float = 1.0, model=None):
 def test_first_kept_is_the_definitions_answer_on_real_haystacks(s_cases, budget, ratio):
     counter = o200k_counter() if ratio == 1.0 else ScaledCounter(o200k_counter(), ratio)
     for case in s_cases:
-        blocks = session_blocks(_ctx(case, window=0))
+        blocks = _blocks(case)
 
         def prompt(kept, case=case):
             return f"head {''.join(kept)} {case.question_date} {case.question}"
@@ -54,7 +59,7 @@ def test_first_kept_is_the_definitions_answer_on_real_haystacks(s_cases, budget,
 
 def test_a_long_haystack_is_settled_with_a_few_whole_prompt_counts(s_cases):
     case = s_cases[0]
-    blocks = session_blocks(_ctx(case, window=0))
+    blocks = _blocks(case)
     whole = []
 
     def count(text: str) -> int:
@@ -73,10 +78,10 @@ def test_a_long_haystack_is_settled_with_a_few_whole_prompt_counts(s_cases):
 def test_the_mode_drops_the_oldest_sessions_and_keeps_question_date_and_newest(s_cases):
     case = s_cases[0]
     model = FakeModel(script=["an answer"])
-    out = LongMemEvalOfficialMode().run(_ctx(case, window=8192, model=model))
+    out = answer(LongMemEvalOfficialMode(), _ctx(case, window=8192, model=model))
     (call,) = model.calls
     text = call["messages"][0]["content"]
-    blocks = session_blocks(_ctx(case, window=0))
+    blocks = _blocks(case)
     t = out.truncation
     assert t["truncated"] and t["dropped_sessions"] > 0 and t["fits"]
     assert t["kept_sessions"] + t["dropped_sessions"] == len(blocks)
@@ -89,6 +94,6 @@ def test_the_mode_drops_the_oldest_sessions_and_keeps_question_date_and_newest(s
 def test_a_prompt_that_fits_is_sent_whole(s_cases):
     case = s_cases[1]
     model = FakeModel(script=["ok"])
-    out = LongMemEvalOfficialMode().run(_ctx(case, window=10**6, model=model))
+    out = answer(LongMemEvalOfficialMode(), _ctx(case, window=10**6, model=model))
     assert not out.truncation["truncated"] and out.truncation["dropped_sessions"] == 0
-    assert all(b in model.calls[0]["messages"][0]["content"] for b in session_blocks(_ctx(case, window=0)))
+    assert all(b in model.calls[0]["messages"][0]["content"] for b in _blocks(case))

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runners.settings import RULES, RunConfigError, check, validate_settings
+from runners.settings import SETTINGS, RunConfigError, check, validate_settings
 from tests.test_bad_inputs import left_behind, one_error_line, run
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -50,7 +50,7 @@ def _numeric_leaves(node, prefix=""):
 
 
 def test_every_numeric_setting_in_configs_has_a_rule():
-    ruled = {r.key for r in RULES}
+    ruled = {r.key for r in SETTINGS}
     missing = set()
     for path in CONFIGS.rglob("*.yaml"):
         group = path.parent.relative_to(CONFIGS).as_posix()
@@ -87,5 +87,5 @@ def test_valid_values_pass_and_nulls_use_defaults():
 
 
 def test_check_accepts_integral_floats_and_refuses_bools():
-    rule = next(r for r in RULES if r.key == "dataset.limit")
+    rule = next(r for r in SETTINGS if r.key == "dataset.limit")
     assert check(rule, 3.0) is None and check(rule, True) is not None and check(rule, "3") is not None

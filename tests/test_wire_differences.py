@@ -151,10 +151,11 @@ def test_judge_sample_per_mode_defaults_to_false_and_is_typed():
 
 def test_answers_are_trimmed_as_go():
     from runners.modes import LongContextMode
+    from tests.contestant_kit import answer
     from tests.test_modes import _ctx
 
     model = FakeModel(script=["\x1c Paris \x1f \n"], usage=Usage(10, 2))
-    assert LongContextMode().run(_ctx(model, n_turns=2)).prediction == "\x1c Paris \x1f"
+    assert answer(LongContextMode(), _ctx(model, n_turns=2)).prediction == "\x1c Paris \x1f"
 
 
 # --- tool results ------------------------------------------------------------------------------------------

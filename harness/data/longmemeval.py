@@ -20,6 +20,7 @@ from typing import Any
 
 from harness.data.jsonarray import array_of_objects
 from harness.session.events import Event
+from harness.settings import yaml_defaults
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 AGENT_AUTHOR = "lme-eval-agent"  # the reference seeds assistant turns with the agent's name as author
@@ -86,7 +87,7 @@ class Case:
         return sum(len(s) for s in self.sessions)
 
     def events(
-        self, *, ids: str = "sequential", timestamps: str = "ms", session_header: str | None = None
+        self, *, ids: str | None = None, timestamps: str | None = None, session_header: str | None = None
     ) -> list[Event]:
         """One event per turn, all sessions flattened in file order (reference §3.1).
 
@@ -99,7 +100,11 @@ class Case:
         strictly increasing, as the summary boundary and search filters compare timestamps).
         `session_header`: a template with `{date}` put on its own line before the first turn of each session
         (how long_context and summary prompts, which show no timestamps, learn the session dates).
+        `ids`/`timestamps` not given: `wire.event_ids`/`wire.timestamps` of configs/config.yaml.
         """
+        wire = yaml_defaults("wire")
+        ids = wire["event_ids"] if ids is None else ids
+        timestamps = wire["timestamps"] if timestamps is None else timestamps
         if ids not in EVENT_ID_STYLES:
             raise ValueError(f"wire.event_ids: {ids!r} is not one of {list(EVENT_ID_STYLES)}")
         if timestamps not in TIMESTAMP_STYLES:

@@ -21,9 +21,9 @@ from typing import Any
 
 import httpx
 
-from harness.testing.fake_openai import Reply, completion
+from harness.llm.loopback import Reply, completion
 
-# Added by FakeOpenAIServer to each request it logs, not part of what the harness sent.
+# Added by LoopbackServer to each request it logs, not part of what the harness sent.
 _TRANSPORT_KEYS = ("_path", "_auth")
 UNRECORDED_STATUS = 400  # not retried by LLMClient: the case fails at once with the message below
 

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import IO, Any, BinaryIO
 from urllib.parse import urlparse
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+from harness.config_files import CONFIG_DIR
+
 _CHUNK = 1 << 20  # stream in 1 MiB chunks: parts are never held in memory whole
 _TRUTHY = {"1", "true", "yes", "on"}
 

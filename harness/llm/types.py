@@ -76,7 +76,8 @@ class EmbeddingResult:
 class ChatModel(Protocol):
     """What every model consumer depends on. `LLMClient` implements it; tests may script it."""
 
-    model: str
+    @property
+    def model(self) -> str: ...  # read-only here: an attribute or a property satisfies it (SaltedModel forwards)
 
     def chat(
         self,

@@ -1,4 +1,4 @@
-"""Answer-call texts of the three strategies (runners/modes.py) and of the official LongMemEval mode."""
+"""Answer-call texts of the three strategies (harness/contestants/) and of the official LongMemEval mode."""
 
 from __future__ import annotations
 

@@ -1,15 +1,16 @@
 """Retriever settings: `SearchConfig` (what `session_search` does and returns), presets and the speaker prior.
 
-The Hydra files in configs/retrieval/ instantiate these; `preset(name)` builds the same values in code.
+The Hydra files in configs/retrieval/ instantiate these; `preset(name)` reads the same file in code.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness.retrieval import text as tx
+from harness.settings import CONFIG_FILE, check_fields, group_default, setting
 
 MODES = ("dense", "hybrid", "keyword")
 
@@ -18,71 +19,66 @@ MODES = ("dense", "hybrid", "keyword")
 class SearchConfig:
     """How `session_search` retrieves and what it returns. Presets live in configs/retrieval/."""
 
-    name: str = "hybrid"
-    default_mode: str = "hybrid"  # used when the model omits or garbles search_mode
-    allow_keyword_mode: bool = True  # False: "keyword" maps to the default, as in the reference
-    fusion: str = "rrf"  # hybrid mode: "rrf" (reference) or "score" (BM25/max + alpha·cosine)
-    alpha: float = 1.0
+    name: str = field(default="hybrid", metadata=setting())
+    # used when the model omits or garbles search_mode
+    default_mode: str = field(default="hybrid", metadata=setting(choices=MODES))
+    # False: "keyword" maps to the default, as in the reference
+    allow_keyword_mode: bool = field(default=True, metadata=setting())
+    # hybrid mode: "rrf" (reference) or "score" (BM25/max + alpha·cosine)
+    fusion: str = field(default="rrf", metadata=setting(choices=("rrf", "score")))
+    alpha: float = field(default=1.0, metadata=setting(minimum=0))
     # Speaker prior for first-person queries ("what did I ..."): weight of assistant messages, and the
     # share of an assistant reply's score credited to the user message before it. 1.0 / 0.0 = off.
-    assistant_weight: float = 1.0
-    propagate: float = 0.0
+    assistant_weight: float = field(default=1.0, metadata=setting(minimum=0))
+    propagate: float = field(default=0.0, metadata=setting(minimum=0))
     # When the prior applies: "pronouns" = only for first-person queries; "user" = also for queries with no
     # person cue (keyword queries such as "yoga classes"), the second person still flipping it.
-    speaker_prior: str = "pronouns"
+    speaker_prior: str = field(default="pronouns", metadata=setting(choices=("pronouns", "user")))
     # Recall cues ("you mentioned", "our previous chat"): the query asks what the assistant said, even when it
     # also says "I"/"me" ("can you remind me what you recommended"); such queries flip the prior to the
     # assistant and get no reply→question propagation. Off in the reference presets.
-    recall_cues: bool = False
-    candidate_ratio: int = 3
-    rrf_k: int = 60
-    keyword_require_all: bool = False  # True: plainto_tsquery AND semantics (reference FTS)
-    stopwords: str = "lucene"  # keyword analyzer's list: "lucene" (bm25s) or "snowball" (PostgreSQL english)
-    tail_filter: bool = False  # reference quirk: keep only hits among the last `visible_events` events
-    visible_events: int = 20
-    lexical_fallback: bool = True  # substring scan when the (filtered) search found nothing
-    expand_top: int = 2  # hits that carry a context window
-    window: int = 2  # messages before/after in that window
-    context_chars: int | None = None  # None: full text (reference); else cut each window message
-    snippet_chars: int = tx.MAX_SNIPPET
-    wire_exact_schema: bool = True  # send the schema exactly as the reference did
+    recall_cues: bool = field(default=False, metadata=setting())
+    # Turn-pair scoring: share of a user message's score credited to the assistant reply right after it (the
+    # mirror of `propagate`), so a reply is found through the question it answers. 0.0 = off.
+    propagate_back: float = field(default=0.0, metadata=setting(minimum=0))
+    # Recency: scores × (1 + recency · t), t the message's time scaled to [0, 1] over the searched messages,
+    # so of two near-equal hits the later one (the updated fact) ranks first. 0.0 = off.
+    recency: float = field(default=0.0, metadata=setting(minimum=0))
+    candidate_ratio: int = field(default=3, metadata=setting(minimum=1))
+    rrf_k: int = field(default=60, metadata=setting(minimum=1))
+    # True: plainto_tsquery AND semantics (reference FTS)
+    keyword_require_all: bool = field(default=False, metadata=setting())
+    # keyword analyzer's list: "lucene" (bm25s) or "snowball" (PostgreSQL english)
+    stopwords: str = field(default="lucene", metadata=setting())
+    # reference quirk: keep only hits among the last `visible_events` events
+    tail_filter: bool = field(default=False, metadata=setting())
+    visible_events: int = field(default=20, metadata=setting(minimum=1))
+    # substring scan when the (filtered) search found nothing
+    lexical_fallback: bool = field(default=True, metadata=setting())
+    expand_top: int = field(default=2, metadata=setting(minimum=0))  # hits that carry a context window
+    window: int = field(default=2, metadata=setting(minimum=0))  # messages before/after in that window
+    # None: full text (reference); else cut each window message
+    context_chars: int | None = field(default=None, metadata=setting(minimum=1))
+    snippet_chars: int = field(default=tx.MAX_SNIPPET, metadata=setting(minimum=1))
+    wire_exact_schema: bool = field(default=True, metadata=setting())  # send the schema exactly as the reference did
     # "reference": the reference's response shape. "compact": hits only (event_id, role, score, snippet),
     # each snippet the hit's full text or, when long, a query-focused excerpt, within `budget_chars` in all.
-    response_style: str = "reference"
-    budget_chars: int = 1800
-    hit_chars: int = 700
-    top_hit_chars: int | None = None  # compact: the first `top_hits` hits whole up to this length (None: off)
-    top_hits: int = 1
+    response_style: str = field(default="reference", metadata=setting(choices=("reference", "compact")))
+    budget_chars: int = field(default=1800, metadata=setting(minimum=80))
+    hit_chars: int = field(default=700, metadata=setting(minimum=80))
+    # compact: the first `top_hits` hits whole up to this length (None: off)
+    top_hit_chars: int | None = field(default=None, metadata=setting(minimum=80))
+    top_hits: int = field(default=1, metadata=setting(minimum=0))
     # compact, for a query with a recall cue (what the assistant said: long replies, and the evidence is the
     # reply itself): budget and per-hit cap become this (None: unchanged).
-    recall_chars: int | None = None
+    recall_chars: int | None = field(default=None, metadata=setting(minimum=80))
 
     def __post_init__(self) -> None:
-        if self.default_mode not in MODES:
-            raise ValueError(f"SearchConfig.default_mode must be one of {MODES}, got {self.default_mode!r}")
-        for name in ("candidate_ratio", "rrf_k", "visible_events", "snippet_chars"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"SearchConfig.{name} must be ≥ 1, got {getattr(self, name)}")
-        from harness.retrieval.keyword import STOPWORDS
+        check_fields(self, "SearchConfig")  # ranges and choices: the declarations above
+        from harness.retrieval.keyword import STOPWORDS  # bm25s: imported when a retriever is built, not before
 
         if self.stopwords not in STOPWORDS:
             raise ValueError(f"SearchConfig.stopwords must be one of {sorted(STOPWORDS)}, got {self.stopwords!r}")
-        if self.speaker_prior not in ("pronouns", "user"):
-            raise ValueError(f"SearchConfig.speaker_prior must be 'pronouns' or 'user', got {self.speaker_prior!r}")
-        if self.fusion not in ("rrf", "score"):
-            raise ValueError(f"SearchConfig.fusion must be 'rrf' or 'score', got {self.fusion!r}")
-        if self.response_style not in ("reference", "compact"):
-            raise ValueError(
-                f"SearchConfig.response_style must be 'reference' or 'compact', got {self.response_style!r}"
-            )
-        for name in ("budget_chars", "hit_chars", "top_hit_chars", "recall_chars"):
-            v = getattr(self, name)
-            if v is not None and v < 80:
-                raise ValueError(f"SearchConfig.{name} must be ≥ 80 characters, got {v}")
-        if self.top_hits < 0:
-            raise ValueError(f"SearchConfig.top_hits must be ≥ 0, got {self.top_hits}")
-        if self.expand_top < 0 or self.window < 0:
-            raise ValueError("SearchConfig.expand_top and .window must be ≥ 0")
 
 
 _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|me|my|mine|myself)\b", re.I)
@@ -123,33 +119,11 @@ def speaker_weights(
 
 
 def preset(name: str, /, **overrides: Any) -> SearchConfig:
-    """Built-in presets (the Hydra configs in configs/retrieval/ mirror these)."""
-    base = {
-        "bm25": SearchConfig(name="bm25", default_mode="keyword"),
-        "hybrid": SearchConfig(name="hybrid"),
-        "trpc_parity": SearchConfig(
-            name="trpc_parity",
-            allow_keyword_mode=False,
-            keyword_require_all=True,
-            tail_filter=True,
-            stopwords="snowball",
-        ),
-        "default": SearchConfig(
-            name="default",
-            fusion="score",
-            alpha=1.0,
-            assistant_weight=0.5,
-            propagate=0.5,
-            speaker_prior="user",
-            response_style="compact",
-            expand_top=0,
-            wire_exact_schema=False,
-            recall_cues=True,
-            top_hit_chars=3000,
-            top_hits=2,
-            recall_chars=4000,
-        ),
-    }
-    if name not in base:
-        raise ValueError(f"unknown retrieval preset {name!r}; known: {sorted(base)}")
-    return replace(base[name], **overrides)
+    """The `config:` of configs/retrieval/<name>.yaml as a `SearchConfig` (the presets are declared there once)."""
+    try:
+        node = group_default("retrieval", name, "config")
+    except (FileNotFoundError, KeyError):
+        known = sorted(p.stem for p in (CONFIG_FILE.parent / "retrieval").glob("*.yaml"))
+        raise ValueError(f"unknown retrieval preset {name!r}; known: {known}") from None
+    values = {k: v for k, v in node.items() if k != "_target_"}
+    return SearchConfig(**{**values, **overrides})

@@ -23,6 +23,7 @@ import numpy as np
 from harness.llm.models import file_sha256
 from harness.retrieval.keyword import analyze
 from harness.retrieval.model_dir import resolve_model_dir
+from harness.settings import ClientSettings
 
 
 @runtime_checkable
@@ -147,11 +148,14 @@ class OpenAIEmbedder:
         dimensions: int | None = None,
         batch_size: int = 128,
         max_input_tokens: int = 8191,
-        timeout_s: float = 60.0,
-        max_retries: int = 4,
-        concurrency: int = 4,
         cache_path: str | None = None,
+        client: ClientSettings | None = None,
+        timeout_s: float | None = None,
+        max_retries: int | None = None,
+        concurrency: int | None = None,
     ) -> None:
+        """`client`: the run's `client:` settings (runners/components.py passes them; None: configs/config.yaml's),
+        `timeout_s`/`max_retries`/`concurrency` override one of them."""
         from harness.llm.cache import ResponseCache
         from harness.llm.client import LLMClient
 
@@ -165,6 +169,7 @@ class OpenAIEmbedder:
             base_url=url,
             model=model,
             api_key=key,
+            settings=client,
             timeout_s=timeout_s,
             max_retries=max_retries,
             concurrency=concurrency,

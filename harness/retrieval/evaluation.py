@@ -83,6 +83,7 @@ class CaseResult:
     response_tokens: int | None = None
     response_has_evidence: bool | None = None  # full text of an evidence turn appears in the response
     response_hits_evidence: bool | None = None  # an evidence turn is among the returned hits
+    evidence_tokens: int | None = None  # response prefix (tokens) that carries an evidence turn whole
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -105,6 +106,28 @@ def evidence_in_response(content: str, events: Sequence[Event]) -> tuple[bool, b
     return full, bool(hit_ids & set(relevant))
 
 
+def evidence_tokens(content: str, events: Sequence[Event], counter) -> int | None:
+    """Tokens of the shortest prefix of the response that holds an evidence turn's full text, or None.
+
+    A response cut to a budget of B tokens carries the evidence exactly when this is ≤ B, so one number per
+    case gives the budget-matched figure for every budget. The text is looked for as the response writes it
+    (JSON-escaped), in snippets and windows alike.
+    """
+    from harness.golang import go_json
+
+    best: int | None = None
+    for e in events:
+        text = e.content.strip() if e.has_answer else ""
+        if not text:
+            continue
+        pos = content.find(go_json(text)[1:-1])
+        if pos < 0:
+            continue
+        n = counter.count(content[: pos + len(go_json(text)) - 2])
+        best = n if best is None else min(best, n)
+    return best
+
+
 def evaluate_case(
     retriever, case_id: str, events: Sequence[Event], question: str, *, counter=None, top_k: int = 10
 ) -> CaseResult:
@@ -125,6 +148,7 @@ def evaluate_case(
     res.response_has_evidence, res.response_hits_evidence = evidence_in_response(default.content, events)
     if counter is not None:
         res.response_tokens = counter.count(default.content)
+        res.evidence_tokens = evidence_tokens(default.content, events, counter)
     res.extra["default_query_ms"] = default.trace.get("latency_ms")
     return res
 

@@ -157,19 +157,28 @@ class CaseIndex:
         return kw + alpha * np.clip(cos, 0.0, None), cos
 
     def apply_priors(
-        self, scores: np.ndarray, *, user_weight: float, assistant_weight: float, propagate: float
+        self,
+        scores: np.ndarray,
+        *,
+        user_weight: float,
+        assistant_weight: float,
+        propagate: float,
+        propagate_back: float = 0.0,
     ) -> np.ndarray:
-        """Role weights, and credit from an assistant reply to the user message it answers.
+        """Role weights, and credit between a user message and the assistant reply right after it.
 
         A reply that restates what the user said ("30 minutes a day is great!") is evidence that the user
         message before it is the relevant one; `propagate` adds that share of the reply's score to it.
+        `propagate_back` is the mirror: a question that shares the query's words points at its answer.
         """
         out = scores.astype(np.float64, copy=True)
         roles = self._roles
+        nxt = self._next_reply
+        has = nxt >= 0
         if propagate:
-            nxt = self._next_reply
-            has = nxt >= 0
             out[has] += propagate * scores[nxt[has]]
+        if propagate_back:
+            out[nxt[has]] += propagate_back * scores[has]
         weights = np.where(roles == "user", user_weight, np.where(roles == "assistant", assistant_weight, 1.0))
         return out * weights
 
@@ -190,6 +199,17 @@ class CaseIndex:
                     nxt[i] = i + 1
             self._next_cache = nxt
         return self._next_cache
+
+    def apply_recency(self, scores: np.ndarray, mask: np.ndarray, weight: float) -> np.ndarray:
+        """scores × (1 + weight · t), t each message's time scaled to [0, 1] over the masked messages."""
+        ts = self.timestamps
+        if not weight or not mask.any():
+            return scores
+        lo, hi = float(ts[mask].min()), float(ts[mask].max())
+        if hi <= lo:
+            return scores
+        t = np.clip((ts - lo) / (hi - lo), 0.0, 1.0)
+        return scores * (1.0 + weight * t)
 
     def ranked(self, scores: np.ndarray, mask: np.ndarray, k: int, *, min_dense: float = 0.0, cos=None):
         ok = mask & self.indexed & (scores > 0)

@@ -277,10 +277,16 @@ class SessionTools:
         if self._score_level(mode):
             scores, cos = index.score_vector(query, mode, alpha=cfg.alpha)
             uw, aw = speaker_weights(query, cfg.assistant_weight, cfg.speaker_prior, cfg.recall_cues)
-            if uw != 1.0 or aw != 1.0 or cfg.propagate:
+            if uw != 1.0 or aw != 1.0 or cfg.propagate or cfg.propagate_back:
                 scores = index.apply_priors(
-                    scores, user_weight=uw, assistant_weight=aw, propagate=cfg.propagate if uw >= aw else 0.0
+                    scores,
+                    user_weight=uw,
+                    assistant_weight=aw,
+                    propagate=cfg.propagate if uw >= aw else 0.0,
+                    propagate_back=cfg.propagate_back,
                 )
+            if cfg.recency:
+                scores = index.apply_recency(scores, mask, cfg.recency)
             return index.ranked(scores, mask, k, min_dense=min_score, cos=cos), mode
         if mode == "keyword":
             return index.keyword_search(query, mask, k, require_all=cfg.keyword_require_all), "keyword"
@@ -302,7 +308,7 @@ class SessionTools:
     def _score_level(self, mode: str) -> bool:
         """Whether ranking uses whole score vectors (fusion/priors) rather than the reference top-k lists."""
         cfg = self.config
-        priors = cfg.assistant_weight != 1.0 or cfg.propagate != 0.0
+        priors = cfg.assistant_weight != 1.0 or cfg.propagate != 0.0 or cfg.propagate_back != 0.0 or cfg.recency != 0.0
         return (mode == "hybrid" and cfg.fusion == "score") or (priors and not cfg.keyword_require_all)
 
     def _search_with_fallback(self, session, index, mask, query, k, min_score, mode, trace) -> list[_Hit]:

@@ -30,6 +30,7 @@ from harness.llm.types import ChatModel
 from harness.prompts.judges import LME_ABSTENTION_PROMPT, LME_JUDGE_PROMPTS, TRPC_JUDGE_PROMPT
 from harness.scoring.base import MetricSpec, ScoreInput, ScoreResult, require_text
 from harness.scoring.lexical import contains_match
+from harness.settings import group_default
 
 FALLBACK_REASON = "failed to parse JSON response"  # the reference's wording
 
@@ -275,8 +276,8 @@ class TrpcJudge:
 
 
 # --- The official LongMemEval QA judge ------------------------------------------------------------------
-# Prompts: harness/prompts/judges.py. The official call: one user message, temperature 0, max_tokens 10 (evaluate_qa.py).
-LME_JUDGE_PARAMS: dict[str, Any] = {"temperature": 0, "max_tokens": 10}
+# Prompts: harness/prompts/judges.py. The official call: one user message, temperature 0, max_tokens 10
+# (evaluate_qa.py); those parameters are configs/judge/longmemeval.yaml's `params`, read when none are given.
 
 
 def lme_prompt_kind(question_id: str, question_type: str) -> str:
@@ -344,7 +345,9 @@ class LongMemEvalJudge:
         self, model: ChatModel, params: Mapping[str, Any] | None = None, sample_per_mode: bool | None = None
     ) -> None:
         self.model = model
-        self.params: dict[str, Any] = dict(LME_JUDGE_PARAMS) if params is None else _plain(params)
+        if params is None:
+            params = group_default("judge", "longmemeval", "params")
+        self.params: dict[str, Any] = _plain(params)
         self.sample_per_mode = _sample_per_mode(sample_per_mode)
         clash = {"messages", "tools", "purpose"} & self.params.keys()
         if clash:

@@ -1,0 +1,164 @@
+"""The contestant interface: what a context-management strategy or memory system gives the benchmark.
+
+A contestant answers one case in two steps, driven by the pipeline (runners/replay.py, runners/plan.py):
+
+1. `ingest(history, kit)`: it receives the case's sessions (`CaseHistory`: the events with their dates and
+   session ids) and builds whatever memory it keeps (a summary, a search index, the events themselves, a
+   remote store's handle). `CaseHistory` has no question field: the question cannot reach ingest.
+2. `answer(memory, question, kit)`: it answers the question (with its date) from that memory alone.
+
+Ingest and answer each report their own model calls and trace (`Ingested`, `Answer`) and the pipeline times
+each step apart, so ingest cost and time are never mixed into answer cost and time. Isolation: the memory is a value the pipeline hands back only for the case
+that built it; a contestant instance is shared by every case and must keep no per-case state of its own.
+
+`Toolkit` is what the run lends every contestant (the answer model and its generation settings, the window,
+a token counter, the summary engine, the retrieval tools): a contestant uses what it needs; the pipeline
+never looks inside.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from harness.data.longmemeval import Case, Turn
+from harness.llm.types import ChatModel, ChatResult, Message
+from harness.records import Record
+from harness.session.events import Session
+
+
+class TokenCounter(Protocol):
+    def count(self, text: str) -> int: ...
+    def count_messages(self, messages: Sequence[Message]) -> int: ...
+
+
+@dataclass(frozen=True)
+class DatedSession:
+    """One haystack session as the dataset gives it: its id, its date string and its turns."""
+
+    session_id: str
+    date: str
+    turns: tuple[Turn, ...]
+
+
+@dataclass(frozen=True)
+class CaseHistory:
+    """What ingest receives. Deliberately no question, question date or answer: only the history.
+
+    `unit_id` keys the memory of this case (one unit per question; it names, it does not describe).
+    `session` is the history as the events the harness replays (the wire's ids and timestamps, session
+    headers when configured); `sessions` the same turns grouped by dataset session with their dates."""
+
+    unit_id: str
+    session: Session
+    sessions: tuple[DatedSession, ...]
+
+    @classmethod
+    def of(cls, case: Case, session: Session) -> CaseHistory:
+        """The history of `case`, its events being `session` (runners/wire.py builds them)."""
+        dated = zip(case.session_ids, case.session_dates, case.sessions, strict=True)
+        return cls(case.question_id, session, tuple(DatedSession(i, d, t) for i, d, t in dated))
+
+
+@dataclass(frozen=True)
+class Question:
+    """What answer receives besides the memory: the question and its date."""
+
+    unit_id: str
+    text: str  # as the dataset states it
+    date: str  # the question's date (LongMemEval `question_date`)
+    message: str  # the user message as sent (`wire.question_template` applied; else `text`)
+
+    @classmethod
+    def of(cls, case: Case, message: str) -> Question:
+        return cls(case.question_id, case.question, case.question_date, message)
+
+
+@dataclass
+class Toolkit:
+    """What the run lends every contestant; built once per run (runners/components.py, runners/plan.py)."""
+
+    model: ChatModel  # the answer model (the same client, cache and accounting for every contestant)
+    generation: dict[str, Any]
+    context_window: int
+    token_counter: TokenCounter
+    token_ratio: float = 1.0  # model tokens per o200k token (safety factor for fitting a local model's window)
+    summaries: Any = None  # runners.summaries.SummaryProvider: get(unit_id, session, contestant) -> ProvidedSummary
+    retrieval: Any = None  # tools(session, boundary=...) -> SessionTools over a session's events
+
+    def resume(self, prior: Iterable[Record]) -> None:
+        """An interrupted run's records: summaries they recorded keep their attribution (generated / reused)."""
+        if self.summaries is None:
+            return
+        for r in prior:
+            if r.summary and r.summary.get("reused") is False:
+                self.summaries.adopt(r.question_id, r.summary.get("generated_for") or r.mode)
+
+    def forget(self, unit_id: str) -> None:
+        """The case is done: drop the run-level bookkeeping kept for it (never a memory: those are values)."""
+        if self.summaries is not None:
+            self.summaries.forget(unit_id)
+
+
+@dataclass
+class Ingested:
+    """What ingest built and what it cost. `memory` is opaque to the pipeline: it is only handed back to the
+    same contestant's `answer` for the same case."""
+
+    memory: Any
+    calls: list[ChatResult] = field(default_factory=list)  # model calls made while ingesting
+    trace: list[dict[str, Any]] = field(default_factory=list)  # what ingest did, for the record
+    summary: dict[str, Any] | None = None  # the record's `summary` when the contestant built one
+
+
+@dataclass
+class Answer:
+    """The answer and what answering cost (never ingest's cost)."""
+
+    prediction: str
+    calls: list[ChatResult]
+    query_latency_s: float
+    tool_trace: list[dict[str, Any]] = field(default_factory=list)
+    truncation: dict[str, Any] | None = None
+    error: str | None = None
+    final_messages: int = 0
+    tool_results: list[tuple[str, str]] = field(default_factory=list)  # (tool name, content) as sent back
+
+
+class Contestant(Protocol):
+    """Selected by the Hydra `mode:` group: `mode.<name>: {_target_: ...}`; `name` is the config key."""
+
+    name: str
+
+    def ingest(self, history: CaseHistory, kit: Toolkit) -> Ingested: ...
+
+    def answer(self, memory: Any, question: Question, kit: Toolkit) -> Answer: ...
+
+
+def query_latency(calls: Sequence[ChatResult], harness_s: float) -> float:
+    """Latency of a stage: model time (as originally measured, also when replayed from cache) plus harness time."""
+    return sum(c.latency_s for c in calls) + harness_s
+
+
+class Stopwatch:
+    """Separates the harness's own time from time spent waiting on the model."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.model_wall = 0.0
+
+    def model(self, fn: Callable[[], ChatResult]) -> ChatResult:
+        t0 = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            self.model_wall += time.perf_counter() - t0
+
+    def harness_s(self) -> float:
+        return max(0.0, time.perf_counter() - self.start - self.model_wall)
+
+
+def question_message(question: Question) -> Message:
+    return {"role": "user", "content": question.message}

@@ -1,0 +1,71 @@
+"""long_context: all history as chat messages (reference §4.2), fitted to the model's window when it does not fit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from harness.contestants.base import (
+    Answer,
+    CaseHistory,
+    Ingested,
+    Question,
+    Stopwatch,
+    Toolkit,
+    query_latency,
+    question_message,
+)
+from harness.golang import go_trim_space  # answers are trimmed as the reference's Go code trims them
+from harness.prompts.answer import LME_INSTRUCTION
+from harness.session.events import Session
+from harness.settings import yaml_field
+
+
+@dataclass
+class LongContextMode:
+    """Ingest keeps the events; answer sends them all (the newest `max_events`), then the question."""
+
+    name: str = "long_context"
+    instruction: str = LME_INSTRUCTION
+    max_events: int = yaml_field("mode", "long_context", "max_events")  # the reference session keeps 1000
+    reserve_tokens: int = 64
+
+    def ingest(self, history: CaseHistory, kit: Toolkit) -> Ingested:
+        return Ingested(memory=history.session)
+
+    def answer(self, memory: Any, question: Question, kit: Toolkit) -> Answer:
+        from harness.session.assembly import drop_leading_non_user, tailor
+        from harness.session.tokens import ScaledCounter
+
+        session: Session = memory
+        sw = Stopwatch()
+        events = session.events[-self.max_events :] if self.max_events else session.events
+        shown = drop_leading_non_user(events)  # like the reference session filter: history starts at a user turn
+        messages = [
+            {"role": "system", "content": self.instruction},
+            *(e.to_message() for e in shown),
+            question_message(question),
+        ]
+        # The last layer: fit the model's window by dropping the oldest rounds (never a tool call from its result).
+        budget = kit.context_window - int(kit.generation.get("max_tokens") or 0) - self.reserve_tokens
+        counter = kit.token_counter if kit.token_ratio == 1 else ScaledCounter(kit.token_counter, kit.token_ratio)
+        fitted = tailor(messages, budget, counter)
+        dropped = len(session.events) - len(shown) + fitted.dropped
+        info = {
+            "truncated": dropped > 0,
+            "dropped_events": dropped,
+            "kept_events": len(session.events) - dropped,
+            "total_events": len(session.events),
+            "estimated_prompt_tokens": fitted.tokens_after,
+            "estimated_full_prompt_tokens": fitted.tokens_before,
+            "budget_tokens": budget,
+            "fits": fitted.fits,
+        }
+        r = sw.model(lambda: kit.model.chat(fitted.messages, **kit.generation))
+        return Answer(
+            prediction=go_trim_space(r.content),
+            calls=[r],
+            query_latency_s=query_latency([r], sw.harness_s()),
+            truncation=info,
+            final_messages=len(fitted.messages),
+        )
