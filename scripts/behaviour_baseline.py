@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import gzip
 import hashlib
 import io
@@ -209,6 +210,19 @@ def _normalise(value: Any, work: str) -> Any:
     return value
 
 
+@functools.cache
+def _places() -> tuple[tuple[str, str], ...]:
+    """The machine's paths that outputs name: the shared data folder (../shared beside a clone, wherever CI puts
+    it) and this checkout; longest first, so the data folder inside a checkout is named as data."""
+    from harness.data.longmemeval import find_local
+
+    oracle = find_local("longmemeval_oracle.json.gz")
+    places = [(str(ROOT), "<checkout>")]
+    if oracle is not None:
+        places += [(str(Path(oracle).resolve().parent), "<data>"), (str(Path(oracle).parent), "<data>")]
+    return tuple(sorted(set(places), key=lambda p: -len(p[0])))
+
+
 def _clock(value: Any) -> Any:
     """A clock reading's fixed stand-in: 0 for a number, "<time>" for a time stamp; other values kept."""
     if isinstance(value, bool) or value is None:
@@ -217,7 +231,8 @@ def _clock(value: Any) -> Any:
 
 
 def _volatile(text: str) -> str:
-    text = text.replace(str(ROOT), "<checkout>")  # a worktree's checkout path is not behaviour
+    for path, name in _places():  # where the checkout and the data happen to lie is not behaviour
+        text = text.replace(path, name)
     for pattern, repl in VOLATILE:
         text = pattern.sub(repl, text)
     return text
