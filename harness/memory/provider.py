@@ -1,0 +1,192 @@
+"""The memory-provider contract: what a memory system gives the benchmark (docs/memory-systems.md).
+
+A provider is driven per *unit* (one unit per LongMemEval question, so cases never share memory):
+
+    capabilities()                          -> Capabilities       (once per run)
+    setup(unit)                                                    (an empty memory for the unit)
+    ingest(unit, sessions)                  -> Ingest             (the history; never the question)
+    ready(unit)                             -> bool               (polled until true when ingest is asynchronous)
+    retrieve(unit, query, top_k, as_of)     -> Retrieval          (items for the question, none dated after as_of)
+    answer(unit, query, as_of)              -> ProviderAnswer     (optional: systems that answer themselves)
+    teardown(unit)                                                 (forget the unit)
+
+The same calls exist as HTTP/JSON routes (harness/memory/http.py); this module is the Python form. Dates are
+ISO 8601 in UTC (`2023-05-20T02:21:00Z`), so they compare as strings in any language. A provider that fails
+raises `ProviderError`; the harness records the failure against the unit and never scores it as a wrong answer.
+
+Stable: the mem0 adapter and the HTTP client are written against it; a change here is named in its commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Protocol, runtime_checkable
+
+CONTRACT_VERSION = "1"
+# Calls every provider answers, and the optional ones a provider names in `Capabilities.calls`.
+REQUIRED_CALLS = frozenset({"setup", "ingest", "retrieve", "teardown"})
+OPTIONAL_CALLS = frozenset({"ready", "answer"})
+ROLES = frozenset({"user", "assistant"})
+LME_DATE_FORMAT = "%Y/%m/%d (%a) %H:%M"  # the dataset's dates, e.g. "2023/05/20 (Sat) 02:21"
+
+
+class ProviderError(RuntimeError):
+    """A provider call failed; names the provider, the call and the unit."""
+
+    def __init__(self, provider: str, call: str, unit: str | None, message: str) -> None:
+        self.provider, self.call, self.unit, self.detail = provider, call, unit, message
+        where = f" for unit {unit!r}" if unit else ""
+        super().__init__(f"memory provider {provider!r}: {call}{where} failed: {message}")
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """Who the provider is and what it supports. `concurrency`: units it accepts in flight at once."""
+
+    name: str
+    version: str
+    calls: frozenset[str] = REQUIRED_CALLS
+    concurrency: int = 1
+    contract: str = CONTRACT_VERSION
+
+    def supports(self, call: str) -> bool:
+        return call in self.calls
+
+    def problems(self) -> list[str]:
+        """What is wrong with these capabilities (empty when well formed)."""
+        out = []
+        if not self.name:
+            out.append("capabilities.name is empty")
+        if missing := sorted(REQUIRED_CALLS - self.calls):
+            out.append(f"capabilities.calls lacks the required {missing}")
+        if unknown := sorted(self.calls - REQUIRED_CALLS - OPTIONAL_CALLS):
+            out.append(f"capabilities.calls names unknown calls {unknown}")
+        if self.concurrency < 1:
+            out.append(f"capabilities.concurrency must be >= 1, got {self.concurrency}")
+        return out
+
+
+@dataclass(frozen=True)
+class MemoryTurn:
+    """One turn as ingest receives it: its role and text (never the dataset's gold `has_answer` label)."""
+
+    role: str  # "user" | "assistant"
+    content: str
+
+
+@dataclass(frozen=True)
+class MemorySession:
+    """One haystack session: its id, its date (ISO 8601 UTC) and its turns in order."""
+
+    session_id: str
+    date: str
+    turns: tuple[MemoryTurn, ...]
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What a call spent, as the provider reports it (all optional; zero = not reported)."""
+
+    input_tokens: int = 0  # LLM prompt tokens
+    output_tokens: int = 0  # LLM completion tokens
+    embedding_tokens: int = 0
+    llm_calls: int = 0
+    cost_usd: float | None = None
+
+    def __add__(self, other: Usage) -> Usage:
+        cost = (
+            None if self.cost_usd is None and other.cost_usd is None else (self.cost_usd or 0) + (other.cost_usd or 0)
+        )
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.embedding_tokens + other.embedding_tokens,
+            self.llm_calls + other.llm_calls,
+            cost,
+        )
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where an item came from, when the provider knows: the session id, the turn's index in it, its date."""
+
+    session_id: str | None = None
+    turn_index: int | None = None
+    date: str | None = None  # ISO 8601 UTC
+
+
+@dataclass(frozen=True)
+class MemoryItem:
+    """One retrieved item: text the reader sees, its score (higher = better) and provenance when known."""
+
+    text: str
+    score: float | None = None
+    provenance: Provenance | None = None
+
+
+@dataclass(frozen=True)
+class Ingest:
+    """Ingest's outcome: `ready` false means retrieval must wait until `ready(unit)` says true."""
+
+    usage: Usage = field(default_factory=Usage)
+    ready: bool = True
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    items: tuple[MemoryItem, ...]
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass(frozen=True)
+class ProviderAnswer:
+    """A provider's own answer (optional call); `items` what it used, when it says."""
+
+    answer: str
+    usage: Usage = field(default_factory=Usage)
+    items: tuple[MemoryItem, ...] = ()
+
+
+@runtime_checkable
+class MemoryProvider(Protocol):
+    """The Python form of the contract. Calls may come from several threads (up to `concurrency` units)."""
+
+    def capabilities(self) -> Capabilities: ...
+
+    def setup(self, unit: str) -> None: ...
+
+    def ingest(self, unit: str, sessions: Sequence[MemorySession]) -> Ingest: ...
+
+    def ready(self, unit: str) -> bool: ...
+
+    def retrieve(self, unit: str, query: str, top_k: int, as_of: str) -> Retrieval: ...
+
+    def answer(self, unit: str, query: str, as_of: str) -> ProviderAnswer: ...
+
+    def teardown(self, unit: str) -> None: ...
+
+
+class ProviderBase:
+    """Defaults for the optional calls: always ready, no native answer. Subclasses implement the rest."""
+
+    def ready(self, unit: str) -> bool:
+        return True
+
+    def answer(self, unit: str, query: str, as_of: str) -> ProviderAnswer:
+        raise ProviderError(type(self).__name__, "answer", unit, "this provider does not answer (no 'answer' call)")
+
+
+def iso_date(lme_date: str) -> str:
+    """The dataset's date ("2023/05/20 (Sat) 02:21") as the contract's ISO 8601 UTC ("2023-05-20T02:21:00Z")."""
+    try:
+        return datetime.strptime(lme_date.strip(), LME_DATE_FORMAT).replace(tzinfo=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except ValueError as e:
+        raise ValueError(f"not a LongMemEval date ({LME_DATE_FORMAT!r}): {lme_date!r}") from e
+
+
+def parse_iso(date: str) -> datetime:
+    """An ISO 8601 date of the contract (a trailing Z, or an offset; no offset = UTC)."""
+    d = datetime.fromisoformat(date.replace("Z", "+00:00"))
+    return d if d.tzinfo else d.replace(tzinfo=UTC)

@@ -1,0 +1,43 @@
+"""The memory-provider contract's own types (harness/memory/provider.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.memory.provider import (
+    REQUIRED_CALLS,
+    Capabilities,
+    ProviderError,
+    Usage,
+    iso_date,
+    parse_iso,
+)
+
+
+def test_dataset_dates_become_iso_utc_that_sort_as_strings() -> None:
+    a, b = iso_date("2023/05/20 (Sat) 02:21"), iso_date("2023/05/30 (Tue) 23:40")
+    assert a == "2023-05-20T02:21:00Z"
+    assert a < b and parse_iso(a) < parse_iso(b)
+    with pytest.raises(ValueError, match="2023-05-20"):
+        iso_date("2023-05-20")
+
+
+def test_capabilities_name_each_problem() -> None:
+    assert Capabilities("bm25", "1").problems() == []
+    bad = Capabilities("", "1", frozenset({"setup", "retrieve", "fly"}), concurrency=0)
+    problems = bad.problems()
+    assert len(problems) == 4
+    assert any("'ingest'" in p and "'teardown'" in p for p in problems)
+    assert any("'fly'" in p for p in problems)
+    assert Capabilities("x", "1", REQUIRED_CALLS | {"answer"}).supports("answer")
+
+
+def test_usage_adds_and_keeps_unreported_cost_unknown() -> None:
+    total = Usage(10, 2, 5, 1) + Usage(1, 1, 0, 1, cost_usd=0.5)
+    assert total == Usage(11, 3, 5, 2, 0.5)
+    assert (Usage() + Usage()).cost_usd is None
+
+
+def test_provider_error_names_provider_call_and_unit() -> None:
+    e = ProviderError("mem0", "ingest", "q1", "timeout")
+    assert "'mem0'" in str(e) and "ingest" in str(e) and "'q1'" in str(e) and "timeout" in str(e)
