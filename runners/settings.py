@@ -54,6 +54,11 @@ UNDECLARED_COMPONENTS: tuple[Setting, ...] = (
     Setting("prompt.max_summary_words", int, 0),
     Setting("mode.long_context.max_events", int, 1),
     Setting("mode.summary_ondemand.max_tool_iterations", int, 1),
+    Setting("mode.memory.top_k", int, 1),  # harness/memory/contestant.py
+    Setting("mode.memory.context_tokens", int, 1),
+    Setting("mode.memory.native_answer", bool),
+    Setting("mode.memory.ready_timeout_s", float, 0, exclusive_min=True),
+    Setting("memory.timeout_s", float, 0, exclusive_min=True),  # configs/memory/http.yaml
     Setting("retrieval.max_embed_tokens", int, 1),
     Setting("retrieval.embedder.dimensions", int, 1),
     Setting("cache.enabled", bool, results=False, named=True),

@@ -18,8 +18,9 @@ def test_dataset_dates_become_iso_utc_that_sort_as_strings() -> None:
     a, b = iso_date("2023/05/20 (Sat) 02:21"), iso_date("2023/05/30 (Tue) 23:40")
     assert a == "2023-05-20T02:21:00Z"
     assert a < b and parse_iso(a) < parse_iso(b)
-    with pytest.raises(ValueError, match="2023-05-20"):
-        iso_date("2023-05-20")
+    assert iso_date("2023/05/30") == "2023-05-30T00:00:00Z"
+    with pytest.raises(ValueError, match="20 May 2023"):
+        iso_date("20 May 2023")
 
 
 def test_capabilities_name_each_problem() -> None:

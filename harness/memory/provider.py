@@ -179,11 +179,14 @@ class ProviderBase:
 
 
 def iso_date(lme_date: str) -> str:
-    """The dataset's date ("2023/05/20 (Sat) 02:21") as the contract's ISO 8601 UTC ("2023-05-20T02:21:00Z")."""
-    try:
-        return datetime.strptime(lme_date.strip(), LME_DATE_FORMAT).replace(tzinfo=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    except ValueError as e:
-        raise ValueError(f"not a LongMemEval date ({LME_DATE_FORMAT!r}): {lme_date!r}") from e
+    """The dataset's date ("2023/05/20 (Sat) 02:21", or a bare "2023/05/20") as the contract's ISO 8601 UTC
+    ("2023-05-20T02:21:00Z"); ValueError naming the text otherwise."""
+    for fmt in (LME_DATE_FORMAT, "%Y/%m/%d"):
+        try:
+            return datetime.strptime(lme_date.strip(), fmt).replace(tzinfo=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        except ValueError:
+            continue
+    raise ValueError(f"not a LongMemEval date ({LME_DATE_FORMAT!r}): {lme_date!r}")
 
 
 def parse_iso(date: str) -> datetime:

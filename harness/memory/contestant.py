@@ -1,0 +1,229 @@
+"""A memory provider as a contestant (harness/contestants/base.py), fair by default.
+
+ingest = setup + ingest + wait for readiness; its provider-reported usage and time go to the record's `ingest`
+(the pipeline times the step), apart from answering. answer = retrieve(top_k, as_of = the question's date) →
+items dated after the question dropped and counted → context cut to `context_tokens` (the cut recorded) → the
+SAME reader for every provider: the answer model (`kit.model`, same generation settings) with LongMemEval's own
+answer prompt over the retrieved items. `native_answer: true` asks the provider's own answer call instead: a
+labelled variant (`variant` in every trace), to be shown beside the fair run, never instead of it.
+
+Isolation: the unit id is the question id; the memory handed back to `answer` is only that id, and teardown
+runs when the case is done (after answer, or when ingest fails). The question reaches the provider only through retrieve/answer.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, TypeVar
+
+from harness.contestants.base import Answer, CaseHistory, Ingested, Question, Stopwatch, Toolkit, query_latency
+from harness.golang import go_trim_space
+from harness.memory.provider import (
+    MemoryItem,
+    MemoryProvider,
+    MemorySession,
+    MemoryTurn,
+    ProviderError,
+    Usage,
+    iso_date,
+    parse_iso,
+)
+from harness.prompts.answer import LME_OFFICIAL_TEMPLATE
+from harness.settings import group_default, yaml_field
+
+T = TypeVar("T")
+ITEM_BLOCK = "\n### Memory {} ({}):\n{}\n"
+
+
+def memory_sessions(history: CaseHistory) -> tuple[MemorySession, ...]:
+    """The contract's view of a case's history: ids, ISO dates, roles and texts (no gold labels)."""
+    return tuple(
+        MemorySession(s.session_id, iso_date(s.date), tuple(MemoryTurn(t.role, t.content) for t in s.turns))
+        for s in history.sessions
+    )
+
+
+@dataclass(frozen=True)
+class Cut:
+    """What the context cap kept of the retrieved items (recorded as the answer's `truncation`)."""
+
+    kept: tuple[str, ...]
+    info: dict[str, Any]
+
+
+def cut_to_cap(items: list[MemoryItem], cap: int, count) -> Cut:
+    """Items in rank order, whole while they fit in `cap` tokens; the first that does not fit is cut to the tokens
+    left (when any), the rest dropped."""
+    kept: list[str] = []
+    used = before = 0
+    cut_item = False
+    for it in items:
+        n = count(it.text)
+        before += n
+        if used + n <= cap:
+            kept.append(it.text)
+            used += n
+        elif not cut_item and cap - used > 0:
+            text = it.text[: max(1, len(it.text) * (cap - used) // max(n, 1))]
+            while text and count(text) > cap - used:
+                text = text[: int(len(text) * 0.9)]
+            if text:
+                kept.append(text)
+                used += count(text)
+            cut_item = True
+        else:
+            cut_item = True
+    info = {
+        "truncated": before > used,
+        "context_tokens_cap": cap,
+        "retrieved_tokens": before,
+        "kept_tokens": used,
+        "retrieved_items": len(items),
+        "kept_items": len(kept),
+    }
+    return Cut(tuple(kept), info)
+
+
+@dataclass
+class ProviderContestant:
+    """Selected by `mode=memory memory=<provider>` (configs/mode/memory.yaml, configs/memory/*.yaml)."""
+
+    provider: MemoryProvider
+    name: str = "memory"
+    top_k: int = yaml_field("mode", "memory", "top_k")
+    context_tokens: int = yaml_field("mode", "memory", "context_tokens")
+    native_answer: bool = False  # the provider's own answer call: a labelled variant
+    ready_timeout_s: float = yaml_field("mode", "memory", "ready_timeout_s")
+    ready_poll_s: float = 0.5
+    _who: dict[str, Any] | None = field(default=None, init=False, repr=False)
+    _slots: threading.BoundedSemaphore | None = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.provider is None:
+            raise ValueError(
+                "mode=memory needs a provider: add memory=<name> (configs/memory/, docs/memory-systems.md)"
+            )
+
+    @property
+    def variant(self) -> str:
+        fair = (self.top_k, self.context_tokens) == (
+            group_default("mode", "memory", "top_k"),
+            group_default("mode", "memory", "context_tokens"),
+        )
+        return "native_answer" if self.native_answer else ("fair" if fair else "settings")
+
+    def _capabilities(self) -> dict[str, Any]:
+        """Asked once per run (then kept): who the provider is, and its concurrency limit as a semaphore."""
+        with self._lock:
+            if self._who is None:
+                caps = self.provider.capabilities()
+                if problems := caps.problems():
+                    raise ProviderError(caps.name or "?", "capabilities", None, "; ".join(problems))
+                if self.native_answer and not caps.supports("answer"):
+                    raise ProviderError(caps.name, "capabilities", None, "native_answer is set but no 'answer' call")
+                self._slots = threading.BoundedSemaphore(caps.concurrency)
+                self._who = {"provider": caps.name, "version": caps.version, "variant": self.variant}
+            return self._who
+
+    def _call(self, fn: Callable[[], T]) -> T:
+        """One provider call, within the provider's own concurrency limit (calls in flight at once)."""
+        assert self._slots is not None  # _capabilities() came first
+        with self._slots:
+            return fn()
+
+    def ingest(self, history: CaseHistory, kit: Toolkit) -> Ingested:
+        who = self._capabilities()
+        unit = history.unit_id
+        t0 = time.perf_counter()
+        self._call(lambda: self.provider.setup(unit))
+        try:
+            done = self._call(lambda: self.provider.ingest(unit, memory_sessions(history)))
+            t_ingest = time.perf_counter() - t0
+            polls = 0  # ready() calls made
+            ready = done.ready
+            while not ready:
+                if time.perf_counter() - t0 > self.ready_timeout_s:
+                    raise ProviderError(who["provider"], "ready", unit, f"not ready after {self.ready_timeout_s} s")
+                polls += 1
+                ready = self._call(lambda: self.provider.ready(unit))
+                if not ready:
+                    time.sleep(self.ready_poll_s)
+        except BaseException:
+            self._call(lambda: self.provider.teardown(unit))  # answer will not run: the unit is forgotten now
+            raise
+        trace = {
+            **who,
+            "call": "ingest",
+            "sessions": len(history.sessions),
+            "usage": asdict(done.usage),
+            "ingest_ms": round(t_ingest * 1000, 1),
+            "ready_wait_ms": round((time.perf_counter() - t0 - t_ingest) * 1000, 1),
+            "ready_polls": polls,
+        }
+        return Ingested(memory=unit, trace=[trace])
+
+    def answer(self, memory: Any, question: Question, kit: Toolkit) -> Answer:
+        try:
+            return self._answer(memory, question, kit)
+        finally:
+            self._call(lambda: self.provider.teardown(memory))  # the case is done: the provider forgets the unit
+
+    def _answer(self, unit: str, question: Question, kit: Toolkit) -> Answer:
+        who = self._capabilities()
+        sw = Stopwatch()
+        as_of = iso_date(question.date)
+        if self.native_answer:
+            own = self._call(lambda: self.provider.answer(unit, question.text, as_of))
+            trace = {"name": "memory_answer", **who, "usage": asdict(own.usage), "items": len(own.items)}
+            return Answer(
+                prediction=go_trim_space(own.answer), calls=[], query_latency_s=sw.harness_s(), tool_trace=[trace]
+            )
+        t0 = time.perf_counter()
+        got = self._call(lambda: self.provider.retrieve(unit, question.text, self.top_k, as_of))
+        retrieve_ms = round((time.perf_counter() - t0) * 1000, 1)
+        cutoff = parse_iso(as_of)
+        late = [i for i in got.items if i.provenance and i.provenance.date and parse_iso(i.provenance.date) > cutoff]
+        shown = [i for i in got.items if all(i is not x for x in late)][: self.top_k]
+        cut = cut_to_cap(shown, self.context_tokens, kit.token_counter.count)
+        trace = {
+            "name": "memory_retrieve",
+            **who,
+            "top_k": self.top_k,
+            "returned": len(got.items),
+            "after_as_of": len(late),  # leakage: dated after the question, dropped (never shown to the reader)
+            "items": [_item_record(i) for i in got.items],
+            "usage": asdict(got.usage),
+            "retrieve_ms": retrieve_ms,
+        }
+        blocks = "".join(ITEM_BLOCK.format(n + 1, _label(i), text) for n, (i, text) in enumerate(zip(shown, cut.kept)))
+        prompt = LME_OFFICIAL_TEMPLATE.format(blocks, question.date, question.text)
+        r = sw.model(lambda: kit.model.chat([{"role": "user", "content": prompt}], **kit.generation))
+        return Answer(
+            prediction=go_trim_space(r.content),
+            calls=[r],
+            query_latency_s=query_latency([r], sw.harness_s()),
+            tool_trace=[trace],
+            truncation=cut.info,
+            final_messages=1,
+        )
+
+
+def _label(item: MemoryItem) -> str:
+    p = item.provenance
+    if p is None:
+        return "no provenance"
+    return ", ".join(x for x in (p.date and f"date {p.date}", p.session_id and f"session {p.session_id}") if x) or "-"
+
+
+def _item_record(item: MemoryItem) -> dict[str, Any]:
+    out: dict[str, Any] = {"chars": len(item.text), "score": item.score}
+    if item.provenance is not None:
+        out.update({k: v for k, v in asdict(item.provenance).items() if v is not None})
+    return out
+
+
+__all__ = ["ProviderContestant", "Usage", "cut_to_cap", "memory_sessions"]
