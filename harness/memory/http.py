@@ -1,0 +1,298 @@
+"""The HTTP/JSON form of the memory-provider contract (harness/memory/provider.py; docs/memory-systems.md).
+
+One route per call under a base URL (e.g. http://127.0.0.1:8765/v1), JSON in and out, the unit in the body:
+
+    GET  {base}/capabilities                                  -> {name, version, calls, concurrency, contract}
+    POST {base}/setup     {unit}                              -> {}
+    POST {base}/ingest    {unit, sessions: [{session_id, date, turns: [{role, content}]}]}
+                                                              -> {ready, usage}
+    POST {base}/ready     {unit}                              -> {ready}
+    POST {base}/retrieve  {unit, query, top_k, as_of}         -> {items: [{text, score, provenance}], usage}
+    POST {base}/answer    {unit, query, as_of}                -> {answer, usage, items}
+    POST {base}/teardown  {unit}                              -> {}
+
+`usage` is {input_tokens, output_tokens, embedding_tokens, llm_calls, cost_usd} (any may be left out),
+`provenance` {session_id, turn_index, date} or null. A failed call answers a non-2xx status with
+{"error": "<message>"}; an unknown unit is 404. `HttpProvider` is the client (a provider like any other);
+`MemoryServer` serves any Python provider over these routes on loopback (the reference server).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from harness.llm.loopback import LoopbackServer, Reply
+from harness.memory.provider import (
+    CONTRACT_VERSION,
+    Capabilities,
+    Ingest,
+    MemoryItem,
+    MemoryProvider,
+    MemorySession,
+    MemoryTurn,
+    Provenance,
+    ProviderAnswer,
+    ProviderError,
+    Retrieval,
+    Usage,
+)
+
+POST_ROUTES = ("setup", "ingest", "ready", "retrieve", "answer", "teardown")
+
+
+class ShapeError(ValueError):
+    """A JSON body that does not have the contract's shape; the message names the field."""
+
+
+# --- JSON codec: the contract's types as plain JSON and back (every field checked, named when wrong) ----------
+
+
+def _req(obj: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if not isinstance(obj, dict):
+        raise ShapeError(f"{where}: expected an object, got {type(obj).__name__}")
+    if key not in obj:
+        raise ShapeError(f"{where}.{key}: missing")
+    v = obj[key]
+    if not isinstance(v, kind) or (isinstance(v, bool) and kind in (int, float, (int, float))):
+        raise ShapeError(f"{where}.{key}: expected {getattr(kind, '__name__', kind)}, got {v!r}"[:300])
+    return v
+
+
+def _opt(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    return None if obj.get(key) is None else _req(obj, key, kind, where)
+
+
+def capabilities_json(c: Capabilities) -> dict[str, Any]:
+    return {
+        "name": c.name,
+        "version": c.version,
+        "calls": sorted(c.calls),
+        "concurrency": c.concurrency,
+        "contract": c.contract,
+    }
+
+
+def capabilities_of(d: Any) -> Capabilities:
+    w = "capabilities"
+    calls = _req(d, "calls", list, w)
+    if not all(isinstance(x, str) for x in calls):
+        raise ShapeError(f"{w}.calls: expected a list of strings, got {calls!r}")
+    return Capabilities(
+        _req(d, "name", str, w),
+        _req(d, "version", str, w),
+        frozenset(calls),
+        _req(d, "concurrency", int, w),
+        _opt(d, "contract", str, w) or CONTRACT_VERSION,
+    )
+
+
+def sessions_json(sessions: Sequence[MemorySession]) -> list[dict[str, Any]]:
+    return [asdict(s) for s in sessions]
+
+
+def sessions_of(d: Any) -> tuple[MemorySession, ...]:
+    if not isinstance(d, list):
+        raise ShapeError(f"sessions: expected a list, got {type(d).__name__}")
+    out = []
+    for i, s in enumerate(d):
+        w = f"sessions[{i}]"
+        turns = _req(s, "turns", list, w)
+        out.append(
+            MemorySession(
+                _req(s, "session_id", str, w),
+                _req(s, "date", str, w),
+                tuple(
+                    MemoryTurn(_req(t, "role", str, f"{w}.turns[{j}]"), _req(t, "content", str, f"{w}.turns[{j}]"))
+                    for j, t in enumerate(turns)
+                ),
+            )
+        )
+    return tuple(out)
+
+
+def usage_of(d: Any, where: str) -> Usage:
+    if d is None:
+        return Usage()
+    if not isinstance(d, dict):
+        raise ShapeError(f"{where}: expected an object, got {type(d).__name__}")
+    ints = {k: _opt(d, k, int, where) or 0 for k in ("input_tokens", "output_tokens", "embedding_tokens", "llm_calls")}
+    cost = _opt(d, "cost_usd", (int, float), where)
+    return Usage(**ints, cost_usd=None if cost is None else float(cost))
+
+
+def items_json(items: Sequence[MemoryItem]) -> list[dict[str, Any]]:
+    return [asdict(i) for i in items]
+
+
+def items_of(d: Any, where: str = "items") -> tuple[MemoryItem, ...]:
+    if not isinstance(d, list):
+        raise ShapeError(f"{where}: expected a list, got {type(d).__name__}")
+    out = []
+    for i, it in enumerate(d):
+        w = f"{where}[{i}]"
+        score = _opt(it, "score", (int, float), w)
+        p = it.get("provenance")
+        prov = None
+        if p is not None:
+            pw = f"{w}.provenance"
+            if not isinstance(p, dict):
+                raise ShapeError(f"{pw}: expected an object or null, got {type(p).__name__}")
+            prov = Provenance(_opt(p, "session_id", str, pw), _opt(p, "turn_index", int, pw), _opt(p, "date", str, pw))
+        out.append(MemoryItem(_req(it, "text", str, w), None if score is None else float(score), prov))
+    return tuple(out)
+
+
+# --- the client -------------------------------------------------------------------------------------------------
+
+
+class HttpProvider:
+    """A provider served over HTTP at `url` (the base, e.g. http://127.0.0.1:8765/v1). A bearer token, when the
+    service wants one, is read from the environment variable named by `api_key_env` (never from config)."""
+
+    def __init__(self, url: str, timeout_s: float = 60.0, api_key_env: str | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.api_key_env = api_key_env
+        self._name = self.url
+
+    def _call(self, call: str, unit: str | None, body: dict[str, Any] | None) -> Any:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.api_key_env:
+            key = os.environ.get(self.api_key_env)
+            if not key:
+                raise ProviderError(self._name, call, unit, f"environment variable {self.api_key_env} is not set")
+            headers["Authorization"] = f"Bearer {key}"
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(
+            f"{self.url}/{call}", data=data, headers=headers, method="GET" if body is None else "POST"
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as e:
+            raise ProviderError(self._name, call, unit, f"HTTP {e.code}: {_error_text(e.read())}") from None
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
+            raise ProviderError(self._name, call, unit, f"unreachable: {getattr(e, 'reason', e)}") from None
+        try:
+            return json.loads(raw or b"{}")
+        except ValueError:
+            raise ProviderError(self._name, call, unit, f"not JSON: {raw[:200]!r}") from None
+
+    def _decode(self, call: str, unit: str | None, fn: Any, body: Any) -> Any:
+        try:
+            return fn(body)
+        except ShapeError as e:
+            raise ProviderError(self._name, call, unit, f"bad response body: {e}") from None
+
+    def capabilities(self) -> Capabilities:
+        caps: Capabilities = self._decode("capabilities", None, capabilities_of, self._call("capabilities", None, None))
+        self._name = caps.name or self.url
+        return caps
+
+    def setup(self, unit: str) -> None:
+        self._call("setup", unit, {"unit": unit})
+
+    def ingest(self, unit: str, sessions: Sequence[MemorySession]) -> Ingest:
+        d = self._call("ingest", unit, {"unit": unit, "sessions": sessions_json(sessions)})
+        return self._decode(
+            "ingest",
+            unit,
+            lambda d: Ingest(usage_of(d.get("usage"), "usage"), bool(_req(d, "ready", bool, "ingest"))),
+            d,
+        )
+
+    def ready(self, unit: str) -> bool:
+        d = self._call("ready", unit, {"unit": unit})
+        return bool(self._decode("ready", unit, lambda d: _req(d, "ready", bool, "ready"), d))
+
+    def retrieve(self, unit: str, query: str, top_k: int, as_of: str) -> Retrieval:
+        d = self._call("retrieve", unit, {"unit": unit, "query": query, "top_k": top_k, "as_of": as_of})
+        return self._decode(
+            "retrieve",
+            unit,
+            lambda d: Retrieval(items_of(_req(d, "items", list, "retrieve")), usage_of(d.get("usage"), "usage")),
+            d,
+        )
+
+    def answer(self, unit: str, query: str, as_of: str) -> ProviderAnswer:
+        d = self._call("answer", unit, {"unit": unit, "query": query, "as_of": as_of})
+        return self._decode(
+            "answer",
+            unit,
+            lambda d: ProviderAnswer(
+                _req(d, "answer", str, "answer"), usage_of(d.get("usage"), "usage"), items_of(d.get("items") or [])
+            ),
+            d,
+        )
+
+    def teardown(self, unit: str) -> None:
+        self._call("teardown", unit, {"unit": unit})
+
+
+def _error_text(raw: bytes) -> str:
+    try:
+        d = json.loads(raw)
+    except ValueError:
+        return raw[:300].decode(errors="replace")
+    e = d.get("error") if isinstance(d, dict) else None
+    return str(e if e is not None else d)[:300]
+
+
+# --- the server ---------------------------------------------------------------------------------------------------
+
+
+class Routes:
+    """The contract's routes over a Python provider: request JSON → reply (status, JSON)."""
+
+    def __init__(self, provider: MemoryProvider) -> None:
+        self.provider = provider
+
+    def get(self, path: str) -> Reply:
+        if path.rstrip("/").endswith("/capabilities"):
+            return Reply(body=capabilities_json(self.provider.capabilities()))
+        return Reply(status=404, body={"error": f"no route GET {path}"})
+
+    def post(self, req: dict[str, Any]) -> Reply:
+        call = str(req.get("_path", "")).rstrip("/").rsplit("/", 1)[-1]
+        if call not in POST_ROUTES:
+            return Reply(status=404, body={"error": f"no route POST {req.get('_path')}"})
+        p = self.provider
+        try:
+            unit = _req(req, "unit", str, call)
+            if call == "setup":
+                p.setup(unit)
+                return Reply(body={})
+            if call == "ingest":
+                done = p.ingest(unit, sessions_of(req.get("sessions")))
+                return Reply(body={"ready": done.ready, "usage": asdict(done.usage)})
+            if call == "ready":
+                return Reply(body={"ready": p.ready(unit)})
+            if call == "retrieve":
+                got = p.retrieve(
+                    unit, _req(req, "query", str, call), _req(req, "top_k", int, call), _req(req, "as_of", str, call)
+                )
+                return Reply(body={"items": items_json(got.items), "usage": asdict(got.usage)})
+            if call == "answer":
+                own = p.answer(unit, _req(req, "query", str, call), _req(req, "as_of", str, call))
+                return Reply(body={"answer": own.answer, "usage": asdict(own.usage), "items": items_json(own.items)})
+            p.teardown(unit)
+            return Reply(body={})
+        except ShapeError as e:
+            return Reply(status=400, body={"error": str(e)})
+        except ProviderError as e:
+            return Reply(status=404 if "unknown unit" in e.detail else 500, body={"error": str(e)})
+
+
+class MemoryServer(LoopbackServer):
+    """The reference server: `with MemoryServer(IndexProvider()) as srv: HttpProvider(srv.base_url)`. Binds
+    127.0.0.1 only (a port of 0 picks a free one)."""
+
+    def __init__(self, provider: MemoryProvider, *, port: int = 0) -> None:
+        routes = Routes(provider)
+        super().__init__(routes.post, on_get=routes.get, record=False, port=port)
