@@ -331,6 +331,14 @@ def _main(argv: list[str]) -> int:
         action="store_true",
         help="also the per-case table as a Hugging Face dataset (OUT/cases) and OUT/cases.parquet",
     )
+    p = sub.add_parser(
+        "provider-check",
+        help="does a memory service keep the provider contract (shapes, isolation, as-of, errors)? "
+        "exit 1 naming each failed check (docs/memory-systems.md)",
+    )
+    p.add_argument("url", help="the service's base URL, e.g. http://127.0.0.1:8765/v1")
+    p.add_argument("--timeout-s", type=float, default=60.0, help="per call")
+    p.add_argument("--api-key-env", help="environment variable holding a bearer token")
     p = sub.add_parser("models", help="manage embedded models")
     msub = p.add_subparsers(dest="models_cmd", required=True)
     pp = msub.add_parser("pull", help="assemble and sha256-verify a model file")
@@ -437,6 +445,15 @@ def _main(argv: list[str]) -> int:
             return EXIT_FAILED_CASES if res.missing else 0
 
         return _guard(export)
+    if args.cmd == "provider-check":
+        from harness.memory.check import check_url
+
+        def provider_check() -> int:
+            rep = check_url(args.url, timeout_s=args.timeout_s, api_key_env=args.api_key_env)
+            print(rep.text())
+            return 0 if rep.ok else 1
+
+        return _guard(provider_check)
     if args.cmd == "models":
         from harness.llm.models import available_models, load_spec, pull
 
