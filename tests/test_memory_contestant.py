@@ -243,3 +243,25 @@ def test_memory_configs_compose_into_fair_contestants() -> None:
     (h,) = contestants_from_config(http.mode)
     assert type(h.provider).__name__ == "HttpProvider" and h.provider.url == "http://127.0.0.1:1/v1"
     assert "memory" not in plain  # no provider unless mode=memory asks for one: other runs' configs are unchanged
+
+
+def test_the_native_answer_variant_uses_the_providers_answer_and_says_so() -> None:
+    from harness.memory.provider import REQUIRED_CALLS, ProviderAnswer
+
+    class Answers(Recorder):
+        def capabilities(self) -> Capabilities:
+            return Capabilities("answers", "1", REQUIRED_CALLS | {"answer"})
+
+        def answer(self, unit: str, query: str, as_of: str) -> ProviderAnswer:
+            self.calls.append(("answer", unit, f"{query}|{as_of}"))
+            return ProviderAnswer(" Bergen ")
+
+    case, reader, provider = _case(), Reader(), Answers()
+    c = ProviderContestant(provider, native_answer=True)
+    s = Session(id="x", user_id=case.question_id)
+    s.extend(case.events())
+    ingested = c.ingest(CaseHistory.of(case, s), _kit(reader))
+    out = c.answer(ingested.memory, Question.of(case, case.question), _kit(reader))
+    assert out.prediction == "Bergen" and out.calls == [] and not reader.sent  # the shared reader is not used
+    assert provider.calls[-2] == ("answer", case.question_id, f"{case.question}|2023-05-30T10:00:00Z")
+    assert ingested.trace[0]["variant"] == "native_answer" and out.tool_trace[0]["variant"] == "native_answer"
