@@ -265,3 +265,48 @@ def test_the_native_answer_variant_uses_the_providers_answer_and_says_so() -> No
     assert out.prediction == "Bergen" and out.calls == [] and not reader.sent  # the shared reader is not used
     assert provider.calls[-2] == ("answer", case.question_id, f"{case.question}|2023-05-30T10:00:00Z")
     assert ingested.trace[0]["variant"] == "native_answer" and out.tool_trace[0]["variant"] == "native_answer"
+
+
+class FlakyBM25(IndexProvider):
+    """BM25 whose first ingest of a run fails (a provider error, as a timeout or a 500 would be)."""
+
+    failures = 0
+
+    def ingest(self, unit: str, sessions):
+        if FlakyBM25.failures == 0:
+            FlakyBM25.failures += 1
+            raise ProviderError("flaky", "ingest", unit, "HTTP 503: overloaded")
+        return super().ingest(unit, sessions)
+
+
+def test_a_provider_failure_is_a_failed_case_never_a_wrong_answer(tmp_path) -> None:
+    from harness.testing.fake_openai import FakeOpenAIServer
+    from harness.testing.faults import FakeModel
+    from runners.cli import main
+
+    conf = tmp_path / "conf" / "memory"
+    conf.mkdir(parents=True)
+    (conf / "flaky.yaml").write_text(f"_target_: {__name__}.FlakyBM25\nname: flaky\n")
+    FlakyBM25.failures = 0
+    with FakeOpenAIServer(FakeModel()) as srv:
+        rc = main(
+            [
+                "run",
+                f"hydra.run.dir={tmp_path / 'run'}",
+                f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
+                "mode=memory",
+                "memory=flaky",
+                "model=endpoint",
+                f"model.base_url={srv.base_url}",
+                "model.model=fake-model",
+                f"cache.path={tmp_path / 'cache.sqlite'}",
+                "run.progress=false",
+                "dataset.limit=2",
+            ]
+        )
+    assert rc == 3  # some case failed: recorded, retried by the next run
+    recs = load_records(tmp_path / "run" / "records.jsonl")
+    failed = [r for r in recs if r["status"] != "ok"]
+    assert len(recs) == 2 and len(failed) == 1
+    assert "memory provider 'flaky': ingest" in failed[0]["error"] and "HTTP 503" in failed[0]["error"]
+    assert not failed[0].get("metrics")  # not scored: never counted as a wrong answer
