@@ -310,3 +310,18 @@ def test_a_provider_failure_is_a_failed_case_never_a_wrong_answer(tmp_path) -> N
     assert len(recs) == 2 and len(failed) == 1
     assert "memory provider 'flaky': ingest" in failed[0]["error"] and "HTTP 503" in failed[0]["error"]
     assert not failed[0].get("metrics")  # not scored: never counted as a wrong answer
+
+
+def test_a_failed_teardown_is_recorded_with_the_answer_not_raised_over_it() -> None:
+    class StickyTeardown(Recorder):
+        def teardown(self, unit: str) -> None:
+            raise ProviderError("recorder", "teardown", unit, "HTTP 500: disk full")
+
+    case, reader = _case(), Reader()
+    c = ProviderContestant(StickyTeardown())
+    s = Session(id="x", user_id=case.question_id)
+    s.extend(case.events())
+    out = c.answer(
+        c.ingest(CaseHistory.of(case, s), _kit(reader)).memory, Question.of(case, case.question), _kit(reader)
+    )
+    assert out.prediction == "Oslo" and "disk full" in out.tool_trace[0]["teardown_error"]

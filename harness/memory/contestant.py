@@ -13,6 +13,7 @@ runs when the case is done (after answer, or when ingest fails). The question re
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +35,7 @@ from harness.memory.provider import (
 from harness.prompts.answer import LME_OFFICIAL_TEMPLATE
 from harness.settings import group_default, yaml_field
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 ITEM_BLOCK = "\n### Memory {} ({}):\n{}\n"
 
@@ -153,7 +155,7 @@ class ProviderContestant:
                 if not ready:
                     time.sleep(self.ready_poll_s)
         except BaseException:
-            self._call(lambda: self.provider.teardown(unit))  # answer will not run: the unit is forgotten now
+            self._teardown(unit)  # answer will not run: the unit is forgotten now
             raise
         trace = {
             **who,
@@ -168,9 +170,22 @@ class ProviderContestant:
 
     def answer(self, memory: Any, question: Question, kit: Toolkit) -> Answer:
         try:
-            return self._answer(memory, question, kit)
-        finally:
-            self._call(lambda: self.provider.teardown(memory))  # the case is done: the provider forgets the unit
+            out = self._answer(memory, question, kit)
+        except BaseException:
+            self._teardown(memory)
+            raise
+        if problem := self._teardown(memory):  # the case is done: the provider forgets the unit
+            out.tool_trace[0]["teardown_error"] = problem  # kept with the answer, which is not lost for it
+        return out
+
+    def _teardown(self, unit: str) -> str | None:
+        """Teardown; its failure is logged and returned, never raised over the case's own outcome."""
+        try:
+            self._call(lambda: self.provider.teardown(unit))
+        except ProviderError as e:
+            log.warning("%s", e)
+            return str(e)
+        return None
 
     def _answer(self, unit: str, question: Question, kit: Toolkit) -> Answer:
         who = self._capabilities()
