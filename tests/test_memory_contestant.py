@@ -156,8 +156,11 @@ def test_the_contestant_ingests_without_the_question_answers_fairly_and_tears_do
     (trace,) = ingested.trace
     assert trace["provider"] == "recorder" and trace["variant"] == "fair" and trace["ready_polls"] == 2
     out = c.answer(ingested.memory, Question.of(case, case.question), _kit(reader))
-    assert provider.calls[-2] == ("retrieve", case.question_id, case.question)
-    assert provider.calls[-1] == ("teardown", case.question_id, "")
+    unit = provider.calls[0][1]  # the question id and the run's tag: runs sharing a service never share a unit
+    assert unit.startswith(case.question_id + ".") and unit != ProviderContestant(provider)._run_tag
+    assert {u for _, u, _ in provider.calls} == {unit}
+    assert provider.calls[-2] == ("retrieve", unit, case.question)
+    assert provider.calls[-1] == ("teardown", unit, "")
     assert out.prediction == "Oslo" and len(out.calls) == 1
     (sent,) = reader.sent
     assert "OLDFACT" in sent and "FUTUREFACT" not in sent  # dated after the question: never shown
@@ -186,7 +189,7 @@ def test_a_failed_ingest_tears_the_unit_down() -> None:
     p = Failing()
     with pytest.raises(ProviderError, match="boom"):
         ProviderContestant(p).ingest(CaseHistory("u", Session(id="x", user_id="u"), ()), _kit(Reader()))
-    assert p.calls == [("setup", "u", ""), ("teardown", "u", "")]
+    assert [(k, u.split(".")[0]) for k, u, _ in p.calls] == [("setup", "u"), ("teardown", "u")]
 
 
 @pytest.mark.parametrize("memory", ["bm25", "full_context"])
@@ -263,7 +266,7 @@ def test_the_native_answer_variant_uses_the_providers_answer_and_says_so() -> No
     ingested = c.ingest(CaseHistory.of(case, s), _kit(reader))
     out = c.answer(ingested.memory, Question.of(case, case.question), _kit(reader))
     assert out.prediction == "Bergen" and out.calls == [] and not reader.sent  # the shared reader is not used
-    assert provider.calls[-2] == ("answer", case.question_id, f"{case.question}|2023-05-30T10:00:00Z")
+    assert provider.calls[-2] == ("answer", ingested.memory, f"{case.question}|2023-05-30T10:00:00Z")
     assert ingested.trace[0]["variant"] == "native_answer" and out.tool_trace[0]["variant"] == "native_answer"
 
 

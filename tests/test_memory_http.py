@@ -119,3 +119,32 @@ def test_mode_memory_over_http_runs_end_to_end(tmp_path) -> None:
         assert r["ingest"]["trace"][0]["provider"] == "bm25"
         (rt,) = r["tool_calls"]
         assert rt["returned"] >= 1 and all("session_id" in i for i in rt["items"])
+
+
+def test_python_m_harness_memory_http_serves_a_built_in_provider_that_passes_the_check(capsys) -> None:
+    import threading
+    import time
+
+    from harness.memory.check import check_url
+    from harness.memory.http import main as serve_main
+
+    stop = threading.Event()
+    t = threading.Thread(
+        target=serve_main, args=(["--provider", "full_context", "--port", "0"],), kwargs={"stop": stop}
+    )
+    t.start()
+    try:
+        for _ in range(200):  # until it has printed its address
+            out = capsys.readouterr().out
+            if "serving" in out:
+                break
+            time.sleep(0.05)
+        url = out.split(" at ")[-1].strip()
+        assert out.startswith("serving full_context at http://127.0.0.1:")
+        rep = check_url(url)
+        assert rep.ok, rep.text()
+        assert rep.provider == "full_context 1"
+    finally:
+        stop.set()
+        t.join(10)
+    assert not t.is_alive()

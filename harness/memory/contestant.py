@@ -7,7 +7,8 @@ SAME reader for every provider: the answer model (`kit.model`, same generation s
 answer prompt over the retrieved items. `native_answer: true` asks the provider's own answer call instead: a
 labelled variant (`variant` in every trace), to be shown beside the fair run, never instead of it.
 
-Isolation: the unit id is the question id; the memory handed back to `answer` is only that id, and teardown
+Isolation: the unit id is the question id plus a per-run tag; the memory handed back to `answer` is only that
+id, and teardown
 runs when the case is done (after answer, or when ingest fails). The question reaches the provider only through retrieve/answer.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
@@ -103,6 +105,9 @@ class ProviderContestant:
     _who: dict[str, Any] | None = field(default=None, init=False, repr=False)
     _slots: threading.BoundedSemaphore | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    # A unit is the question id plus this per-run tag: two contestants or two runs sharing one service never
+    # share a unit (ingest is redone whole by a resumed run, so the id need not outlive the process).
+    _run_tag: str = field(default_factory=lambda: uuid.uuid4().hex[:8], init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.provider is None:
@@ -139,7 +144,7 @@ class ProviderContestant:
 
     def ingest(self, history: CaseHistory, kit: Toolkit) -> Ingested:
         who = self._capabilities()
-        unit = history.unit_id
+        unit = f"{history.unit_id}.{self._run_tag}"
         t0 = time.perf_counter()
         self._call(lambda: self.provider.setup(unit))
         try:

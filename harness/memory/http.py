@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -296,3 +297,38 @@ class MemoryServer(LoopbackServer):
     def __init__(self, provider: MemoryProvider, *, port: int = 0) -> None:
         routes = Routes(provider)
         super().__init__(routes.post, on_get=routes.get, record=False, port=port)
+
+
+BUILT_IN = ("bm25", "full_context")
+
+
+def serve(name: str, port: int = 0) -> MemoryServer:
+    """A reference server over a built-in provider (not started: use it as a context manager)."""
+    from harness.memory.builtin import FullContextProvider, IndexProvider
+
+    if name not in BUILT_IN:
+        raise ValueError(f"unknown built-in provider {name!r}; known: {', '.join(BUILT_IN)}")
+    return MemoryServer(IndexProvider() if name == "bm25" else FullContextProvider(), port=port)
+
+
+def main(argv: Sequence[str] | None = None, *, stop: threading.Event | None = None) -> int:
+    """`python -m harness.memory.http [--provider bm25] [--port 8765]`: serve a built-in provider on loopback
+    until interrupted (what to point `lme-harness provider-check` or a client in another language at)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m harness.memory.http", description=main.__doc__)
+    parser.add_argument("--provider", choices=BUILT_IN, default="bm25")
+    parser.add_argument("--port", type=int, default=8765, help="0: any free port")
+    args = parser.parse_args(argv)
+    stop = stop or threading.Event()
+    with serve(args.provider, args.port) as srv:
+        print(f"serving {args.provider} at {srv.base_url}", flush=True)
+        try:
+            stop.wait()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
