@@ -160,7 +160,7 @@ def test_evidence_in_response_checks_full_text_and_ids():
     assert evidence_in_response("Error: x", events) == (False, False)
 
 
-@pytest.mark.parametrize("name", ["bm25", "hybrid", "trpc_parity", "trpc_parity_openai", "default"])
+@pytest.mark.parametrize("name", ["bm25", "hybrid", "trpc_parity", "trpc_parity_openai", "default", "speaker_neutral"])
 def test_preset_configs_instantiate(name, tmp_path, monkeypatch):
     cfg = OmegaConf.load(CONFIGS / f"{name}.yaml")
     monkeypatch.setenv("LME_HARNESS_CACHE_DIR", str(tmp_path))

@@ -13,6 +13,7 @@ from harness.retrieval import text as tx
 from harness.settings import CONFIG_FILE, check_fields, group_default, setting
 
 MODES = ("dense", "hybrid", "keyword")
+NEUTRAL_RANKINGS = ("propagate", "plain", "pair", "interleave_assistant", "interleave_user")
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,15 @@ class SearchConfig:
     # Turn-pair scoring: share of a user message's score credited to the assistant reply right after it (the
     # mirror of `propagate`), so a reply is found through the question it answers. 0.0 = off.
     propagate_back: float = field(default=0.0, metadata=setting(minimum=0))
+    # A query that favours neither speaker (speaker_weights gives equal weights, e.g. "can you remind me what
+    # you said" without a recall cue, or "can you suggest ... for me"): "propagate" = reply→question credit as
+    # for a first-person query; "plain" = no credit; "pair" = a question and its reply each credited with the
+    # other's full score; "interleave_assistant" / "interleave_user" = the best assistant messages (own score)
+    # and the best user messages (with reply credit) alternate, that speaker first: the query does not say
+    # whose words hold the answer, so the response carries the best of both.
+    neutral_ranking: str = field(default="propagate", metadata=setting(choices=NEUTRAL_RANKINGS))
+    # compact, for such a query: how many top hits go out whole (None: `top_hits`)
+    neutral_top_hits: int | None = field(default=None, metadata=setting(minimum=0))
     # Recency: scores × (1 + recency · t), t the message's time scaled to [0, 1] over the searched messages,
     # so of two near-equal hits the later one (the updated fact) ranks first. 0.0 = off.
     recency: float = field(default=0.0, metadata=setting(minimum=0))

@@ -183,6 +183,11 @@ class CaseIndex:
         return out * weights
 
     @property
+    def roles(self) -> np.ndarray:
+        """Each document's role, as an array (for role masks)."""
+        return self._roles
+
+    @property
     def _roles(self) -> np.ndarray:
         if not hasattr(self, "_roles_cache"):
             self._roles_cache = np.array([d.role for d in self.docs])

@@ -10,6 +10,7 @@ arguments becomes either a recorded adjustment or an error tool message.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -277,13 +278,16 @@ class SessionTools:
         if self._score_level(mode):
             scores, cos = index.score_vector(query, mode, alpha=cfg.alpha)
             uw, aw = speaker_weights(query, cfg.assistant_weight, cfg.speaker_prior, cfg.recall_cues)
-            if uw != 1.0 or aw != 1.0 or cfg.propagate or cfg.propagate_back:
+            neutral = uw == aw and cfg.neutral_ranking != "propagate"
+            if neutral and cfg.neutral_ranking.startswith("interleave"):
+                return self._interleaved(index, scores, mask, k, min_score, cos), mode
+            if uw != 1.0 or aw != 1.0 or cfg.propagate or cfg.propagate_back or neutral:
+                propagate = cfg.propagate if uw >= aw else 0.0
+                back = cfg.propagate_back
+                if neutral:
+                    propagate, back = (1.0, 1.0) if cfg.neutral_ranking == "pair" else (0.0, back)
                 scores = index.apply_priors(
-                    scores,
-                    user_weight=uw,
-                    assistant_weight=aw,
-                    propagate=cfg.propagate if uw >= aw else 0.0,
-                    propagate_back=cfg.propagate_back,
+                    scores, user_weight=uw, assistant_weight=aw, propagate=propagate, propagate_back=back
                 )
             if cfg.recency:
                 scores = index.apply_recency(scores, mask, cfg.recency)
@@ -305,10 +309,36 @@ class SessionTools:
             "hybrid",
         )
 
+    def _interleaved(self, index: CaseIndex, scores, mask, k: int, min_score: float, cos) -> list[tuple[int, float]]:
+        """Speaker-neutral query: the user ranking (reply→question credit) and the assistant ranking (own score)
+        alternate, `neutral_ranking`'s speaker first. The score is the merged rank's 1/(rank + 1), so every later
+        step (variant merge, `_best`) keeps the alternation; messages of other roles (tool results) follow."""
+        cfg = self.config
+        user = index.apply_priors(scores, user_weight=1.0, assistant_weight=1.0, propagate=cfg.propagate)
+        if cfg.recency:
+            user = index.apply_recency(user, mask, cfg.recency)
+            scores = index.apply_recency(scores, mask, cfg.recency)
+        roles = index.roles
+        first = "assistant" if cfg.neutral_ranking == "interleave_assistant" else "user"
+        lists = {
+            role: index.ranked(vec, mask & (roles == role), k, min_dense=min_score, cos=cos)
+            for role, vec in (("user", user), ("assistant", scores))
+        }
+        second = "user" if first == "assistant" else "assistant"
+        merged = [h for pair in itertools.zip_longest(lists[first], lists[second]) for h in pair if h is not None]
+        rest = index.ranked(scores, mask & (roles != "user") & (roles != "assistant"), k, min_dense=min_score, cos=cos)
+        return [(doc, 1.0 / (rank + 1)) for rank, (doc, _) in enumerate((merged + rest)[:k])]
+
     def _score_level(self, mode: str) -> bool:
         """Whether ranking uses whole score vectors (fusion/priors) rather than the reference top-k lists."""
         cfg = self.config
-        priors = cfg.assistant_weight != 1.0 or cfg.propagate != 0.0 or cfg.propagate_back != 0.0 or cfg.recency != 0.0
+        priors = (
+            cfg.assistant_weight != 1.0
+            or cfg.propagate != 0.0
+            or cfg.propagate_back != 0.0
+            or cfg.recency != 0.0
+            or cfg.neutral_ranking != "propagate"
+        )
         return (mode == "hybrid" and cfg.fusion == "score") or (priors and not cfg.keyword_require_all)
 
     def _search_with_fallback(self, session, index, mask, query, k, min_score, mode, trace) -> list[_Hit]:
@@ -409,8 +439,12 @@ class SessionTools:
         budget, hit, top = cfg.budget_chars, cfg.hit_chars, cfg.top_hit_chars
         if cfg.recall_chars is not None and recall_cue(query):
             budget, hit = max(budget, cfg.recall_chars), max(hit, cfg.recall_chars)
+        top_hits = cfg.top_hits
+        if cfg.neutral_top_hits is not None:
+            uw, aw = speaker_weights(query, cfg.assistant_weight, cfg.speaker_prior, cfg.recall_cues)
+            top_hits = cfg.neutral_top_hits if uw == aw else top_hits
         return render.compact_hits(
-            rows, terms, budget_chars=budget, hit_chars=hit, top_hit_chars=top, top_hits=cfg.top_hits
+            rows, terms, budget_chars=budget, hit_chars=hit, top_hit_chars=top, top_hits=top_hits
         )
 
     # --- session_load ---------------------------------------------------------------------------------

@@ -1,0 +1,138 @@
+"""Speaker-neutral ranking without the recall-cue list, fitted on one fold and reported on the other (issue 24).
+
+    python -m studies.retrieval_neutral_fit --out runs/neutral_fit
+
+A question such as "can you remind me what you recommended …" names both speakers, so the speaker prior gives
+equal weights and the answer may be the assistant's reply or the user's message. `SearchConfig.neutral_ranking`
+says what such a query gets; this study measures it without any phrase list (`recall_cues: false`): every
+setting of GRID on top of the `default` preset, on every answerable `s_dev` and `dataset=s` question, measured as
+`studies.retrieval_fold_fit` measures (same cases, folds, metrics and selection rule), then for each fold F the
+rule picks one setting from fold F's rows only and the other fold is reported. Also reported on the unseen fold:
+the chosen setting with one knob changed (each mechanism's contribution) and the shipped cue-based default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+from harness import config_files
+from harness.retrieval.config import NEUTRAL_RANKINGS, preset
+from harness.retrieval.folds import assign_folds
+from harness.session.tokens import o200k_counter
+from studies.retrieval_fold_fit import by_type, key, load_cases, measure, shortfalls
+
+# Phrasing-independent only: no recall cue. The user prior (assistant × 0.5, reply→question 0.5) is unchanged.
+BASE: dict[str, Any] = {"recall_cues": False, "assistant_weight": 0.5, "propagate": 0.5}
+GRID: dict[str, list[Any]] = {
+    "neutral_ranking": list(NEUTRAL_RANKINGS),
+    "neutral_top_hits": [None, 3],
+    "top_hit_chars": [3000, 4000],
+}
+
+
+def name_of(s: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in s.items())
+
+
+def row(v: dict[str, float]) -> str:
+    return (
+        f"{v['r1']:.3f} / {v['r5']:.3f} / {v['ev']:.3f} / {v['tok']:,.0f} | {v['bm25_r1']:.3f} / {v['bm25_r5']:.3f} / "
+        f"{v['bm25_ev']:.3f} / **{v['bm25_ev_budget']:.3f}** / {v['bm25_tok']:,.0f}"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="runs/neutral_fit")
+    ap.add_argument("--store", default="/tmp/lme-retrieval-fold-fit.sqlite", help="index cache (SQLite)")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    cases = load_cases()
+    folds = assign_folds((qid, qt) for qid, qt, _, _ in cases)
+    rcfg = OmegaConf.merge(
+        OmegaConf.load(config_files.CONFIG_DIR / "retrieval" / "default.yaml"), {"store": args.store}
+    )
+    retr = instantiate(rcfg)
+    indexes = {qid: retr.index(ev) for qid, _, _, ev in cases}
+    counter = o200k_counter()
+    settings = [dict(zip(GRID, v)) for v in itertools.product(*GRID.values())]
+    rows: dict[str, list] = {"bm25": measure(preset("bm25"), cases, indexes, counter)}
+    rows["shipped (recall cues)"] = measure(preset("default", recall_cues=True), cases, indexes, counter)
+    for s in settings:
+        rows[name_of(s)] = measure(preset("default", **BASE, **s), cases, indexes, counter)
+        print("measured", name_of(s), flush=True)
+    (out / "grid_cases.jsonl").write_text(
+        "".join(json.dumps({"setting": n, "rows": r}) + "\n" for n, r in rows.items())
+    )
+
+    def table(name: str, fold: str) -> dict[str, dict[str, float]]:
+        return by_type(rows[name], rows["bm25"], folds, fold)
+
+    report: dict[str, Any] = {"base": BASE, "grid": GRID, "fits": {}}
+    lines = []
+    for fit, held in (("A", "B"), ("B", "A")):
+        scored = sorted(((key(table(name_of(s), fit)), name_of(s)) for s in settings), reverse=True)
+        chosen = scored[0][1]
+        pick = next(s for s in settings if name_of(s) == chosen)
+        effects: dict[str, dict[str, Any]] = {}
+        for k, values in GRID.items():
+            for v in values:
+                if v != pick[k]:
+                    alt = name_of(dict(pick, **{k: v}))
+                    effects[f"{k}={v}"] = {"unseen": table(alt, held), "shortfalls": shortfalls(table(alt, held))}
+        report["fits"][f"{fit}->{held}"] = {
+            "chosen": chosen,
+            "fit_shortfalls": shortfalls(table(chosen, fit)),
+            "unseen_shortfalls": shortfalls(table(chosen, held)),
+            "fit": table(chosen, fit),
+            "unseen": table(chosen, held),
+            "top5_on_fit": [n for _, n in scored[:5]],
+            "one_knob_changed_unseen": effects,
+            "shipped_unseen": table("shipped (recall cues)", held),
+        }
+        lines.append(
+            f"fit {fit} -> {held}: {chosen} (shortfalls fit {shortfalls(table(chosen, fit))}, unseen "
+            f"{shortfalls(table(chosen, held))})"
+        )
+        for t, v in table(chosen, held).items():
+            lines.append(f"| {t} | {fit}→{held} | {v['n']:.0f} | {row(v)} |")
+        for change, e in effects.items():
+            unseen: dict[str, dict[str, float]] = e["unseen"]
+            lines.append(
+                f"  {change}: unseen shortfalls {e['shortfalls']}; "
+                + "; ".join(
+                    f"{t} {v['r1']:.3f}/{v['r5']:.3f}/{v['ev']:.3f}"
+                    for t, v in unseen.items()
+                    if t.startswith("single-session-a") or t.startswith("single-session-p")
+                )
+            )
+    # Every setting on both folds (read across folds = in-sample; only the fits above are unseen estimates).
+    lines.append(
+        "\n| setting | shortfalls A / B | single-session-assistant @1 / @5 / evidence, A; B | "
+        "single-session-preference @1 / @5 / evidence, A; B |"
+    )
+    lines.append("|---|---|---|---|")
+    report["every_setting"] = {}
+    for name in ["shipped (recall cues)"] + [name_of(s) for s in settings]:
+        ta, tb = table(name, "A"), table(name, "B")
+        report["every_setting"][name] = {"A": ta, "B": tb, "shortfalls": [shortfalls(ta), shortfalls(tb)]}
+        cells = [
+            "; ".join(f"{t[k]['r1']:.3f} / {t[k]['r5']:.3f} / {t[k]['ev']:.3f}" for t in (ta, tb))
+            for k in ("single-session-assistant", "single-session-preference")
+        ]
+        lines.append(f"| {name} | {shortfalls(ta)} / {shortfalls(tb)} | {cells[0]} | {cells[1]} |")
+    (out / "neutral_fit.json").write_text(json.dumps(report, indent=1))
+    (out / "neutral_fit.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
