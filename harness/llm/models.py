@@ -384,3 +384,22 @@ def _progress_bar(enabled: bool, total: int | None) -> Iterator[Any]:
 
     with tqdm(total=total, unit="B", unit_scale=True, disable=not enabled, file=sys.stderr, leave=False) as bar:
         yield bar
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m harness.llm.models pull NAME`: the pull alone, needing only omegaconf and tqdm, so a fresh setup
+    can fetch the model while pip installs the rest (`lme-harness models pull` is the same call)."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2 or args[0] != "pull":
+        print("usage: python -m harness.llm.models pull NAME", file=sys.stderr)
+        return 2
+    try:
+        print(pull(load_spec(args[1]), progress=True))
+    except ModelError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
