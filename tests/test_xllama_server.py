@@ -157,3 +157,16 @@ def test_real_xllamacpp_server_answers_and_calls_tools(tmp_path):
         assert e.value.code == 400 and "logprobs" in e.value.read().decode()
         perf = srv.perf()  # the measured speed, read from this runtime's log as from the other's
         assert perf["prefill_tokens"] > 0 and perf["generated_tokens"] > 0 and perf["prefill_tokens_per_s"] > 0
+
+
+def test_the_report_header_names_the_runtime_only_where_the_config_names_one():
+    from harness.run_meta import RunMeta
+    from reports.render import _provenance_lines
+
+    def model_line(model: dict) -> str:
+        meta = RunMeta.from_json({"model": model, "dataset": {"source": "d"}})
+        return next(line for line in _provenance_lines(meta) if line.startswith("- model:"))
+
+    base = {"name": "qwen25_coder_15b", "model": "qwen", "sha256": "cc324af070c2aaaa"}
+    assert model_line({**base, "runtime": "xllamacpp"}).endswith("sha256 cc324af070c2…, runtime xllamacpp)")
+    assert "runtime" not in model_line(base)
