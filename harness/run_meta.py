@@ -163,6 +163,7 @@ class ModelRef(_Doc):
     sha256: str | None = None
     base_url: str | None = None
     n_ctx: int | None = None
+    runtime: str | None = None  # set only where the config names one (model.runtime=xllamacpp: the main job)
 
 
 @dataclass

@@ -353,6 +353,7 @@ def _provenance_lines(meta: RunMeta) -> list[str]:
     g = meta.git or GitState()
     # Every value comes from a config, a dataset or an endpoint: escaped (md_cell), never raw Markdown or HTML.
     sha = f", sha256 {md_cell(str(m.sha256)[:12])}…" if m.sha256 else ""
+    sha += f", runtime {md_cell(m.runtime)}" if m.runtime else ""
     lines = [
         f"- dataset: {md_cell(d.get('source'))} (sha256 {md_cell(str(d.get('sha256'))[:12])}…, "
         f"{md_cell(d.get('n_selected'))} of {md_cell(d.get('n_total'))} questions)",

@@ -32,7 +32,7 @@ PACKAGES = (
     "scipy",
     "matplotlib",
 )
-MODEL_KEYS = ("name", "kind", "model", "file", "sha256", "base_url", "n_ctx")
+MODEL_KEYS = ("name", "kind", "model", "file", "sha256", "base_url", "n_ctx", "runtime")
 
 
 def _git(*args: str) -> str | None:

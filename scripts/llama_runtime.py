@@ -18,6 +18,7 @@ and would hand back a wheel built with other flags: the build always runs with -
     python scripts/llama_runtime.py install      # build once (a few minutes on 2 cores), then pip install
     python scripts/llama_runtime.py check        # objdump the installed libraries: no instruction outside the profile
     python scripts/llama_runtime.py info         # the installed profile and flags (JSON)
+    python scripts/llama_runtime.py check-xllamacpp   # the same scan over the prebuilt xllamacpp wheel's library
 
 Standard library only: it runs before the project's dependencies are installed.
 """
@@ -246,13 +247,36 @@ def check(profile: str | None = None) -> int:
     return 1 if bad or not libs else 0
 
 
+def check_xllamacpp() -> int:
+    """The prebuilt runtime (model.runtime=xllamacpp) is a registry wheel nobody here compiled: scan its native
+    library against the portable profile, as a build of ours is scanned."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("xllamacpp")
+    if spec is None or not spec.submodule_search_locations:
+        print("llama_runtime: xllamacpp is not installed (pip install -e '.[xllama]')", file=sys.stderr)
+        return 1
+    pkg = Path(next(iter(spec.submodule_search_locations)))
+    libs = sorted(p for p in pkg.rglob("*.so*") if p.is_file() and not p.is_symlink())
+    bad = 0
+    for lib in libs:
+        for kind, lines in scan(lib, "portable").items():
+            bad += 1
+            print(f"{lib.name}: {kind} outside the portable profile, e.g.:", *lines, sep="\n  ", file=sys.stderr)
+    print(f"llama_runtime: {len(libs)} xllamacpp libraries checked against the portable profile: "
+          f"{'clean' if not bad else 'NOT clean'}")  # fmt: skip
+    return 1 if bad or not libs else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("command", choices=["install", "build", "check", "info"])
+    ap.add_argument("command", choices=["install", "build", "check", "check-xllamacpp", "info"])
     ap.add_argument("--profile", help=f"portable (default) or native; also ${PROFILE_ENV}")
     a = ap.parse_args(argv)
     if a.command == "check":
         return check(a.profile and profile_name(a.profile))
+    if a.command == "check-xllamacpp":
+        return check_xllamacpp()
     if a.command == "info":
         print(json.dumps(installed_info(), indent=2))
         return 0

@@ -8,6 +8,12 @@ estimate scales the 1.5B's measured figures by it: docs/quickstart.md).
 
     python -m studies.runtime_speed --model smollm2_135m --build installed --build /tmp/llama_native --rounds 3
     python -m studies.runtime_speed --model qwen25_coder_15b --model qwen25_coder_05b --build installed
+    python -m studies.runtime_speed --build installed --build xllamacpp --threads 1   # the prebuilt runtime beside ours
+
+`xllamacpp` names the prebuilt runtime (model.runtime=xllamacpp), measured in process through its server API on the
+same prompt tokens (tokenized by the installed llama_cpp): its prefill is one completion of 1 token with no cached
+prefix, its generation a completion of `--gen-tokens` on the cached prompt (llama.cpp's own timings for the wall
+speeds, this process's CPU time for the per-CPU-second ones).
 """
 
 from __future__ import annotations
@@ -41,7 +47,43 @@ print(json.dumps({"pp_tok_s": len(tokens) / (t1 - t0), "tg_tok_s": n_gen / (t2 -
 """
 
 
+_CHILD_XLLAMA = r"""
+import json, sys, time
+import xllamacpp
+path, ids, n_gen, threads = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+p = xllamacpp.CommonParams()
+p.model.path = path; p.n_ctx = len(ids) + n_gen + 16; p.n_parallel = 1
+p.cpuparams.n_threads = threads; p.cpuparams_batch.n_threads = threads
+srv = xllamacpp.Server(p)
+def run(n_predict, cache):
+    c0 = time.process_time()
+    out = srv.handle_completions({"prompt": ids, "n_predict": n_predict, "temperature": 0, "cache_prompt": cache,
+                                  "ignore_eos": True})
+    return out["timings"], time.process_time() - c0
+pp, pp_cpu = run(1, False)
+tg, tg_cpu = run(n_gen, True)
+print(json.dumps({"pp_tok_s": pp["prompt_n"] / pp["prompt_ms"] * 1000, "tg_tok_s": tg["predicted_n"] / tg["predicted_ms"] * 1000,
+                  "pp_tok_per_cpu_s": pp["prompt_n"] / pp_cpu, "tg_tok_per_cpu_s": tg["predicted_n"] / tg_cpu,
+                  "lib": xllamacpp.__file__}))
+"""
+
+
+def _prompt_ids(model_path: str, n_prompt: int) -> list[int]:
+    from llama_cpp import Llama
+
+    llm = Llama(model_path=model_path, vocab_only=True, verbose=False)
+    words = ("the user said they moved to a new city last spring and started a job at a bakery " * 200).split()
+    return llm.tokenize(" ".join(words).encode())[:n_prompt]
+
+
 def measure(build: str, model_path: str, n_prompt: int, n_gen: int, threads: int) -> dict:
+    if build == "xllamacpp":
+        ids = json.dumps(_prompt_ids(model_path, n_prompt))
+        out = subprocess.run(
+            [sys.executable, "-c", _CHILD_XLLAMA, model_path, ids, str(n_gen), str(threads)],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        return json.loads(out.stdout.strip().splitlines()[-1])
     env = dict(os.environ)
     if build != "installed":
         env["PYTHONPATH"] = os.pathsep.join([build, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
@@ -60,7 +102,9 @@ def main(argv: list[str] | None = None) -> None:
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", action="append", help="a model name (repeatable); default qwen25_coder_15b")
-    ap.add_argument("--build", action="append", required=True, help="'installed' or a folder holding llama_cpp")
+    ap.add_argument(
+        "--build", action="append", required=True, help="'installed', 'xllamacpp' or a folder holding llama_cpp"
+    )
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--prompt-tokens", type=int, default=512)
     ap.add_argument("--gen-tokens", type=int, default=64)

@@ -129,3 +129,15 @@ def test_installed_runtime_is_the_portable_build_and_is_clean():
     assert any(p.name.startswith("libggml-cpu") for p in libs), libs
     problems = {lib.name: found for lib in libs if (found := rt.scan(lib, "portable"))}
     assert problems == {}, problems
+
+
+@needs_tools
+def test_prebuilt_xllamacpp_runtime_is_clean():
+    """The prebuilt runtime the main job runs on (model.runtime=xllamacpp) is scanned like our own build."""
+    import importlib.util
+
+    if importlib.util.find_spec("xllamacpp") is None:
+        if os.environ.get("CI"):
+            pytest.fail("xllamacpp is not installed (make test installs the xllama extra)")
+        pytest.skip("xllamacpp not installed")
+    assert rt.check_xllamacpp() == 0

@@ -241,3 +241,12 @@ def test_reachable_hub_download_is_verified_and_moved(tmp_path, monkeypatch, mod
     assert pull(spec, progress=False).read_bytes() == b"hub bytes"
     assert calls == [("org/repo", "x.gguf", "abc")]
     assert sorted(p.name for p in model_dir.iterdir()) == [".fake.gguf.lock", "fake.gguf"]  # no temp dir left
+
+
+def test_module_pull_entry_names_a_bad_model_and_its_usage(capsys):
+    """`python -m harness.llm.models pull NAME` (what make bench's setup runs beside pip) fails clearly."""
+    from harness.llm import models
+
+    assert models.main(["pull"]) == 2 and "usage" in capsys.readouterr().err
+    assert models.main(["pull", "no_such_model"]) == 1
+    assert "unknown model 'no_such_model'" in capsys.readouterr().err

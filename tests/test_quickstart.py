@@ -18,9 +18,16 @@ def _cfg(*overrides: str):
         return compose(config_name="config", overrides=list(overrides))
 
 
-def test_make_bench_runs_the_quickstart_experiment():
-    bench = REPO.joinpath("Makefile").read_text().split("\nbench:", 1)[1].split("\n\n", 1)[0]
-    assert "lme-harness run +experiment=quickstart $(ARGS)" in bench
+def _target(name: str) -> str:
+    return REPO.joinpath("Makefile").read_text().split(f"\n{name}:", 1)[1].split("\n\n", 1)[0]
+
+
+def test_make_bench_runs_the_quickstart_experiment_after_a_setup_without_compile_or_torch():
+    bench = _target("bench")
+    assert bench.startswith(" $(BENCH_STAMP)") and "lme-harness run +experiment=quickstart $(ARGS)" in bench
+    setup = _target("$(BENCH_STAMP)")
+    assert "'.[xllama]'" in setup  # the prebuilt runtime's extra, nothing else
+    assert "llama_runtime.py build" not in setup and "torch" not in setup and "embed" not in setup
 
 
 def test_quickstart_takes_the_shortest_histories(oracle_path):
@@ -29,18 +36,22 @@ def test_quickstart_takes_the_shortest_histories(oracle_path):
     assert list(cfg.mode) == ["long_context", "summary", "summary_ondemand"]
     assert instantiate(cfg.mode.summary_ondemand).first_tool_choice == "required"  # the search is shown at work
     assert cfg.judge._target_.endswith("TrpcJudge")
+    assert cfg.model.runtime == "xllamacpp"  # no compile at setup
+    assert cfg.retrieval.embedder is None and cfg.retrieval.config.default_mode == "keyword"  # no torch
     source = instantiate(cfg.dataset)
     picked, _ = source.load()
-    assert len(picked) == 3
+    assert len(picked) == 1
     source.limit = None
     everything, _ = source.load()
     others = [c for c in everything if c.question_id not in {p.question_id for p in picked}]
     assert max(map(history_chars, picked)) <= min(map(history_chars, others))
-    assert [c.question_id for c in picked] != sorted(c.question_id for c in everything)[:3]  # not the first 3
+    assert [c.question_id for c in picked] != sorted(c.question_id for c in everything)[:1]  # not the first by id
 
 
 def test_the_published_protocol_and_the_default_run_keep_their_selection():
     for overrides in (["+experiment=trpc_repro"], []):
         cfg = _cfg(*overrides)
         assert cfg.dataset.shortest is None and cfg.dataset.sample_seed is None
-    assert _cfg().model.name == "qwen25_coder_15b"  # the default config (baselines, docs' larger runs) is unchanged
+    default = _cfg()
+    assert default.model.name == "qwen25_coder_15b"  # the default config (baselines, docs' larger runs) is unchanged
+    assert default.model.get("runtime", "llama-cpp-python") == "llama-cpp-python" and default.retrieval.embedder

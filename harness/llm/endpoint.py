@@ -74,7 +74,9 @@ def open_endpoint(
 def cache_namespace(spec: ModelSpec) -> str:
     """The endpoint identity in response-cache keys: the model file for a local model (any port), else the URL."""
     if spec.is_local:
-        return f"llama.cpp:{spec.sha256}:n_ctx={spec.n_ctx}:{spec.chat_format}"
+        ns = f"llama.cpp:{spec.sha256}:n_ctx={spec.n_ctx}:{spec.chat_format}"
+        # The default runtime keeps its old namespace, so earlier responses stay cached.
+        return ns if spec.runtime == "llama-cpp-python" else f"{ns}:runtime={spec.runtime}"
     return spec.base_url or ""
 
 

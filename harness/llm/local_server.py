@@ -81,6 +81,22 @@ def llama_server_args(spec: ModelSpec, model_path: Path, port: int, n_threads: i
     return args
 
 
+def xllama_server_args(spec: ModelSpec, port: int, n_threads: int) -> list[str]:
+    """Arguments of `harness.llm.xllama_server` (the prebuilt runtime). It always serves the GGUF's own chat template
+    with tool calls (what `template-tools` does on the other runtime); per-model server flags are not supported."""
+    if spec.extra.get("server_args"):
+        raise LocalServerError(f"model {spec.name!r}: server_args are not supported by the xllamacpp runtime")
+    if spec.chat_format not in (None, "template-tools"):
+        raise LocalServerError(
+            f"model {spec.name!r}: chat_format {spec.chat_format!r} is not supported by the xllamacpp runtime "
+            "(it serves the GGUF's own chat template, as template-tools does)"
+        )
+    return [
+        "--model", str(spec.path), "--model_alias", spec.model, "--host", "127.0.0.1", "--port", str(port),
+        "--n_ctx", str(spec.n_ctx or 4096), "--n_threads", str(n_threads),
+    ]  # fmt: skip
+
+
 class LlamaServer:
     """Context manager running one local model; `.base_url` is `http://127.0.0.1:PORT/v1`.
 
@@ -130,6 +146,13 @@ class LlamaServer:
     def command(self) -> list[str]:
         if self._command is not None:
             return list(self._command(self.port))
+        if self.spec.runtime == "xllamacpp":
+            return [
+                sys.executable,
+                "-m",
+                "harness.llm.xllama_server",
+                *xllama_server_args(self.spec, self.port, self.n_threads),
+            ]
         args = llama_server_args(self.spec, self.spec.path, self.port, self.n_threads)
         return [sys.executable, "-m", "harness.llm.local_server", *args]
 

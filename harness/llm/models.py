@@ -60,6 +60,7 @@ class SourceUnavailable(ModelError):
     """A source that cannot be used here (offline, missing tool); the next source is tried."""
 
 
+RUNTIMES = ("llama-cpp-python", "xllamacpp")
 DEFAULT_WINDOW = 8192  # tokens, for a model config with neither n_ctx nor context_window
 
 
@@ -76,6 +77,10 @@ class ModelSpec:
     context_window: int | None = None  # what the model supports
     n_ctx: int | None = None  # what the local server is started with
     chat_format: str | None = None
+    # Which llama.cpp build serves a local model: llama-cpp-python (compiled at setup, harness/llm/local_server.py)
+    # or xllamacpp (a prebuilt wheel, harness/llm/xllama_server.py). Both render the GGUF's chat template the same
+    # way; they are different builds, so the runtime is part of the endpoint's identity (cache, fingerprint).
+    runtime: str = "llama-cpp-python"
     base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)  # read from the env var named by api_key_env
     api_key_env: str | None = None  # the env var holding the key: the one way a key enters (harness/secrets.py)
@@ -100,6 +105,10 @@ class ModelSpec:
                 raise ModelError(f"local model {kw['name']!r} lacks {', '.join(missing)}")
         elif not kw.get("base_url"):
             raise ModelError(f"remote model {kw['name']!r} lacks base_url (set model.base_url=...)")
+        if kw.get("runtime", "llama-cpp-python") not in RUNTIMES:
+            raise ModelError(
+                f"model {kw['name']!r}: runtime must be one of {', '.join(RUNTIMES)}, not {kw.get('runtime')!r}"
+            )
         kw["sources"] = tuple(dict(s) for s in kw.get("sources") or ())
         if kw.get("api_key_env") and not kw.get("api_key"):
             kw["api_key"] = os.environ.get(str(kw["api_key_env"])) or None
@@ -375,3 +384,22 @@ def _progress_bar(enabled: bool, total: int | None) -> Iterator[Any]:
 
     with tqdm(total=total, unit="B", unit_scale=True, disable=not enabled, file=sys.stderr, leave=False) as bar:
         yield bar
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m harness.llm.models pull NAME`: the pull alone, needing only omegaconf and tqdm, so a fresh setup
+    can fetch the model while pip installs the rest (`lme-harness models pull` is the same call)."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2 or args[0] != "pull":
+        print("usage: python -m harness.llm.models pull NAME", file=sys.stderr)
+        return 2
+    try:
+        print(pull(load_spec(args[1]), progress=True))
+    except ModelError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
