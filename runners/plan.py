@@ -22,7 +22,6 @@ Estimates (stated in plan.json `estimates`):
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import tempfile
@@ -36,15 +35,13 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from harness.contestants.base import CaseHistory, Question, Toolkit
-from harness.llm.cache import ReadOnlyCache
 from harness.llm.client import LLMClient, Observer
-from harness.llm.endpoint import Endpoint, cache_namespace, make_client
-from harness.llm.models import ModelSpec
+from harness.llm.endpoint import Endpoint
 from harness.llm.types import ChatResult, Message, Usage
 from harness.records import RECORDS_FILE, read_records
 from harness.scoring.base import ScoreInput
 from harness.session.events import Session
-from harness.settings import ClientSettings, GenerationSettings, judge_model
+from harness.settings import ClientSettings, GenerationSettings
 from reports.cost import PriceTable, call_cost, load_price_table
 
 PLAN_FILE = "plan.json"
@@ -136,20 +133,6 @@ class StandIn:
         return ChatResult(text, (), Usage(0, cap), 0.0, self.model, finish_reason="stop", purpose=purpose)
 
 
-def planning_client(
-    ep: Endpoint, settings: ClientSettings, cache: Any, log: PlanLog, counter: Any, caps: dict[str, int]
-) -> LLMClient:
-    """The plan's model: the run's client for `ep`, with the stand-in in place of the endpoint, the response cache
-    read and never written, and every call logged. Requests and cache keys are the client's own."""
-    return make_client(
-        ep,
-        settings,
-        ReadOnlyCache(cache) if cache is not None else None,
-        responder=StandIn(ep.spec.model, counter, caps),
-        observer=log.observer(ep.spec.model, counter, ep.spec.is_local),
-    )
-
-
 class PlanEmbedClient:
     """Stands in for an OpenAIEmbedder's LLMClient: counts inputs, looks them up, returns placeholder vectors."""
 
@@ -181,13 +164,6 @@ class PlanEmbedClient:
         return EmbeddingResult(
             vectors, Usage(tokens, 0, None), 0.0, self.model, len(inputs), hit is not None, "embedding"
         )
-
-
-def _planning_endpoint(model_cfg: Any) -> Endpoint:
-    """The endpoint a run would open, resolved without starting a server or checking a key."""
-    spec = ModelSpec.from_config(model_cfg)
-    base = spec.base_url or "plan://local"
-    return Endpoint(spec, base, spec.api_key, cache_namespace=cache_namespace(spec))
 
 
 def _caps(cfg: DictConfig) -> dict[str, int]:
@@ -224,9 +200,10 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
     from harness.retrieval.index import build_docs
     from harness.session.store import SQLiteStore
     from harness.session.tokens import o200k_counter
-    from runners.components import build_modes, build_scorers, open_cache
+    from runners.components import build_modes, build_scorers
     from runners.scoring import score_all
     from runners.settings import validate_settings
+    from runners.skeleton import run_skeleton
     from runners.summaries import SummaryProvider
     from runners.wire import WireShape
 
@@ -242,14 +219,19 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
     log = PlanLog()
     counter = o200k_counter()
     caps = _caps(cfg)
-    ep = _planning_endpoint(cfg.model)
-    judge_spec, own_judge = judge_model(cfg)
-    jep = _planning_endpoint(judge_spec) if own_judge else ep
     client_settings = ClientSettings.from_config(cfg.client)
-    with contextlib.ExitStack() as stack:
-        cache = open_cache(cfg, stack)
-        model = planning_client(ep, client_settings, cache, log, counter, caps)
-        judge = model if jep is ep else planning_client(jep, client_settings, cache, log, counter, caps)
+
+    def stand_in(ep: Endpoint) -> tuple[StandIn, Observer]:
+        return StandIn(ep.spec.model, counter, caps), log.observer(ep.spec.model, counter, ep.spec.is_local)
+
+    # the run's skeleton, writing nothing: no lock, no failure note, no writer; its clients answer through the
+    # stand-in, read the response cache and never write it
+    with run_skeleton(cfg, run_dir, lock=False, note=False) as skeleton:
+        stack = skeleton.stack
+        skeleton.open_cache()
+        clients = skeleton.open_clients(client_settings, stand_in=stand_in)
+        model, judge, ep, jep = clients.answer, clients.judge, clients.answer_endpoint, clients.judge_endpoint
+        assert model is not None and judge is not None and ep is not None and jep is not None
         window = ep.spec.window
         summarizer = instantiate(cfg.summarizer, _partial_=True)(
             model=model, prompt=instantiate(cfg.prompt), context_window=window, token_counter=counter
