@@ -190,8 +190,8 @@ def _run_benchmark(cfg: DictConfig, skeleton: RunSkeleton) -> tuple[int, int, di
                 server_watch=lambda on_death: skeleton.server_watch(clients, on_death),
             )
             try:
-                n_failed = _run_cases(cfg, todo, components, writer, watch, tally) if todo else 0
-                n_failed += rescore_pending(rescore, components.scorers, writer, int(cfg.run.concurrency))
+                n_failed = _run_cases(run_settings, todo, components, writer, watch, tally) if todo else 0
+                n_failed += rescore_pending(rescore, components.scorers, writer, run_settings.concurrency)
                 tally["recorded"] += len(rescore)
             finally:
                 tally["cases_s"] = time.perf_counter() - t_cases
@@ -299,7 +299,7 @@ class _ClosableWriter:
 
 
 def _run_cases(
-    cfg: DictConfig,
+    run: RunSettings,
     todo: Sequence[tuple[Case, list[Contestant]]],
     comp: Components,
     writer: RecordWriter,
@@ -309,7 +309,7 @@ def _run_cases(
     """Runs the pairs on run.concurrency daemon threads (a stopping run does not wait for a call in flight; a
     ThreadPoolExecutor is joined at interpreter exit) while the main thread watches (`PairsWatch`)."""
     total = sum(len(ms) for _, ms in todo)
-    breaker = FailureBreaker(RunSettings.from_config(cfg.run).max_consecutive_failures)
+    breaker = FailureBreaker(run.max_consecutive_failures)
     progress = PairProgress(total, control.stats, clock=control.clock)
     gate = _ClosableWriter(writer)
     queue = deque(todo)
@@ -345,7 +345,7 @@ def _run_cases(
                 if not alive[0]:
                     all_done.set()
 
-    n_workers = max(1, min(int(cfg.run.concurrency), len(todo)))
+    n_workers = max(1, min(run.concurrency, len(todo)))
     alive[0] = n_workers
     threads = [threading.Thread(target=worker, name=f"pairs-{i}", daemon=True) for i in range(n_workers)]
     last_refresh, last_recorded = control.clock(), tally["recorded"]
