@@ -19,6 +19,7 @@ import yaml
 from harness.config_files import CONFIG_DIR
 from harness.records import Record
 from harness.run_meta import ModelRef, RunMeta
+from harness.settings import judge_model
 
 DEFAULT_PRICING = CONFIG_DIR / "pricing" / "default.yaml"
 COST_PARTS = ("answer", "summary", "judge", "embedding")
@@ -107,13 +108,14 @@ class Endpoints:
     def from_run_meta(cls, meta: RunMeta | Mapping[str, Any] | None) -> Endpoints:
         run = RunMeta.of(meta)
         model = run.model or ModelRef()
-        judge = run.judge_model if run.judge_model is not None and not run.judge_model.empty else None
-        answer_local = model.kind == "local"
+        own = run.judge_model if run.judge_model is not None and not run.judge_model.empty else None
+        # the one rule (judge endpoint, else the answer model), over run.json's model references
+        judge, _ = judge_model({"model": model, "judge": {"endpoint": own}})
         return cls(
-            answer_local=answer_local,
-            judge_local=(judge.kind == "local") if judge else answer_local,
+            answer_local=model.kind == "local",
+            judge_local=judge.kind == "local",
             answer_model=model.model,
-            judge_model=(judge.model if judge else None) or model.model,
+            judge_model=judge.model or model.model,
         )
 
 

@@ -22,7 +22,6 @@ Estimates (stated in plan.json `estimates`):
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import tempfile
@@ -36,14 +35,13 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from harness.contestants.base import CaseHistory, Question, Toolkit
-from harness.llm.client import LLMClient, result_from_cache
-from harness.llm.endpoint import Endpoint, cache_namespace, make_client
-from harness.llm.models import ModelSpec
+from harness.llm.client import LLMClient, Observer
+from harness.llm.endpoint import Endpoint
 from harness.llm.types import ChatResult, Message, Usage
 from harness.records import RECORDS_FILE, read_records
 from harness.scoring.base import ScoreInput
 from harness.session.events import Session
-from harness.settings import ClientSettings, GenerationSettings, judge_model
+from harness.settings import ClientSettings, GenerationSettings
 from reports.cost import PriceTable, call_cost, load_price_table
 
 PLAN_FILE = "plan.json"
@@ -86,69 +84,41 @@ class PlanLog:
         with self._lock:
             self.calls.append(call)
 
+    def observer(self, model: str, counter: Any, local: bool) -> Observer:
+        """The per-call log of one planning client (`LLMClient(observer=...)`): every chat result, replayed from
+        the cache or answered by the stand-in, as a PlannedCall of the (case, mode) being planned."""
 
-class PlanModel:
-    """A ChatModel that never calls: cache hits are replayed, misses answered by a placeholder stand-in."""
-
-    def __init__(self, client: LLMClient, log: PlanLog, counter: Any, caps: dict[str, int], local: bool) -> None:
-        self.client, self.log, self.counter, self.caps, self.local = client, log, counter, caps, local
-
-    @property
-    def model(self) -> str:
-        return self.client.model
-
-    def chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[dict[str, Any]] | None = None,
-        purpose: str = "answer",
-        cache_salt: str | None = None,
-        **params: Any,
-    ) -> ChatResult:
-        msgs = [dict(m) for m in messages]
-        exact = MARKER not in json.dumps(msgs, ensure_ascii=False) and not (
-            self.log.estimated_chain and any(m.get("role") == "tool" for m in msgs)
-        )
-        hit = None
-        if self.client.cache is not None:
-            hit = self.client.cache.get(self.client.chat_key(msgs, tools=tools, cache_salt=cache_salt, **params))
-        tool_tokens = sum(self.counter.count(m.get("content") or "") for m in msgs if m.get("role") == "tool")
-        if hit is not None:
-            r = result_from_cache(hit, purpose)
-            self.log.add(
+        def observe(msgs: list[Message], tools: Sequence[dict[str, Any]] | None, r: ChatResult) -> None:
+            exact = MARKER not in json.dumps(msgs, ensure_ascii=False) and not (
+                self.estimated_chain and any(m.get("role") == "tool" for m in msgs)
+            )
+            tool_tokens = sum(counter.count(m.get("content") or "") for m in msgs if m.get("role") == "tool")
+            if r.cached:
+                prompt, cache = r.usage.prompt_tokens, HIT
+            else:
+                prompt = counter.count_messages(msgs) + (counter.count(json.dumps(list(tools))) if tools else 0)
+                cache = MISS if exact else UNKNOWN
+                self.estimated_chain = True
+            self.add(
                 PlannedCall(
-                    self.log.mode,
-                    purpose,
-                    r.usage.prompt_tokens,
-                    r.usage.completion_tokens,
-                    exact,
-                    HIT,
-                    self.model,
-                    tool_tokens,
-                    self.local,
+                    self.mode, r.purpose, prompt, r.usage.completion_tokens, exact, cache, model, tool_tokens, local
                 )
             )
-            return r
-        prompt = self.counter.count_messages(msgs) + (self.counter.count(json.dumps(list(tools))) if tools else 0)
-        r = self._stand_in(msgs, tools, purpose, params)
-        self.log.estimated_chain = True
-        self.log.add(
-            PlannedCall(
-                self.log.mode,
-                purpose,
-                prompt,
-                r.usage.completion_tokens,
-                exact,
-                MISS if exact else UNKNOWN,
-                self.model,
-                tool_tokens,
-                self.local,
-            )
-        )
-        return r
 
-    def _stand_in(self, msgs: list[Message], tools: Any, purpose: str, params: dict[str, Any]) -> ChatResult:
+        return observe
+
+
+class StandIn:
+    """The plan's stand-in for an endpoint (an `LLMClient` responder: it answers what the response cache does not
+    hold). Never calls: a marked placeholder of the estimated length, or the one search round the on-demand
+    instruction asks for."""
+
+    def __init__(self, model: str, counter: Any, caps: dict[str, int]) -> None:
+        self.model, self.counter, self.caps = model, counter, caps
+
+    def __call__(
+        self, msgs: list[Message], tools: Sequence[dict[str, Any]] | None, params: dict[str, Any], purpose: str
+    ) -> ChatResult:
         cap = int(params.get("max_tokens") or self.caps.get(purpose) or DEFAULT_COMPLETION.get(purpose, 384))
         if tools and not any(m.get("role") == "tool" for m in msgs):  # the one search round the instruction asks for
             question = next((m.get("content") for m in reversed(msgs) if m.get("role") == "user"), "") or ""
@@ -196,13 +166,6 @@ class PlanEmbedClient:
         )
 
 
-def _planning_endpoint(model_cfg: Any) -> Endpoint:
-    """The endpoint a run would open, resolved without starting a server or checking a key."""
-    spec = ModelSpec.from_config(model_cfg)
-    base = spec.base_url or "plan://local"
-    return Endpoint(spec, base, spec.api_key, cache_namespace=cache_namespace(spec))
-
-
 def _caps(cfg: DictConfig) -> dict[str, int]:
     caps = {}
     for part, key in (
@@ -237,9 +200,10 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
     from harness.retrieval.index import build_docs
     from harness.session.store import SQLiteStore
     from harness.session.tokens import o200k_counter
-    from runners.components import build_modes, build_scorers, open_cache
+    from runners.components import build_modes, build_scorers
     from runners.scoring import score_all
     from runners.settings import validate_settings
+    from runners.skeleton import run_skeleton
     from runners.summaries import SummaryProvider
     from runners.wire import WireShape
 
@@ -255,18 +219,19 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
     log = PlanLog()
     counter = o200k_counter()
     caps = _caps(cfg)
-    ep = _planning_endpoint(cfg.model)
-    judge_spec, own_judge = judge_model(cfg)
-    jep = _planning_endpoint(judge_spec) if own_judge else ep
     client_settings = ClientSettings.from_config(cfg.client)
-    with contextlib.ExitStack() as stack:
-        cache = open_cache(cfg, stack)
-        model = PlanModel(make_client(ep, client_settings, cache), log, counter, caps, ep.spec.is_local)
-        judge = (
-            model
-            if jep is ep
-            else PlanModel(make_client(jep, client_settings, cache), log, counter, caps, jep.spec.is_local)
-        )
+
+    def stand_in(ep: Endpoint) -> tuple[StandIn, Observer]:
+        return StandIn(ep.spec.model, counter, caps), log.observer(ep.spec.model, counter, ep.spec.is_local)
+
+    # the run's skeleton, writing nothing: no lock, no failure note, no writer; its clients answer through the
+    # stand-in, read the response cache and never write it
+    with run_skeleton(cfg, run_dir, lock=False, note=False) as skeleton:
+        stack = skeleton.stack
+        skeleton.open_cache()
+        clients = skeleton.open_clients(client_settings, stand_in=stand_in)
+        model, judge, ep, jep = clients.answer, clients.judge, clients.answer_endpoint, clients.judge_endpoint
+        assert model is not None and judge is not None and ep is not None and jep is not None
         window = ep.spec.window
         summarizer = instantiate(cfg.summarizer, _partial_=True)(
             model=model, prompt=instantiate(cfg.prompt), context_window=window, token_counter=counter

@@ -9,8 +9,6 @@ its answer and is only scored again. One process at a time writes a run director
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 import threading
 import time
@@ -27,7 +25,6 @@ from harness.bounds import bound_record
 from harness.contestants.base import Answer, CaseHistory, Contestant, Ingested, Question
 from harness.data.longmemeval import Case
 from harness.llm.client import embedding_call_log
-from harness.llm.endpoint import Endpoint, make_client, open_endpoint
 from harness.llm.liveness import ServerDied, ServerWatch
 from harness.progress import Ticker
 from harness.records import (
@@ -40,10 +37,9 @@ from harness.records import (
     read_records,
 )
 from harness.run_meta import RunMeta, RunMetaError, read_run_meta, write_run_meta
-from harness.runlock import run_dir_lock
 from harness.scoring.base import ScoreInput, specs_json
-from harness.settings import ClientSettings, RunSettings, judge_model
-from harness.storage import StorageError, write_text_atomic
+from harness.settings import ClientSettings, RunSettings
+from harness.storage import StorageError
 from runners.components import (
     Components,
     SerializedEmbedder,
@@ -54,14 +50,15 @@ from runners.components import (
     preflight,
 )
 from runners.console import log_failure
-from runners.fingerprint import FINGERPRINT_FILE, check_fingerprint, fingerprint
-from runners.interrupt import STOP, RunInterrupted, StopRequest
-from runners.lifecycle import FAILURE_NOTE, RunStopped, RunSummary, clear_failure, write_failure
+from runners.fingerprint import check_fingerprint, fingerprint
+from runners.interrupt import RunInterrupted, StopRequest
+from runners.lifecycle import FAILURE_NOTE, RunStopped, RunSummary
 from runners.progress import PairProgress
 from runners.provenance import host_info, invocations, provenance, utc_now
 from runners.reference_latency import appended_event_texts, embed_appended, latency_fields, should_measure
 from runners.scoring import apply_scores, rescore_pending
 from runners.settings import RunConfigError, validate_settings
+from runners.skeleton import Clients, RunSkeleton, run_skeleton
 from runners.wire import WireShape
 
 log = logging.getLogger(__name__)
@@ -89,147 +86,129 @@ def run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
     (config, data, endpoint reachability and key) is checked before anything is written to `run_dir`;
     such a failure leaves only FAILED.txt and is re-raised. Raises RunDirLocked (writing nothing) when
     another process is running on `run_dir`."""
-    with run_dir_lock(run_dir):
-        return _run_benchmark(cfg, Path(run_dir))
-
-
-def _run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
-    started = False
-    try:
-        with contextlib.ExitStack() as stack:
-            fp = fingerprint(cfg)  # once per run: the directory check, the session store, run.json
-            check_fingerprint(run_dir, fp, fingerprint(cfg, legacy=True))
-            validate_settings(cfg)
-            client_settings, run_settings = ClientSettings.from_config(cfg.client), RunSettings.from_config(cfg.run)
-            dataset = instantiate(cfg.dataset, _convert_="all")
-            cases, data_prov = dataset.load()
-            WireShape.from_config(cfg.get("wire")).check_cases(cases, str(data_prov.get("source")))
-            modes = build_modes(cfg)
-            prior = [r for r in read_records(run_dir / RECORDS_FILE) if r.answered]
-            done = {r.key for r in prior}
-            todo = [(c, [m for m in modes if (c.question_id, m.name) not in done]) for c in cases]
-            todo = [(c, ms) for c, ms in todo if ms]
-            wanted = {(c.question_id, m.name) for c in cases for m in modes}
-            # answered, but the judge failed: scored again, no answer-model call
-            rescore = [r for r in prior if r.status == STATUS_SCORING_FAILED and r.key in wanted]
-            n_skipped = len(cases) * len(modes) - sum(len(ms) for _, ms in todo) - len(rescore)
-            cache = open_cache(cfg, stack)
-            stats: dict[str, Any] = {}
-            n_failed = 0
-            t0 = time.time()
-            client = judge_client = None
-            components: Components | None = None
-            endpoints: list[Endpoint] = []
-            if todo or rescore:
-                ep = stack.enter_context(open_endpoint(cfg.model, log_dir=run_dir, progress=cfg.run.progress))
-                endpoints.append(ep)
-                client = make_client(ep, client_settings, cache)
-                judge_client = client
-                judge_spec, own_judge = judge_model(cfg)
-                if own_judge:
-                    jep = stack.enter_context(open_endpoint(judge_spec, log_dir=run_dir, progress=cfg.run.progress))
-                    endpoints.append(jep)
-                    judge_client = make_client(jep, client_settings, cache)
-                preflight(client_settings, client, judge_client)
-                components = build_components(
-                    cfg, client, judge_client, ep, run_dir, fp=fp, run=run_settings, settings=client_settings
-                )
-                components.kit.resume(prior)  # what an interrupted run recorded keeps its attribution
-            # What produced the records: taken before the first case, so a tree changed during a long run
-            # (a commit, a checkout) is not what run.json names.
-            prov, started_at = provenance(cfg, data_prov), utc_now()
-            prov.host = host_info()
-            prior_meta = _prior_meta(run_dir)
-            pairs_planned = sum(len(ms) for _, ms in todo) + len(rescore)
-            if components is not None:  # which embedder weights ranked the searches (model2vec:<sha256 prefix>)
-                prov.retrieval = components.kit.retrieval.describe()
-            # the scorers' metric declarations: every report column's direction, label and format
-            specs = specs_json(components.scorers) if components is not None else prior_meta.metrics
-            if specs:
-                prov.metrics = specs
-            clients = [c for c in (client, judge_client) if c is not None]
-            speeds = [(e.spec.name, e.perf) for e in endpoints if e.perf is not None]
-            writer = RecordWriter(run_dir / RECORDS_FILE)
-            tally: dict[str, Any] = {"recorded": 0, "cases_s": 0.0}  # pairs recorded this invocation, pairs time
-
-            def run_json(state: str) -> None:
-                """run.json as the run stands: written before the first pair, rewritten as pairs are recorded
-                and at the end (atomic), so an interrupted or killed run still says what produced its records."""
-                meta = prov.copy()
-                pairs_run = pairs_planned if state == "finished" else tally["recorded"]
-                if pairs_planned:
-                    assert prov.git is not None  # provenance() states it
-                    meta.invocations = invocations(prior_meta, prov.git, started_at, pairs_run)
-                elif prior_meta.git and not prior_meta.git.empty:  # nothing ran: the records' code is the earlier one
-                    meta.git = prior_meta.git
-                    if prior_meta.invocations:
-                        meta.invocations = prior_meta.invocations
-                if speeds and meta.host is not None:  # measured by llama.cpp in this invocation's calls
-                    meta.host.model_speed = {name: perf() for name, perf in speeds}  # (harness/llm/local_server.py)
-                meta.state = state
-                meta.updated = utc_now()
-                meta.fingerprint = fp
-                meta.records = str(run_dir / RECORDS_FILE)
-                meta.elapsed_s = round(time.time() - t0, 2)
-                meta.cases_elapsed_s = round(tally["cases_s"], 2)
-                meta.skipped_already_done = n_skipped
-                meta.llm_stats = _llm_stats(client, judge_client)
-                write_run_meta(run_dir, meta)
-
-            started = True
-            clear_failure(run_dir)
-            write_text_atomic(run_dir / FINGERPRINT_FILE, json.dumps({"fingerprint": fp}))
-            run_json("running")
-            state = "failed"
-            try:
-                if todo or rescore:
-                    assert components is not None
-                    t_cases = time.perf_counter()
-                    watch = PairsWatch(
-                        stop=STOP,
-                        halt=[e.halt for e in endpoints if e.halt is not None],
-                        stats=[c.stats for c in dict.fromkeys(clients)],
-                        refresh=lambda: run_json("running"),
-                        ticker=Ticker(enabled=bool(cfg.run.progress)),
-                    )
-                    try:
-                        n_failed = _run_cases(cfg, todo, components, writer, watch, tally) if todo else 0
-                        n_failed += rescore_pending(rescore, components.scorers, writer, int(cfg.run.concurrency))
-                        tally["recorded"] += len(rescore)
-                    finally:
-                        tally["cases_s"] = time.perf_counter() - t_cases
-                    stats = _llm_stats(client, judge_client)
-                state = "finished"
-            except (RunInterrupted, KeyboardInterrupt):
-                state = "interrupted"
-                raise
-            except RunStopped:
-                state = "stopped"
-                raise
-            finally:
-                try:
-                    run_json(state)
-                except StorageError as e:  # never hide why the run ended behind a failed note
-                    log.warning("run.json not written: %s", e)
-    except RunInterrupted:
-        raise  # not a failure: run.json says "interrupted", the console says how to resume
-    except Exception as e:
-        write_failure(run_dir, e, started)
-        raise
+    run_dir = Path(run_dir)
+    with run_skeleton(cfg, run_dir) as skeleton:
+        n_failed, n_skipped, stats = _run_benchmark(cfg, skeleton)
     final = read_records(run_dir / RECORDS_FILE)
     return RunSummary(
         run_dir, len(final), n_failed, n_skipped, stats, sum(r.status == STATUS_SCORING_FAILED for r in final)
     )
 
 
-def _llm_stats(client: Any, judge_client: Any) -> dict[str, Any]:
-    """run.json's llm_stats: the answer client's totals, and the judge's when it has its own endpoint."""
-    if client is None:
-        return {}
-    stats = client.stats.as_dict()
-    if judge_client is not client:
-        stats["judge"] = judge_client.stats.as_dict()
-    return stats
+def _run_benchmark(cfg: DictConfig, skeleton: RunSkeleton) -> tuple[int, int, dict[str, Any]]:
+    """(pairs failed, pairs skipped as already done, the clients' totals)."""
+    run_dir = skeleton.run_dir
+    fp = fingerprint(cfg)  # once per run: the directory check, the session store, run.json
+    check_fingerprint(run_dir, fp, fingerprint(cfg, legacy=True))
+    validate_settings(cfg)
+    client_settings, run_settings = ClientSettings.from_config(cfg.client), RunSettings.from_config(cfg.run)
+    dataset = instantiate(cfg.dataset, _convert_="all")
+    cases, data_prov = dataset.load()
+    WireShape.from_config(cfg.get("wire")).check_cases(cases, str(data_prov.get("source")))
+    modes = build_modes(cfg)
+    prior = [r for r in read_records(run_dir / RECORDS_FILE) if r.answered]
+    done = {r.key for r in prior}
+    todo = [(c, [m for m in modes if (c.question_id, m.name) not in done]) for c in cases]
+    todo = [(c, ms) for c, ms in todo if ms]
+    wanted = {(c.question_id, m.name) for c in cases for m in modes}
+    # answered, but the judge failed: scored again, no answer-model call
+    rescore = [r for r in prior if r.status == STATUS_SCORING_FAILED and r.key in wanted]
+    n_skipped = len(cases) * len(modes) - sum(len(ms) for _, ms in todo) - len(rescore)
+    skeleton.open_cache()
+    stats: dict[str, Any] = {}
+    n_failed = 0
+    t0 = time.time()
+    clients = Clients()
+    components: Components | None = None
+    if todo or rescore:
+        clients = skeleton.open_clients(client_settings)
+        assert clients.answer is not None and clients.judge is not None and clients.answer_endpoint is not None
+        components = build_components(
+            cfg,
+            clients.answer,
+            clients.judge,
+            clients.answer_endpoint,
+            run_dir,
+            fp=fp,
+            run=run_settings,
+            settings=client_settings,
+        )
+        components.kit.resume(prior)  # what an interrupted run recorded keeps its attribution
+    # What produced the records: taken before the first case, so a tree changed during a long run
+    # (a commit, a checkout) is not what run.json names.
+    prov, started_at = provenance(cfg, data_prov), utc_now()
+    prov.host = host_info()
+    prior_meta = _prior_meta(run_dir)
+    pairs_planned = sum(len(ms) for _, ms in todo) + len(rescore)
+    if components is not None:  # which embedder weights ranked the searches (model2vec:<sha256 prefix>)
+        prov.retrieval = components.kit.retrieval.describe()
+    # the scorers' metric declarations: every report column's direction, label and format
+    specs = specs_json(components.scorers) if components is not None else prior_meta.metrics
+    if specs:
+        prov.metrics = specs
+    speeds = clients.speeds
+    writer = skeleton.record_writer()
+    tally: dict[str, Any] = {"recorded": 0, "cases_s": 0.0}  # pairs recorded this invocation, pairs time
+
+    def run_json(state: str) -> None:
+        """run.json as the run stands: written before the first pair, rewritten as pairs are recorded
+        and at the end (atomic), so an interrupted or killed run still says what produced its records."""
+        meta = prov.copy()
+        pairs_run = pairs_planned if state == "finished" else tally["recorded"]
+        if pairs_planned:
+            assert prov.git is not None  # provenance() states it
+            meta.invocations = invocations(prior_meta, prov.git, started_at, pairs_run)
+        elif prior_meta.git and not prior_meta.git.empty:  # nothing ran: the records' code is the earlier one
+            meta.git = prior_meta.git
+            if prior_meta.invocations:
+                meta.invocations = prior_meta.invocations
+        if speeds and meta.host is not None:  # measured by llama.cpp in this invocation's calls
+            meta.host.model_speed = {name: perf() for name, perf in speeds}  # (harness/llm/local_server.py)
+        meta.state = state
+        meta.updated = utc_now()
+        meta.fingerprint = fp
+        meta.records = str(run_dir / RECORDS_FILE)
+        meta.elapsed_s = round(time.time() - t0, 2)
+        meta.cases_elapsed_s = round(tally["cases_s"], 2)
+        meta.skipped_already_done = n_skipped
+        meta.llm_stats = clients.stats()
+        write_run_meta(run_dir, meta)
+
+    skeleton.start(fp)
+    run_json("running")
+    state = "failed"
+    try:
+        if todo or rescore:
+            assert components is not None
+            t_cases = time.perf_counter()
+            watch = PairsWatch(
+                stop=skeleton.stop,
+                halt=clients.halts,
+                stats=[c.stats for c in clients.distinct],
+                refresh=lambda: run_json("running"),
+                ticker=skeleton.ticker(),
+                server_watch=lambda on_death: skeleton.server_watch(clients, on_death),
+            )
+            try:
+                n_failed = _run_cases(run_settings, todo, components, writer, watch, tally) if todo else 0
+                n_failed += rescore_pending(rescore, components.scorers, writer, run_settings.concurrency)
+                tally["recorded"] += len(rescore)
+            finally:
+                tally["cases_s"] = time.perf_counter() - t_cases
+            stats = clients.stats()
+        state = "finished"
+    except (RunInterrupted, KeyboardInterrupt):
+        state = "interrupted"
+        raise
+    except RunStopped:
+        state = "stopped"
+        raise
+    finally:
+        try:
+            run_json(state)
+        except StorageError as e:  # never hide why the run ended behind a failed note
+            log.warning("run.json not written: %s", e)
+    return n_failed, n_skipped, stats
 
 
 class FailureBreaker:
@@ -279,6 +258,7 @@ class PairsWatch:
     stats: Sequence[Any]  # the clients' CallStats (progress line)
     refresh: Callable[[], None]  # rewrites run.json
     ticker: Ticker
+    server_watch: Callable[[Callable[[ServerDied], None]], ServerWatch]  # over the run's servers, given on_death
     refresh_s: float = 10.0
     poll_s: float = 0.1
     grace_s: float = 1.5  # how long stopping waits for the pairs in flight (an openai call cannot be interrupted)
@@ -319,7 +299,7 @@ class _ClosableWriter:
 
 
 def _run_cases(
-    cfg: DictConfig,
+    run: RunSettings,
     todo: Sequence[tuple[Case, list[Contestant]]],
     comp: Components,
     writer: RecordWriter,
@@ -329,7 +309,7 @@ def _run_cases(
     """Runs the pairs on run.concurrency daemon threads (a stopping run does not wait for a call in flight; a
     ThreadPoolExecutor is joined at interpreter exit) while the main thread watches (`PairsWatch`)."""
     total = sum(len(ms) for _, ms in todo)
-    breaker = FailureBreaker(RunSettings.from_config(cfg.run).max_consecutive_failures)
+    breaker = FailureBreaker(run.max_consecutive_failures)
     progress = PairProgress(total, control.stats, clock=control.clock)
     gate = _ClosableWriter(writer)
     queue = deque(todo)
@@ -340,7 +320,7 @@ def _run_cases(
     all_done = threading.Event()
     stop = control.stop
     # A dead model server stops the run (no new pair starts) instead of failing every remaining pair.
-    watch = ServerWatch(comp.liveness, on_death=lambda _died: breaker.tripped.set())
+    watch = control.server_watch(lambda _died: breaker.tripped.set())
 
     def on_record() -> None:
         with lock:
@@ -365,7 +345,7 @@ def _run_cases(
                 if not alive[0]:
                     all_done.set()
 
-    n_workers = max(1, min(int(cfg.run.concurrency), len(todo)))
+    n_workers = max(1, min(run.concurrency, len(todo)))
     alive[0] = n_workers
     threads = [threading.Thread(target=worker, name=f"pairs-{i}", daemon=True) for i in range(n_workers)]
     last_refresh, last_recorded = control.clock(), tally["recorded"]

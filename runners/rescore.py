@@ -30,8 +30,6 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from harness.llm.endpoint import make_client, open_endpoint
-from harness.llm.liveness import ServerWatch
 from harness.records import (
     RECORDS_FILE,
     SCHEMA_VERSION,
@@ -39,20 +37,19 @@ from harness.records import (
     STATUS_SCORING_FAILED,
     Record,
     RecordError,
-    RecordWriter,
     done_keys,
     read_records,
 )
 from harness.run_meta import RUN_META_FILE, ModelRef, RescoreInfo, RunMeta, RunMetaError, read_run_meta, write_run_meta
-from harness.runlock import run_dir_lock
 from harness.scoring.base import specs_json
 from harness.settings import ClientSettings, judge_model
-from runners.components import build_scorers, open_cache, preflight
-from runners.fingerprint import check_fingerprint, fingerprint, read_fingerprint, write_fingerprint
-from runners.lifecycle import RunStopped, RunSummary, clear_failure, write_failure
+from runners.components import build_scorers
+from runners.fingerprint import check_fingerprint, fingerprint, read_fingerprint
+from runners.lifecycle import RunStopped, RunSummary
 from runners.provenance import MODEL_KEYS, git_state, redacted_config, utc_now
 from runners.scoring import apply_scores
 from runners.settings import validate_settings
+from runners.skeleton import Clients, RunSkeleton, run_skeleton
 
 log = logging.getLogger(__name__)
 
@@ -90,72 +87,61 @@ def rescore_run(cfg: DictConfig, src_dir: Path, out_dir: Path) -> RunSummary:
     source = read_records(src_dir / RECORDS_FILE)
     if not source:
         raise RecordError(f"{src_dir / RECORDS_FILE}: no records to rescore")
-    with run_dir_lock(out_dir):
-        return _rescore_locked(cfg, src_dir, out_dir, source)
-
-
-def _rescore_locked(cfg: DictConfig, src_dir: Path, out_dir: Path, source: list[Record]) -> RunSummary:
-    started = False
-    try:
-        validate_settings(cfg)  # the same checks as a run: one error naming the key, before any call
-        # One scoring per directory: records of another judge (or of a run) are never resumed as this one's.
-        fp = scoring_fingerprint(cfg, src_dir)
-        check_fingerprint(out_dir, fp)
-        done = done_keys(out_dir / RECORDS_FILE)
-        todo = [r for r in source if r.key not in done]
-        stats: dict[str, Any] = {}
-        judge_spec = judge_model(cfg)[0] if cfg.judge.get("_target_") else None
-        with contextlib.ExitStack() as stack:
-            judge_client = None
-            if todo and judge_spec is not None:
-                cache = open_cache(cfg, stack)
-                ep = stack.enter_context(open_endpoint(judge_spec, log_dir=out_dir, progress=cfg.run.progress))
-                client_settings = ClientSettings.from_config(cfg.client)
-                judge_client = make_client(ep, client_settings, cache)
-                preflight(client_settings, judge_client)
-            scorers = build_scorers(cfg, judge_client) if todo else []
-            code = RescoreInfo(git=git_state(), started=utc_now())  # the scoring code, before the first score
-            started = True
-            clear_failure(out_dir)
-            write_fingerprint(out_dir, fp, rescore_of=str(src_dir))
-            writer = RecordWriter(out_dir / RECORDS_FILE)
-            t0 = time.perf_counter()
-            liveness = getattr(judge_client, "liveness", None)
-            watch = ServerWatch([liveness] if liveness else [])
-
-            def one(r: Record) -> Record | None:
-                return None if watch.died is not None else rescore_record(r, scorers, str(src_dir))
-
-            written = 0
-            with watch, ThreadPoolExecutor(max_workers=int(cfg.run.concurrency)) as pool:
-                for new in pool.map(one, todo):
-                    # A judge that lost its server scores "failed": not the pair's own outcome, so not recorded.
-                    if new is None or watch.check() is not None:
-                        continue  # the rest are skipped at once (`one` sees `watch.died`)
-                    writer.append(new)
-                    written += 1
-            if watch.died is not None:
-                raise RunStopped(
-                    f"{watch.died}\nThe rescore stopped: {written} pair(s) were scored this run, {len(todo) - written} "
-                    f"were left for the next one; every record is kept in {writer.path}. Fix the cause and run the "
-                    f"same command again to resume."
-                ) from watch.died
-            if judge_client is not None:
-                stats = judge_client.stats.as_dict()
-            _write_meta(cfg, src_dir, out_dir, judge_spec, stats, time.perf_counter() - t0, scorers, code)
-    except Exception as e:
-        write_failure(out_dir, e, started)
-        raise
+    with run_skeleton(cfg, out_dir) as skeleton:
+        n_todo, stats = _rescore(cfg, skeleton, src_dir, source)
     final = read_records(out_dir / RECORDS_FILE)
     failed = sum(r.status != STATUS_OK for r in final)
     return RunSummary(
         out_dir,
         len(final),
         failed,
-        len(source) - len(todo),
+        len(source) - n_todo,
         stats,
         sum(r.status == STATUS_SCORING_FAILED for r in final),
     )
+
+
+def _rescore(cfg: DictConfig, skeleton: RunSkeleton, src_dir: Path, source: list[Record]) -> tuple[int, dict[str, Any]]:
+    """(pairs to score this run, the judge client's totals)."""
+    out_dir = skeleton.run_dir
+    validate_settings(cfg)  # the same checks as a run: one error naming the key, before any call
+    # One scoring per directory: records of another judge (or of a run) are never resumed as this one's.
+    fp = scoring_fingerprint(cfg, src_dir)
+    check_fingerprint(out_dir, fp)
+    done = done_keys(out_dir / RECORDS_FILE)
+    todo = [r for r in source if r.key not in done]
+    judge_spec = judge_model(cfg)[0] if cfg.judge.get("_target_") else None
+    clients = Clients()
+    if todo and judge_spec is not None:
+        skeleton.open_cache()
+        clients = skeleton.open_clients(ClientSettings.from_config(cfg.client), answer=False)
+    scorers = build_scorers(cfg, clients.judge) if todo else []
+    code = RescoreInfo(git=git_state(), started=utc_now())  # the scoring code, before the first score
+    skeleton.start(fp, rescore_of=str(src_dir))
+    writer = skeleton.record_writer()
+    t0 = time.perf_counter()
+    watch = skeleton.server_watch(clients)
+
+    def one(r: Record) -> Record | None:
+        return None if watch.died is not None else rescore_record(r, scorers, str(src_dir))
+
+    written = 0
+    with watch, ThreadPoolExecutor(max_workers=int(cfg.run.concurrency)) as pool:
+        for new in pool.map(one, todo):
+            # A judge that lost its server scores "failed": not the pair's own outcome, so not recorded.
+            if new is None or watch.check() is not None:
+                continue  # the rest are skipped at once (`one` sees `watch.died`)
+            writer.append(new)
+            written += 1
+    if watch.died is not None:
+        raise RunStopped(
+            f"{watch.died}\nThe rescore stopped: {written} pair(s) were scored this run, {len(todo) - written} "
+            f"were left for the next one; every record is kept in {writer.path}. Fix the cause and run the "
+            f"same command again to resume."
+        ) from watch.died
+    stats = clients.stats()
+    _write_meta(cfg, src_dir, out_dir, judge_spec, stats, time.perf_counter() - t0, scorers, code)
+    return len(todo), stats
 
 
 def _write_meta(

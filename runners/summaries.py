@@ -9,30 +9,13 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.llm.types import ChatModel, ChatResult, Message
+from harness.llm.types import SaltedModel
 from harness.session.events import Session
 from harness.session.store import CachedSummaries, Store
 from harness.session.summary import Summarizer, SummaryOutcome
-
-
-@dataclass
-class SaltedModel:
-    """A ChatModel whose responses are cached apart from identical requests of other salts
-    (per-mode regeneration must reach the model, not the response cache)."""
-
-    inner: ChatModel
-    salt: str
-
-    @property
-    def model(self) -> str:
-        return self.inner.model
-
-    def chat(self, messages: Sequence[Message], *, tools=None, purpose: str = "answer", **params: Any) -> ChatResult:
-        return self.inner.chat(messages, tools=tools, purpose=purpose, cache_salt=self.salt, **params)
 
 
 @dataclass

@@ -75,3 +75,17 @@ class ResponseCache:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+class ReadOnlyCache:
+    """A response cache that is consulted and never written: the plan's (`lme-harness plan` sends nothing, and
+    the placeholders its stand-in model answers with must never be replayed as replies)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner  # a ResponseCache, or the PostgreSQL one (harness/stores/pg_cache.py)
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self.inner.get(key)
+
+    def put(self, key: str, value: dict[str, Any]) -> None:
+        pass

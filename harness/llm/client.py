@@ -17,14 +17,14 @@ import random
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import openai
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
-from harness.llm.cache import ResponseCache, request_key
+from harness.llm.cache import ReadOnlyCache, ResponseCache, request_key
 from harness.llm.deadline import DeadlineHttpxClient, call_deadline
 from harness.llm.liveness import Liveness, ServerDied, wait_dead
 from harness.llm.types import ChatResult, EmbeddingResult, LLMError, Message, Usage
@@ -176,6 +176,11 @@ class CallStats:
             }
 
 
+# (messages, tools, params with max_tokens as given, purpose) -> the response to a request the cache lacks
+Responder = Callable[[list[Message], Sequence[dict[str, Any]] | None, dict[str, Any], str], ChatResult]
+Observer = Callable[[list[Message], Sequence[dict[str, Any]] | None, ChatResult], None]
+
+
 class LLMClient:
     """An OpenAI-compatible chat client implementing `ChatModel`.
 
@@ -195,12 +200,14 @@ class LLMClient:
         backoff_base_s: float | None = None,
         backoff_max_s: float | None = None,
         concurrency: int | None = None,
-        cache: ResponseCache | None = None,
+        cache: ResponseCache | ReadOnlyCache | None = None,
         use_cache: bool = True,
         cache_namespace: str | None = None,
         default_params: dict[str, Any] | None = None,
         max_tokens_param: str | None = None,
         liveness: Liveness | None = None,
+        responder: Responder | None = None,
+        observer: Observer | None = None,
     ):
         # The defaults are the `client:` block of configs/config.yaml (harness/settings.py); a keyword overrides one.
         given: dict[str, Any] = {
@@ -226,6 +233,10 @@ class LLMClient:
         self.max_tokens_param = s.max_tokens_param
         self.max_retries = s.max_retries
         self.liveness = liveness  # None while the server process behind base_url runs (see harness/llm/liveness.py)
+        # What answers a request the cache does not hold: the endpoint, or the plan's stand-in (runners/plan.py),
+        # so a plan's requests, cache keys and accounting are this class's own.
+        self._respond: Responder = responder or self._call_once
+        self.observer = observer  # told of every chat result, replayed or not (the plan's per-call log)
         self.backoff_base_s = s.backoff_base_s
         self.backoff_max_s = s.backoff_max_s
         self.stats = CallStats()
@@ -257,9 +268,12 @@ class LLMClient:
         merged = self._merged(params)
         msgs = [dict(m) for m in messages]
         key = self.chat_key(msgs, tools=tools, cache_salt=cache_salt, **params)
-        return self._cached(
-            key, lambda hit: result_from_cache(hit, purpose), _to_cache, self._call_once, msgs, tools, merged, purpose
+        result: ChatResult = self._cached(
+            key, lambda hit: result_from_cache(hit, purpose), _to_cache, self._respond, msgs, tools, merged, purpose
         )
+        if self.observer is not None:
+            self.observer(msgs, tools, result)
+        return result
 
     def _merged(self, params: dict[str, Any]) -> dict[str, Any]:
         return {**self.default_params, **{k: v for k, v in params.items() if v is not None}}

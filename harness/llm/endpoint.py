@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from harness import progress as console_progress
-from harness.llm.cache import ResponseCache
-from harness.llm.client import LLMClient
+from harness.llm.cache import ReadOnlyCache, ResponseCache
+from harness.llm.client import LLMClient, Observer, Responder
 from harness.llm.liveness import Liveness
 from harness.llm.models import ModelError, ModelSpec, pull
 from harness.settings import ClientSettings
@@ -80,9 +80,17 @@ def cache_namespace(spec: ModelSpec) -> str:
     return spec.base_url or ""
 
 
-def make_client(endpoint: Endpoint, client_cfg: Any, cache: ResponseCache | None) -> LLMClient:
+def make_client(
+    endpoint: Endpoint,
+    client_cfg: Any,
+    cache: ResponseCache | ReadOnlyCache | None,
+    *,
+    responder: Responder | None = None,
+    observer: Observer | None = None,
+) -> LLMClient:
     """An `LLMClient` for `endpoint` with the retry/timeout/concurrency settings of `client_cfg`
-    (a `ClientSettings`, or a `client:` config node: a key it lacks takes configs/config.yaml's value)."""
+    (a `ClientSettings`, or a `client:` config node: a key it lacks takes configs/config.yaml's value).
+    `responder`/`observer`: a stand-in for the endpoint and a per-call log (the plan's, runners/plan.py)."""
     settings = client_cfg if isinstance(client_cfg, ClientSettings) else ClientSettings.from_config(client_cfg)
     return LLMClient(
         base_url=endpoint.base_url,
@@ -93,4 +101,13 @@ def make_client(endpoint: Endpoint, client_cfg: Any, cache: ResponseCache | None
         use_cache=cache is not None,
         cache_namespace=endpoint.cache_namespace,
         liveness=endpoint.liveness,
+        responder=responder,
+        observer=observer,
     )
+
+
+def planning_endpoint(model_cfg: Any) -> Endpoint:
+    """The endpoint a run would open for `model_cfg`, resolved without starting a server or checking a key (a
+    plan sends nothing: its clients answer through a stand-in)."""
+    spec = ModelSpec.from_config(model_cfg)
+    return Endpoint(spec, spec.base_url or "plan://local", spec.api_key, cache_namespace=cache_namespace(spec))

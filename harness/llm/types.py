@@ -89,5 +89,31 @@ class ChatModel(Protocol):
     ) -> ChatResult: ...
 
 
+@dataclass(frozen=True)
+class SaltedModel:
+    """`inner` with a cache salt on every call: its responses are cached apart from identical requests of other
+    salts (the salt is never sent). A caller's own salt is kept in front (`caller|salt`). The one wrapper of
+    this kind: per-mode summaries (runners/summaries.py) and judge votes (harness/scoring/votes.py) use it."""
+
+    inner: ChatModel
+    salt: str
+
+    @property
+    def model(self) -> str:
+        return self.inner.model
+
+    def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        purpose: str = "answer",
+        cache_salt: str | None = None,
+        **params: Any,
+    ) -> ChatResult:
+        salt = self.salt if cache_salt is None else f"{cache_salt}|{self.salt}"
+        return self.inner.chat(messages, tools=tools, purpose=purpose, cache_salt=salt, **params)
+
+
 class LLMError(RuntimeError):
     """A model call that failed after retries; the message names the endpoint and the cause."""

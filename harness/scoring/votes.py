@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from harness.llm.types import ChatModel, ChatResult, Message
+from harness.llm.types import ChatModel, SaltedModel
 from harness.scoring.base import MetricSpec, ScoreInput, ScoreResult, details_key
 
 log = logging.getLogger(__name__)
@@ -47,30 +47,6 @@ VOTE_KEYS = ("verdict", "verdict_strict", "raw", "usage")  # what each vote keep
 
 class VotesConfigError(ValueError):
     """A voted judge's configuration cannot work (the message names the config key)."""
-
-
-class SaltedJudgeModel:
-    """The judge's model with a cache salt on every call: a vote's own response-cache entry."""
-
-    def __init__(self, inner: ChatModel, salt: str) -> None:
-        self.inner = inner
-        self.salt = salt
-
-    @property
-    def model(self) -> str:
-        return self.inner.model
-
-    def chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[dict[str, Any]] | None = None,
-        purpose: str = "answer",
-        cache_salt: str | None = None,
-        **params: Any,
-    ) -> ChatResult:
-        salt = self.salt if cache_salt is None else f"{cache_salt}|{self.salt}"  # e.g. the per-mode salt too
-        return self.inner.chat(messages, tools=tools, purpose=purpose, cache_salt=salt, **params)
 
 
 VOTED_TARGET = f"{__name__}.VotedJudge"
@@ -138,7 +114,7 @@ class VotedJudge:
         self.votes = check_votes(votes)
         self.confirm_failures = bool(confirm_failures)
         self.judges = [
-            judge(model=model if i == 0 else SaltedJudgeModel(model, vote_salt(i) or "")) for i in range(self.votes)
+            judge(model=model if i == 0 else SaltedModel(model, vote_salt(i) or "")) for i in range(self.votes)
         ]
         inner = self.judges[0]
         self.details_name = details_key(inner)  # records keep the inner judge's details key: reports find them
