@@ -162,6 +162,11 @@ class MetricCatalog:
         self.task_averaged_keys = frozenset(s.name for s in ordered if s.task_averaged)
         self.derived = [(self.source[s.name], s) for s in ordered if s.verdict]
 
+    def __deepcopy__(self, memo: dict[int, object]) -> MetricCatalog:
+        # Read-only once built, and pandas deep-copies a frame's attrs (which hold the catalog) on every operation:
+        # sharing it keeps a report's many frame operations from copying it thousands of times.
+        return self
+
     def __contains__(self, key: str) -> bool:
         return key in self.columns
 

@@ -1,6 +1,7 @@
 import gzip
 import json
 import os
+import random
 import sys
 from pathlib import Path
 
@@ -10,6 +11,36 @@ from harness.data.longmemeval import find_local
 
 DATA_ORACLE = "longmemeval_oracle_single_session_user.json.gz"
 DATA_S = "longmemeval_s_single_session_user.json.gz"
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--test-order",
+        default="file",
+        help="file (as collected), reverse, or shuffle:SEED (modules in a random order, each module's tests too): "
+        "finds tests whose outcome depends on what ran before them (docs/reliability.md, the flip check)",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    order = config.getoption("--test-order")
+    if order == "file":
+        return
+    if order == "reverse":
+        items.reverse()
+        return
+    kind, _, seed = order.partition(":")
+    if kind != "shuffle" or not seed.isdigit():
+        raise pytest.UsageError(f"--test-order={order!r}: expected file, reverse or shuffle:SEED (SEED an integer)")
+    rng = random.Random(int(seed))
+    modules: dict[str, list] = {}
+    for item in items:  # shuffled within a module, so a module-scoped fixture is still set up once
+        modules.setdefault(item.nodeid.split("::")[0], []).append(item)
+    groups = list(modules.values())
+    rng.shuffle(groups)
+    for group in groups:
+        rng.shuffle(group)
+    items[:] = [item for group in groups for item in group]
 
 
 @pytest.fixture(autouse=True)

@@ -118,12 +118,15 @@ def test_sigkill_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path):
                 stderr=stderr,
             )
         try:
-            deadline = time.monotonic() + 120
+            # Waits for the condition, not for a time: the 120 s this was ran out on a loaded 2-core host (load 15)
+            # before the subprocess had imported and kept 2 records; the deadline only guards against a hang.
+            deadline = time.monotonic() + 450
             while time.monotonic() < deadline and proc.poll() is None:
                 if records.exists() and records.read_bytes().count(b"\n") >= 2:
                     break
                 time.sleep(0.05)
             assert proc.poll() is None, f"the run ended first: {(tmp_path / 'stderr.txt').read_text()[-2000:]}"
+            assert records.exists() and records.read_bytes().count(b"\n") >= 2, "no 2 records kept in 450 s"
             proc.send_signal(signal.SIGKILL)
         finally:
             proc.kill()

@@ -176,3 +176,13 @@ def test_a_run_with_builtin_specs_reports_like_one_without(tmp_path):
     for name in ("summary.csv", "summary_ci.csv", "cases.csv"):
         assert (old / name).read_bytes() == (new / name).read_bytes(), name
     assert (old / "report.md").read_text().replace("old", "X") == (new / "report.md").read_text().replace("new", "X")
+
+
+def test_frame_operations_share_the_catalog_rather_than_copy_it(tmp_path):
+    """pandas deep-copies `df.attrs` on every operation; the catalog (read-only once built) is shared, so a report's
+    hundreds of frame operations do not rebuild it (copying it took 10-18 % of a report's CPU time)."""
+    df = load_run(write_run(tmp_path, [rec("q1", "long_context")], meta()))
+    catalog = df.attrs["metrics"]
+    assert isinstance(catalog, type(BUILTIN))
+    derived = df[df["status"] == "ok"].copy(deep=True).assign(x=1)
+    assert derived.attrs["metrics"] is catalog

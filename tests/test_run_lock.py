@@ -76,7 +76,8 @@ def test_two_runs_on_one_directory_one_refuses_and_every_pair_is_run_and_recorde
         argv = args(tmp_path, srv.base_url, data, "run") + ["judge=none"]
         first = _spawn(["-m", "runners.cli", *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
-            deadline = time.monotonic() + 120
+            # a hang guard, not a bound: on a loaded 2-core host a subprocess run took 119 s to its first records
+            deadline = time.monotonic() + 450
             while not srv.requests and first.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert srv.requests, (

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -31,7 +32,14 @@ def distill_static(teacher: str, out: str | Path, pca_dims: int = 256, sif: floa
     model = distill(model_name=str(src), pca_dims=pca_dims, sif_coefficient=sif)
     out = Path(out).expanduser()
     out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(out))
+    # Written beside `out`, then moved in file by file with the weights last: a reader (StaticEmbedder takes the
+    # weights as the sign of a finished build) never loads a half-written model, whether this process is killed
+    # mid-write or another one (a parallel test worker, a second run) distils the same model at the same time.
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as tmp:
+        model.save_pretrained(tmp)
+        files = sorted(Path(tmp).iterdir(), key=lambda f: f.name == "model.safetensors")
+        for f in files:
+            os.replace(f, out / f.name)
     return file_sha256(out / "model.safetensors")
 
 
