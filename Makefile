@@ -21,9 +21,10 @@ SMOKE_MODEL := smollm2_135m
 $(BENCH_STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	# The model download (network) overlaps pip's install (mostly CPU and disk); the pull needs only omegaconf and tqdm.
+	# --no-compile: Python compiles only the modules the job imports, when it imports them, not every installed file.
 	$(BIN)/pip install -q 'omegaconf>=2.2,<2.4' tqdm
 	$(if $(BENCH_PULL),PYTHONPATH=. $(BIN)/python -m harness.llm.models pull $(BENCH_PULL) & pull=$$!;,pull=;) \
-	  $(BIN)/pip install -e '.[xllama]'; status=$$?; \
+	  $(BIN)/pip install --no-compile -e '.[xllama]'; status=$$?; \
 	  if [ -n "$$pull" ]; then wait $$pull || { echo 'model pull failed'; exit 1; }; fi; exit $$status
 	touch $(BENCH_STAMP)
 
