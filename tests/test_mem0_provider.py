@@ -13,6 +13,7 @@ import json
 import os
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -60,7 +61,12 @@ def endpoint() -> Iterator[FakeOpenAIServer]:
 @pytest.fixture
 def provider(endpoint: FakeOpenAIServer) -> Mem0Provider:
     client = LLMClient(base_url=endpoint.base_url, model="fake-model", api_key="k", max_retries=0)
-    return Mem0Provider(client, HashingEmbedder(256), threshold=0.0)
+    return Mem0Provider(HashingEmbedder(256), client, threshold=0.0)
+
+
+def client_of(p: Mem0Provider) -> LLMClient:
+    assert isinstance(p.llm, LLMClient)
+    return p.llm
 
 
 def session(sid: str, date: str, *user_lines: str) -> MemorySession:
@@ -85,7 +91,7 @@ def test_mem0_stores_and_retrieves_through_its_own_pipeline(provider: Mem0Provid
     )
     # one extraction call per exchange (turns_per_add=2), counted through the client layer
     assert ing.usage.llm_calls == 3 and ing.usage.input_tokens == 300 and ing.usage.output_tokens == 21
-    assert provider.memory.llm.model.stats.tokens[INGEST_PURPOSE]["calls"] == 3
+    assert client_of(provider).stats.tokens[INGEST_PURPOSE]["calls"] == 3
     chats = [r for r in endpoint.requests if r["_path"].endswith("/chat/completions")]
     assert len(chats) == 3
     # mem0's own extraction prompt and JSON mode went out; sessions in date order with their dates
@@ -132,7 +138,7 @@ def test_units_are_isolated_and_teardown_forgets(provider: Mem0Provider):
 
 def test_single_turn_chunks_carry_the_turn_index(endpoint: FakeOpenAIServer):
     client = LLMClient(base_url=endpoint.base_url, model="fake-model", api_key="k", max_retries=0)
-    p = Mem0Provider(client, HashingEmbedder(256), threshold=0.0, turns_per_add=1)
+    p = Mem0Provider(HashingEmbedder(256), client, threshold=0.0, turns_per_add=1)
     p.setup("u")
     p.ingest("u", [session("s1", MAY, "I own a red bicycle.", "I play the cello.")])
     (item,) = p.retrieve("u", "cello", 1, JUNE).items
@@ -143,7 +149,7 @@ def test_single_turn_chunks_carry_the_turn_index(endpoint: FakeOpenAIServer):
 def test_a_failing_llm_is_one_provider_error_naming_the_unit():
     with FakeOpenAIServer(lambda req: Reply(status=500, body={"error": {"message": "boom"}})) as srv:
         client = LLMClient(base_url=srv.base_url, model="fake-model", api_key="k", max_retries=0)
-        p = Mem0Provider(client, HashingEmbedder(64))
+        p = Mem0Provider(HashingEmbedder(64), client)
         p.setup("u9")
         with pytest.raises(ProviderError, match=r"memory provider 'mem0': ingest for unit 'u9' failed: .*500"):
             p.ingest("u9", [session("s1", MAY, "hello")])
@@ -162,7 +168,7 @@ def test_telemetry_is_off_and_only_loopback_is_contacted(endpoint: FakeOpenAISer
 
     monkeypatch.setattr(socket.socket, "connect", guarded)
     client = LLMClient(base_url=endpoint.base_url, model="fake-model", api_key="k", max_retries=0)
-    p = Mem0Provider(client, HashingEmbedder(64), threshold=0.0)
+    p = Mem0Provider(HashingEmbedder(64), client, threshold=0.0)
     p.setup("u")
     p.ingest("u", [session("s1", MAY, "I like chess.")])
     assert [i.text for i in p.retrieve("u", "chess", 3, JUNE).items] == ["I like chess."]
@@ -197,3 +203,22 @@ def test_small_longmemeval_cases_end_to_end(provider: Mem0Provider, endpoint: Fa
         assert {i.provenance.session_id for i in got.items if i.provenance} <= set(c.session_ids)
         assert any(i.provenance and i.provenance.session_id in c.answer_session_ids for i in got.items)
         provider.teardown(c.question_id)
+
+
+def test_the_hydra_config_builds_it_and_the_run_model_is_bound_later(endpoint: FakeOpenAIServer):
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.load(Path(__file__).resolve().parents[1] / "configs" / "memory" / "mem0.yaml")
+    cfg.embedder = {"_target_": "harness.retrieval.embedders.HashingEmbedder", "dim": 64}
+    p = instantiate(cfg)
+    assert isinstance(p, Mem0Provider) and p.llm is None
+    p.setup("u")
+    with pytest.raises(ProviderError, match=r"ingest for unit 'u' failed: no model bound"):
+        p.ingest("u", [session("s1", MAY, "I like chess.")])
+    client = LLMClient(base_url=endpoint.base_url, model="fake-model", api_key="k", max_retries=0)
+    p.bind_model(client)
+    assert p.ingest("u", [session("s1", MAY, "I like chess.")]).usage.llm_calls == 1
+    chat = endpoint.requests[-1]
+    assert (chat["temperature"], chat["max_tokens"]) == (0, 1024)  # the config's generation settings went out
+    assert [i.text for i in p.retrieve("u", "chess", 3, JUNE).items] == ["I like chess."]

@@ -140,20 +140,24 @@ class Mem0Provider(ProviderBase):
 
     def __init__(
         self,
-        llm: ChatModel,
         embedder: Embedder,
+        llm: ChatModel | None = None,
         *,
         turns_per_add: int = 2,
         generation: dict[str, Any] | None = None,
         threshold: float = 0.1,
         date_instructions: bool = True,
     ) -> None:
+        """`llm`: the model mem0 extracts memories with; None (the Hydra config): the run's answer model, which the
+        contestant hands over with `bind_model` before the first unit (so mem0 needs no second model server)."""
         if turns_per_add < 1:
             raise ValueError(f"Mem0Provider.turns_per_add must be >= 1, got {turns_per_add}")
+        if threshold < 0:
+            raise ValueError(f"Mem0Provider.threshold must be >= 0, got {threshold}")
         Memory, MemoryConfig, EmbeddingBase, LLMBase = _import_mem0()
         from qdrant_client import QdrantClient
 
-        harness_llm, harness_embedder = _shims(EmbeddingBase, LLMBase)
+        self._llm_class, harness_embedder = _shims(EmbeddingBase, LLMBase)
         dims = int(embedder.embed(["dimension probe"]).shape[1])
         config = MemoryConfig(
             vector_store={
@@ -173,13 +177,21 @@ class Mem0Provider(ProviderBase):
             history_db_path=":memory:",
         )
         self.memory = Memory(config)
-        self.memory.llm = harness_llm(llm, dict(generation or {}))
         self.memory.embedding_model = harness_embedder(embedder)
+        self.generation = dict(generation or {})
+        self.llm: ChatModel | None = None
+        if llm is not None:
+            self.bind_model(llm)
         self.turns_per_add, self.threshold, self.date_instructions = turns_per_add, threshold, date_instructions
         self.embedder_identity = embedder.identity
         self._runs: dict[str, str] = {}  # unit -> run_id of its current setup
         # Qdrant's in-process store and mem0's SQLite connection are not safe to share between threads.
         self._lock = threading.Lock()
+
+    def bind_model(self, llm: ChatModel) -> None:
+        """The model mem0's LLM calls go to (through the project's client layer: cached, retried, counted)."""
+        self.llm = llm
+        self.memory.llm = self._llm_class(llm, self.generation)
 
     def capabilities(self) -> Capabilities:
         return Capabilities(name=NAME, version=metadata.version("mem0ai"), calls=REQUIRED_CALLS)
@@ -211,6 +223,8 @@ class Mem0Provider(ProviderBase):
 
     def ingest(self, unit: str, sessions: Sequence[MemorySession]) -> Ingest:
         scope = self._scope("ingest", unit)
+        if self.llm is None:
+            raise ProviderError(NAME, "ingest", unit, "no model bound (pass llm=, or the contestant calls bind_model)")
         with self._counted("ingest", unit) as (calls, embeddings):
             for s in sorted(sessions, key=lambda s: parse_iso(s.date)):
                 # mem0's OSS add() refuses a timestamp and dates its extraction prompt "today": the session's date
