@@ -57,7 +57,8 @@ _CALLS: contextvars.ContextVar[list[ChatResult] | None] = contextvars.ContextVar
 def _import_mem0() -> Any:
     """mem0's `Memory` and `MemoryConfig`, imported with telemetry off (checked, not assumed)."""
     os.environ.setdefault("MEM0_TELEMETRY", "false")
-    os.environ.setdefault("MEM0_DIR", tempfile.mkdtemp(prefix="lme-mem0-"))
+    if not os.environ.get("MEM0_DIR"):  # mem0 writes a config.json there at import: never into ~/.mem0
+        os.environ["MEM0_DIR"] = tempfile.mkdtemp(prefix="lme-mem0-")
     try:
         import mem0.memory.telemetry as telemetry
         from mem0 import Memory
