@@ -194,7 +194,7 @@ def test_small_longmemeval_cases_end_to_end(provider: Mem0Provider, endpoint: Fa
         provider.setup(c.question_id)
         before = len(endpoint.requests)
         ing = provider.ingest(c.question_id, _sessions(c))
-        sent = json.dumps(endpoint.requests[before:])
+        sent = json.dumps(endpoint.requests[before:], ensure_ascii=False)
         assert c.question not in sent
         assert ing.usage.llm_calls == sum((len(s) + 1) // 2 for s in c.sessions)
     for c in cases:
