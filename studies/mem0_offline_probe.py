@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top-k", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--max-tokens", type=int, default=512)
+    ap.add_argument("--no-json-mode", action="store_true", help="drop mem0's response_format (no JSON grammar)")
     ap.add_argument("--data", default="longmemeval_oracle.json.gz")
     ap.add_argument(
         "--embedder", default=str(Path("~/.cache/lme-harness/models/m2v-minilm-l6-256").expanduser())
@@ -56,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         "model": spec.name,
         "n_ctx": args.n_ctx,
         "turns_per_add": args.turns_per_add,
+        "json_mode": not args.no_json_mode,
         "cases": [],
     }
     with tempfile.TemporaryDirectory() as tmp:
@@ -69,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
                 StaticEmbedder(args.embedder),
                 client,
                 turns_per_add=args.turns_per_add,
+                json_mode=not args.no_json_mode,
                 generation={"temperature": 0, "max_tokens": args.max_tokens},
             )
             out["mem0"] = provider.capabilities().version

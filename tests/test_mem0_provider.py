@@ -146,6 +146,15 @@ def test_single_turn_chunks_carry_the_turn_index(endpoint: FakeOpenAIServer):
     assert (item.provenance.session_id, item.provenance.turn_index) == ("s1", 2)
 
 
+def test_json_mode_off_drops_the_response_format(endpoint: FakeOpenAIServer):
+    client = LLMClient(base_url=endpoint.base_url, model="fake-model", api_key="k", max_retries=0)
+    p = Mem0Provider(HashingEmbedder(64), client, threshold=0.0, json_mode=False)
+    p.setup("u")
+    p.ingest("u", [session("s1", MAY, "I like chess.")])
+    assert "response_format" not in endpoint.requests[-1]
+    assert [i.text for i in p.retrieve("u", "chess", 3, JUNE).items] == ["I like chess."]
+
+
 def test_a_failing_llm_is_one_provider_error_naming_the_unit():
     with FakeOpenAIServer(lambda req: Reply(status=500, body={"error": {"message": "boom"}})) as srv:
         client = LLMClient(base_url=srv.base_url, model="fake-model", api_key="k", max_retries=0)

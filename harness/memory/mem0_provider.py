@@ -83,8 +83,8 @@ def _shims(embedding_base: type, llm_base: type) -> tuple[type, type]:
     """mem0's LLM and embedder interfaces over the project's `ChatModel` and `Embedder`."""
 
     class HarnessLLM(llm_base):  # type: ignore[valid-type,misc]
-        def __init__(self, model: ChatModel, generation: dict[str, Any]) -> None:
-            self.model, self.generation = model, generation
+        def __init__(self, model: ChatModel, generation: dict[str, Any], json_mode: bool) -> None:
+            self.model, self.generation, self.json_mode = model, generation, json_mode
 
         def generate_response(
             self,
@@ -97,7 +97,7 @@ def _shims(embedding_base: type, llm_base: type) -> tuple[type, type]:
             if tools:  # only mem0's graph memory asks for tools, and it is not enabled here
                 raise NotImplementedError("lme-harness mem0 adapter: tool calls are not supported")
             params = dict(self.generation)
-            if response_format is not None:
+            if response_format is not None and self.json_mode:
                 params["response_format"] = response_format
             result = self.model.chat(messages, purpose=INGEST_PURPOSE, **params)
             calls = _CALLS.get()
@@ -148,8 +148,11 @@ class Mem0Provider(ProviderBase):
         generation: dict[str, Any] | None = None,
         threshold: float = 0.1,
         date_instructions: bool = True,
+        json_mode: bool = True,
     ) -> None:
-        """`llm`: the model mem0 extracts memories with; None (the Hydra config): the run's answer model, which the
+        """`json_mode: false` drops mem0's `response_format` (JSON mode) from its requests: llama.cpp then samples
+        without a JSON grammar (mem0's prompt asks for JSON anyway and parses what comes back).
+        `llm`: the model mem0 extracts memories with; None (the Hydra config): the run's answer model, which the
         contestant hands over with `bind_model` before the first unit (so mem0 needs no second model server)."""
         if turns_per_add < 1:
             raise ValueError(f"Mem0Provider.turns_per_add must be >= 1, got {turns_per_add}")
@@ -179,7 +182,7 @@ class Mem0Provider(ProviderBase):
         )
         self.memory = Memory(config)
         self.memory.embedding_model = harness_embedder(embedder)
-        self.generation = dict(generation or {})
+        self.generation, self.json_mode = dict(generation or {}), json_mode
         self.llm: ChatModel | None = None
         if llm is not None:
             self.bind_model(llm)
@@ -192,7 +195,7 @@ class Mem0Provider(ProviderBase):
     def bind_model(self, llm: ChatModel) -> None:
         """The model mem0's LLM calls go to (through the project's client layer: cached, retried, counted)."""
         self.llm = llm
-        self.memory.llm = self._llm_class(llm, self.generation)
+        self.memory.llm = self._llm_class(llm, self.generation, self.json_mode)
 
     def capabilities(self) -> Capabilities:
         return Capabilities(name=NAME, version=metadata.version("mem0ai"), calls=REQUIRED_CALLS)
