@@ -100,6 +100,9 @@ def test_mem0_stores_and_retrieves_through_its_own_pipeline(provider: Mem0Provid
     assert all(r["messages"][0]["content"] == ADDITIVE_EXTRACTION_PROMPT for r in chats)
     assert all(r["response_format"] == {"type": "json_object"} for r in chats)
     assert "yoga" in _new_messages(chats[0]) and MAY in chats[0]["messages"][-1]["content"]
+    # the prompt's own date fields are the session's day, not today's (mem0 writes today's by itself)
+    assert "## Observation Date\n2023-05-20\n" in chats[0]["messages"][-1]["content"]
+    assert "## Current Date\n2023-05-20\n" in chats[0]["messages"][-1]["content"]
     assert "Lisbon" in _new_messages(chats[2]) and JUNE in chats[2]["messages"][-1]["content"]
 
     got = provider.retrieve("u1", "Which city did I move to, Lisbon?", 2, "2023-07-01T00:00:00Z")
@@ -231,3 +234,17 @@ def test_the_hydra_config_builds_it_and_the_run_model_is_bound_later(endpoint: F
     chat = endpoint.requests[-1]
     assert (chat["temperature"], chat["max_tokens"]) == (0, 1024)  # the config's generation settings went out
     assert [i.text for i in p.retrieve("u", "chess", 3, JUNE).items] == ["I like chess."]
+
+
+def test_equal_inputs_make_equal_requests(endpoint: FakeOpenAIServer):
+    """Nothing of the day or of the run (ids) reaches mem0's prompts: the response cache and replay hold."""
+    client = LLMClient(base_url=endpoint.base_url, model="fake-model", api_key="k", max_retries=0)
+    history = [session("s1", MAY, "I take yoga classes.", "I like tea."), session("s2", JUNE, "I moved to Lisbon.")]
+    sent = []
+    for unit in ("first", "second"):
+        p = Mem0Provider(HashingEmbedder(64), client, threshold=0.0)
+        p.setup(unit)
+        before = len(endpoint.requests)
+        p.ingest(unit, history)
+        sent.append([{k: v for k, v in r.items() if k != "_auth"} for r in endpoint.requests[before:]])
+    assert len(sent[0]) == 3 and sent[0] == sent[1]

@@ -52,6 +52,27 @@ INGEST_PURPOSE = "memory_ingest"  # the CallStats purpose of mem0's LLM calls (a
 
 # The calls mem0 makes through its LLM in the current thread (ingest or retrieve of one unit).
 _CALLS: contextvars.ContextVar[list[ChatResult] | None] = contextvars.ContextVar("mem0_calls", default=None)
+# The date of the session being ingested in the current thread (YYYY-MM-DD), for mem0's extraction prompt.
+_SESSION_DAY: contextvars.ContextVar[str | None] = contextvars.ContextVar("mem0_session_day", default=None)
+
+
+def _date_the_prompt(mem0_main: Any) -> None:
+    """mem0 2.2.1 writes today's date as the extraction prompt's "Observation Date" and "Current Date", and its OSS
+    `add()` refuses a timestamp. Wrapped so that, inside this adapter's ingest, both are the session's date: the
+    prompt says when the conversation happened, and equal inputs make equal requests (cache, replay) on any day."""
+    original = mem0_main.generate_additive_extraction_prompt
+    if getattr(original, "_lme_dated", False):
+        return
+
+    def dated(*args: Any, **kwargs: Any) -> Any:
+        day = _SESSION_DAY.get()
+        if day is not None:
+            kwargs.setdefault("current_date", day)
+            kwargs.setdefault("timestamp", day)
+        return original(*args, **kwargs)
+
+    dated._lme_dated = True  # type: ignore[attr-defined]
+    mem0_main.generate_additive_extraction_prompt = dated
 
 
 def _import_mem0() -> Any:
@@ -65,6 +86,7 @@ def _import_mem0() -> Any:
         from mem0.configs.base import MemoryConfig
         from mem0.embeddings.base import EmbeddingBase
         from mem0.llms.base import LLMBase
+        from mem0.memory import main as mem0_main
     except ImportError as e:
         raise ProviderError(
             NAME, "setup", None, f"mem0 is not installed ({e}); install the extra: pip install -e '.[memory]'"
@@ -76,6 +98,7 @@ def _import_mem0() -> Any:
             None,
             "mem0 telemetry is on (MEM0_TELEMETRY was true when mem0 was imported); set MEM0_TELEMETRY=false",
         )
+    _date_the_prompt(mem0_main)
     return Memory, MemoryConfig, EmbeddingBase, LLMBase
 
 
@@ -231,8 +254,8 @@ class Mem0Provider(ProviderBase):
             raise ProviderError(NAME, "ingest", unit, "no model bound (pass llm=, or the contestant calls bind_model)")
         with self._counted("ingest", unit) as (calls, embeddings):
             for s in sorted(sessions, key=lambda s: parse_iso(s.date)):
-                # mem0's OSS add() refuses a timestamp and dates its extraction prompt "today": the session's date
-                # goes in as custom instructions, so relative dates ("yesterday") resolve against it.
+                # The session's date and time also go in as custom instructions (the prompt's own date fields
+                # carry the day only), so relative dates ("yesterday") resolve against it.
                 prompt = (
                     f"These messages were exchanged on {s.date} (UTC). Resolve relative dates against that date "
                     f"and state absolute dates in the memories."
@@ -251,7 +274,11 @@ class Mem0Provider(ProviderBase):
                         "created_at": s.date,  # mem0 keeps a given created_at instead of the wall clock
                     }
                     messages = [{"role": t.role, "content": t.content} for t in chunk]
-                    self.memory.add(messages, **scope, metadata=meta, prompt=prompt)
+                    day = _SESSION_DAY.set(parse_iso(s.date).date().isoformat())
+                    try:
+                        self.memory.add(messages, **scope, metadata=meta, prompt=prompt)
+                    finally:
+                        _SESSION_DAY.reset(day)
         return Ingest(usage=_usage(calls, embeddings))
 
     def retrieve(self, unit: str, query: str, top_k: int, as_of: str) -> Retrieval:
