@@ -36,12 +36,12 @@ $(STAMP): $(BENCH_STAMP) pyproject.toml scripts/llama_runtime.py scripts/llama_b
 	# The embedded llama.cpp runtime, built for the portable x86-64-v3 baseline (never -march=native: docs/models.md),
 	# once per flag set into ~/.cache/lme-harness/wheels; LME_LLAMA_PROFILE=native opts into a host-specific build.
 	$(BIN)/python scripts/llama_runtime.py build > $(VENV)/llama-build.log 2>&1 & build=$$!; \
-	  ( set -e; $(BIN)/pip install torch==2.13.0; $(BIN)/pip install -e '.[xllama,embed,test,sweep,cluster]'; \
+	  ( set -e; $(BIN)/pip install torch==2.13.0; $(BIN)/pip install -e '.[xllama,embed,test,sweep,cluster,memory]'; \
 	    for m in $(SMOKE_MODEL); do $(BIN)/lme-harness models pull $$m; done ); status=$$?; \
 	  wait $$build || { tail -40 $(VENV)/llama-build.log; echo 'llama.cpp build failed: $(VENV)/llama-build.log'; exit 1; }; \
 	  exit $$status
 	$(BIN)/python scripts/llama_runtime.py install
-	$(BIN)/pip install -e '.[local,xllama,embed,test,sweep,cluster]'
+	$(BIN)/pip install -e '.[local,xllama,embed,test,sweep,cluster,memory]'
 	touch $(STAMP)
 
 setup: $(STAMP)

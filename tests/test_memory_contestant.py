@@ -328,3 +328,27 @@ def test_a_failed_teardown_is_recorded_with_the_answer_not_raised_over_it() -> N
         c.ingest(CaseHistory.of(case, s), _kit(reader)).memory, Question.of(case, case.question), _kit(reader)
     )
     assert out.prediction == "Oslo" and "disk full" in out.tool_trace[0]["teardown_error"]
+
+
+def test_a_provider_with_its_own_llm_gets_the_runs_model_once_before_its_first_unit() -> None:
+    """mem0 extracts facts with an LLM while ingesting: the contestant binds the run's answer model to it (one
+    client, one cache, one account) once, before setup; a provider without `bind_model` is left alone."""
+
+    class Binding(Recorder):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bound: list[Any] = []
+
+        def bind_model(self, llm: Any) -> None:
+            self.calls.append(("bind_model", "", ""))
+            self.bound.append(llm)
+
+    case, reader, provider = _case(), Reader(), Binding()
+    s = Session(id="x", user_id=case.question_id)
+    s.extend(case.events())
+    c = ProviderContestant(provider, ready_poll_s=0)
+    for _ in range(2):
+        c.ingest(CaseHistory.of(case, s), _kit(reader))
+    assert provider.bound == [reader] and provider.calls[0][0] == "bind_model"
+    assert [k for k, _, _ in provider.calls].count("setup") == 2
+    ProviderContestant(Recorder(), ready_poll_s=0).ingest(CaseHistory.of(case, s), _kit(reader))  # no hook: fine

@@ -108,12 +108,25 @@ class ProviderContestant:
     # A unit is the question id plus this per-run tag: two contestants or two runs sharing one service never
     # share a unit (ingest is redone whole by a resumed run, so the id need not outlive the process).
     _run_tag: str = field(default_factory=lambda: uuid.uuid4().hex[:8], init=False, repr=False)
+    _bound: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.provider is None:
             raise ValueError(
                 "mode=memory needs a provider: add memory=<name> (configs/memory/, docs/memory-systems.md)"
             )
+
+    def _bind_model(self, kit: Toolkit) -> None:
+        """A provider that runs an LLM of its own while ingesting (mem0's fact extraction) gets the run's answer
+        model once, before its first unit: its calls then go through the run's client (cache, accounting), and no
+        second model server is needed. Optional: providers without `bind_model` are left alone."""
+        bind = getattr(self.provider, "bind_model", None)
+        if bind is None:
+            return
+        with self._lock:
+            if not self._bound:
+                bind(kit.model)
+                self._bound = True
 
     @property
     def variant(self) -> str:
@@ -144,6 +157,7 @@ class ProviderContestant:
 
     def ingest(self, history: CaseHistory, kit: Toolkit) -> Ingested:
         who = self._capabilities()
+        self._bind_model(kit)
         unit = f"{history.unit_id}.{self._run_tag}"
         t0 = time.perf_counter()
         self._call(lambda: self.provider.setup(unit))

@@ -1,0 +1,312 @@
+"""mem0's open-source `Memory` (PyPI `mem0ai`) as a memory provider, fully offline (docs/memory-systems.md).
+
+What runs is mem0's own pipeline (its fact-extraction prompt, dedup, scoring, its Qdrant vector store), with
+three parts supplied by this project:
+
+- its LLM is the run's `ChatModel` (the project's one client layer: retries, cache, token accounting), so every
+  call mem0 makes is counted into the unit's `Usage`;
+- its embedder is any project `Embedder` (the static model2vec one by default, the hashing one in tests);
+- its vector store is Qdrant in-process (`:memory:`) and its history database SQLite `:memory:`: no server.
+
+Telemetry: mem0 reads `MEM0_TELEMETRY` once, at import; this module sets it to false before importing mem0 and
+refuses to run if mem0 was already imported with it on. `MEM0_DIR` (mem0 writes a config file there) defaults to a
+private temporary folder, never `~/.mem0`.
+
+Isolation: one mem0 `user_id` per unit; `setup` also draws a fresh `run_id`, so mem0's per-scope "last messages"
+(kept in its history database) of an earlier setup of the same unit never reach the extraction prompt.
+As of: each memory carries its session's date (`session_ts`, epoch seconds) and retrieval filters on it inside
+mem0's vector-store query (`lte` the question date), so nothing dated after the question is returned.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import tempfile
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from importlib import metadata
+from typing import Any
+
+from harness.llm.client import embedding_call_log
+from harness.llm.types import ChatModel, ChatResult
+from harness.memory.provider import (
+    REQUIRED_CALLS,
+    Capabilities,
+    Ingest,
+    MemoryItem,
+    MemorySession,
+    Provenance,
+    ProviderBase,
+    ProviderError,
+    Retrieval,
+    Usage,
+    parse_iso,
+)
+from harness.retrieval.embedders import Embedder
+
+NAME = "mem0"
+INGEST_PURPOSE = "memory_ingest"  # the CallStats purpose of mem0's LLM calls (apart from answer/judge)
+
+# The calls mem0 makes through its LLM in the current thread (ingest or retrieve of one unit).
+_CALLS: contextvars.ContextVar[list[ChatResult] | None] = contextvars.ContextVar("mem0_calls", default=None)
+# The date of the session being ingested in the current thread (YYYY-MM-DD), for mem0's extraction prompt.
+_SESSION_DAY: contextvars.ContextVar[str | None] = contextvars.ContextVar("mem0_session_day", default=None)
+
+
+def _date_the_prompt(mem0_main: Any) -> None:
+    """mem0 2.2.1 writes today's date as the extraction prompt's "Observation Date" and "Current Date", and its OSS
+    `add()` refuses a timestamp. Wrapped so that, inside this adapter's ingest, both are the session's date: the
+    prompt says when the conversation happened, and equal inputs make equal requests (cache, replay) on any day."""
+    original = mem0_main.generate_additive_extraction_prompt
+    if getattr(original, "_lme_dated", False):
+        return
+
+    def dated(*args: Any, **kwargs: Any) -> Any:
+        day = _SESSION_DAY.get()
+        if day is not None:
+            kwargs.setdefault("current_date", day)
+            kwargs.setdefault("timestamp", day)
+        return original(*args, **kwargs)
+
+    dated._lme_dated = True  # type: ignore[attr-defined]
+    mem0_main.generate_additive_extraction_prompt = dated
+
+
+def _import_mem0() -> Any:
+    """mem0's `Memory` and `MemoryConfig`, imported with telemetry off (checked, not assumed)."""
+    os.environ.setdefault("MEM0_TELEMETRY", "false")
+    if not os.environ.get("MEM0_DIR"):  # mem0 writes a config.json there at import: never into ~/.mem0
+        os.environ["MEM0_DIR"] = tempfile.mkdtemp(prefix="lme-mem0-")
+    try:
+        import mem0.memory.telemetry as telemetry
+        from mem0 import Memory
+        from mem0.configs.base import MemoryConfig
+        from mem0.embeddings.base import EmbeddingBase
+        from mem0.llms.base import LLMBase
+        from mem0.memory import main as mem0_main
+    except ImportError as e:
+        raise ProviderError(
+            NAME, "setup", None, f"mem0 is not installed ({e}); install the extra: pip install -e '.[memory]'"
+        ) from e
+    if telemetry.MEM0_TELEMETRY:
+        raise ProviderError(
+            NAME,
+            "setup",
+            None,
+            "mem0 telemetry is on (MEM0_TELEMETRY was true when mem0 was imported); set MEM0_TELEMETRY=false",
+        )
+    _date_the_prompt(mem0_main)
+    return Memory, MemoryConfig, EmbeddingBase, LLMBase
+
+
+def _shims(embedding_base: type, llm_base: type) -> tuple[type, type]:
+    """mem0's LLM and embedder interfaces over the project's `ChatModel` and `Embedder`."""
+
+    class HarnessLLM(llm_base):  # type: ignore[valid-type,misc]
+        def __init__(self, model: ChatModel, generation: dict[str, Any], json_mode: bool) -> None:
+            self.model, self.generation, self.json_mode = model, generation, json_mode
+
+        def generate_response(
+            self,
+            messages: list[dict[str, str]],
+            response_format: Any = None,
+            tools: Any = None,
+            tool_choice: str = "auto",
+            **_: Any,
+        ) -> str:
+            if tools:  # only mem0's graph memory asks for tools, and it is not enabled here
+                raise NotImplementedError("lme-harness mem0 adapter: tool calls are not supported")
+            params = dict(self.generation)
+            if response_format is not None and self.json_mode:
+                params["response_format"] = response_format
+            result = self.model.chat(messages, purpose=INGEST_PURPOSE, **params)
+            calls = _CALLS.get()
+            if calls is not None:
+                calls.append(result)
+            return result.content
+
+    class HarnessEmbedder(embedding_base):  # type: ignore[valid-type,misc]
+        def __init__(self, embedder: Embedder) -> None:
+            self.embedder = embedder
+
+        def embed(self, text: str, memory_action: str | None = None) -> list[float]:
+            return [float(x) for x in self.embedder.embed([text])[0]]
+
+        def embed_batch(self, texts: list[str], memory_action: str = "add") -> list[list[float]]:
+            return [[float(x) for x in row] for row in self.embedder.embed(list(texts))]
+
+    return HarnessLLM, HarnessEmbedder
+
+
+def _usage(calls: Sequence[ChatResult], embeddings: Sequence[dict[str, Any]]) -> Usage:
+    return Usage(
+        input_tokens=sum(c.usage.prompt_tokens for c in calls),
+        output_tokens=sum(c.usage.completion_tokens for c in calls),
+        embedding_tokens=sum(int((e.get("usage") or {}).get("prompt_tokens") or 0) for e in embeddings),
+        llm_calls=len(calls),
+    )
+
+
+def _epoch(date: str) -> int:
+    return int(parse_iso(date).timestamp())
+
+
+class Mem0Provider(ProviderBase):
+    """mem0 `Memory` behind the provider contract (one instance serves every unit of a run).
+
+    `turns_per_add`: turns handed to one `Memory.add` (one extraction call each); 2 = one user/assistant
+    exchange. `generation`: parameters of mem0's LLM calls (temperature, max_tokens, ...). `threshold`: mem0's
+    minimum search score (its default 0.1; 0 keeps every hit up to top_k).
+    """
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        llm: ChatModel | None = None,
+        *,
+        turns_per_add: int = 2,
+        generation: dict[str, Any] | None = None,
+        threshold: float = 0.1,
+        date_instructions: bool = True,
+        json_mode: bool = True,
+    ) -> None:
+        """`json_mode: false` drops mem0's `response_format` (JSON mode) from its requests: llama.cpp then samples
+        without a JSON grammar (mem0's prompt asks for JSON anyway and parses what comes back).
+        `llm`: the model mem0 extracts memories with; None (the Hydra config): the run's answer model, which the
+        contestant hands over with `bind_model` before the first unit (so mem0 needs no second model server)."""
+        if turns_per_add < 1:
+            raise ValueError(f"Mem0Provider.turns_per_add must be >= 1, got {turns_per_add}")
+        if threshold < 0:
+            raise ValueError(f"Mem0Provider.threshold must be >= 0, got {threshold}")
+        Memory, MemoryConfig, EmbeddingBase, LLMBase = _import_mem0()
+        from qdrant_client import QdrantClient
+
+        self._llm_class, harness_embedder = _shims(EmbeddingBase, LLMBase)
+        dims = int(embedder.embed(["dimension probe"]).shape[1])
+        config = MemoryConfig(
+            vector_store={
+                "provider": "qdrant",
+                "config": {
+                    "collection_name": "lme_harness",
+                    "embedding_model_dims": dims,
+                    "client": QdrantClient(":memory:"),
+                },
+            },
+            # Placeholders: mem0 builds its own clients from these, then they are replaced below (never called).
+            llm={"provider": "openai", "config": {"api_key": "unused", "openai_base_url": "http://127.0.0.1:9/v1"}},
+            embedder={
+                "provider": "openai",
+                "config": {"api_key": "unused", "openai_base_url": "http://127.0.0.1:9/v1", "embedding_dims": dims},
+            },
+            history_db_path=":memory:",
+        )
+        self.memory = Memory(config)
+        self.memory.embedding_model = harness_embedder(embedder)
+        self.generation, self.json_mode = dict(generation or {}), json_mode
+        self.llm: ChatModel | None = None
+        if llm is not None:
+            self.bind_model(llm)
+        self.turns_per_add, self.threshold, self.date_instructions = turns_per_add, threshold, date_instructions
+        self.embedder_identity = embedder.identity
+        self._runs: dict[str, str] = {}  # unit -> run_id of its current setup
+        # Qdrant's in-process store and mem0's SQLite connection are not safe to share between threads.
+        self._lock = threading.Lock()
+
+    def bind_model(self, llm: ChatModel) -> None:
+        """The model mem0's LLM calls go to (through the project's client layer: cached, retried, counted)."""
+        self.llm = llm
+        self.memory.llm = self._llm_class(llm, self.generation, self.json_mode)
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(name=NAME, version=metadata.version("mem0ai"), calls=REQUIRED_CALLS)
+
+    def _scope(self, call: str, unit: str) -> dict[str, str]:
+        run = self._runs.get(unit)
+        if run is None:
+            raise ProviderError(NAME, call, unit, "unknown unit (call setup first)")
+        return {"user_id": unit, "run_id": run}
+
+    @contextmanager
+    def _counted(self, call: str, unit: str) -> Iterator[tuple[list[ChatResult], list[dict[str, Any]]]]:
+        calls: list[ChatResult] = []
+        token = _CALLS.set(calls)
+        try:
+            with embedding_call_log() as embeddings, self._lock:
+                yield calls, embeddings
+        except ProviderError:
+            raise
+        except Exception as e:  # mem0's own errors (LLMError, VectorStoreError, ...) and the client's
+            raise ProviderError(NAME, call, unit, f"{type(e).__name__}: {e}") from e
+        finally:
+            _CALLS.reset(token)
+
+    def setup(self, unit: str) -> None:
+        if unit in self._runs:
+            self.teardown(unit)
+        self._runs[unit] = uuid.uuid4().hex
+
+    def ingest(self, unit: str, sessions: Sequence[MemorySession]) -> Ingest:
+        scope = self._scope("ingest", unit)
+        if self.llm is None:
+            raise ProviderError(NAME, "ingest", unit, "no model bound (pass llm=, or the contestant calls bind_model)")
+        with self._counted("ingest", unit) as (calls, embeddings):
+            for s in sorted(sessions, key=lambda s: parse_iso(s.date)):
+                # The session's date and time also go in as custom instructions (the prompt's own date fields
+                # carry the day only), so relative dates ("yesterday") resolve against it.
+                prompt = (
+                    f"These messages were exchanged on {s.date} (UTC). Resolve relative dates against that date "
+                    f"and state absolute dates in the memories."
+                    if self.date_instructions
+                    else None
+                )
+                turns = s.turns
+                for start in range(0, len(turns), self.turns_per_add):
+                    chunk = turns[start : start + self.turns_per_add]
+                    meta = {
+                        "session_id": s.session_id,
+                        "session_date": s.date,
+                        "session_ts": _epoch(s.date),
+                        "turn_start": start,
+                        "turn_end": start + len(chunk) - 1,
+                        "created_at": s.date,  # mem0 keeps a given created_at instead of the wall clock
+                    }
+                    messages = [{"role": t.role, "content": t.content} for t in chunk]
+                    day = _SESSION_DAY.set(parse_iso(s.date).date().isoformat())
+                    try:
+                        self.memory.add(messages, **scope, metadata=meta, prompt=prompt)
+                    finally:
+                        _SESSION_DAY.reset(day)
+        return Ingest(usage=_usage(calls, embeddings))
+
+    def retrieve(self, unit: str, query: str, top_k: int, as_of: str) -> Retrieval:
+        scope = self._scope("retrieve", unit)
+        if top_k < 1:
+            raise ProviderError(NAME, "retrieve", unit, f"top_k must be >= 1, got {top_k}")
+        filters: dict[str, Any] = {**scope, "session_ts": {"lte": _epoch(as_of)}}
+        with self._counted("retrieve", unit) as (calls, embeddings):
+            found = self.memory.search(query, top_k=top_k, filters=filters, threshold=self.threshold)
+        items = []
+        for r in found.get("results", []):
+            meta = r.get("metadata") or {}
+            single = meta.get("turn_start") is not None and meta.get("turn_start") == meta.get("turn_end")
+            items.append(
+                MemoryItem(
+                    text=r["memory"],
+                    score=r.get("score"),
+                    provenance=Provenance(
+                        session_id=meta.get("session_id"),
+                        turn_index=meta["turn_start"] if single else None,  # a chunk of turns has no one index
+                        date=meta.get("session_date"),
+                    ),
+                )
+            )
+        return Retrieval(tuple(items), usage=_usage(calls, embeddings))
+
+    def teardown(self, unit: str) -> None:
+        if self._runs.pop(unit, None) is None:
+            return
+        with self._counted("teardown", unit):
+            self.memory.delete_all(user_id=unit)
