@@ -148,8 +148,8 @@ def test_watchdog_exits_when_parent_dies():
     parent = textwrap.dedent("""
         import os, subprocess, sys, time
         child = subprocess.Popen([sys.executable, "-c",
-            "import os, time; from harness.llm.local_server import _watch_parent; "
-            "_watch_parent(int(os.environ['PARENT']), period_s=0.1); print('watching', flush=True); time.sleep(60)"],
+            "import os, time; from harness.llm.local_server import watch_parent; "
+            "watch_parent(int(os.environ['PARENT']), period_s=0.1); print('watching', flush=True); time.sleep(60)"],
             env={**os.environ, "PARENT": str(os.getpid())})
         print(child.pid, flush=True)
         time.sleep(60)

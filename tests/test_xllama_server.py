@@ -69,7 +69,7 @@ def test_a_damaged_file_is_named(tmp_path, damage, expected):
 def test_template_matches_llama_cpp_python_rendering():
     """Both runtimes must send the model the same text for the same request (prompt tokens stay comparable)."""
     llama_chat_format = pytest.importorskip("llama_cpp.llama_chat_format")
-    from harness.llm.local_server import _for_template
+    from harness.llm.local_server import for_template
     from harness.llm.xllama_server import ChatTemplate
 
     spec = load_spec("qwen25_coder_15b")
@@ -88,7 +88,7 @@ def test_template_matches_llama_cpp_python_rendering():
     ]  # fmt: skip
     theirs = llama_chat_format.Jinja2ChatFormatter(template=template, eos_token="<|im_end|>", bos_token="<s>")
     for with_tools in (None, tools):
-        plain = [_for_template(dict(m)) for m in msgs]
+        plain = [for_template(dict(m)) for m in msgs]
         expected = theirs(messages=plain, tools=with_tools).prompt
         assert ChatTemplate(template, "<s>", "<|im_end|>").render(plain, with_tools) == expected
 

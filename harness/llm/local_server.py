@@ -416,7 +416,7 @@ def _tool_call(obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _for_template(msg: dict[str, Any]) -> dict[str, Any]:
+def for_template(msg: dict[str, Any]) -> dict[str, Any]:
     """OpenAI wire messages → what HF chat templates expect (dict arguments, no None content)."""
     m = dict(msg)
     if m.get("content") is None:
@@ -447,7 +447,7 @@ def template_tools_handler(
     base = llama._chat_handlers.get("chat_template.default")
     if base is None:
         raise ValueError("template-tools needs a GGUF with a chat template (tokenizer.chat_template)")
-    msgs = [_for_template(dict(m)) for m in messages]
+    msgs = [for_template(dict(m)) for m in messages]
     if not tools or tool_choice == "none":
         return base(llama=llama, messages=msgs, stream=stream, **kwargs)
     if stream:
@@ -546,7 +546,7 @@ def fix_null_content(body: bytes) -> bytes:
     return json.dumps(req).encode() if changed else body
 
 
-def _watch_parent(parent_pid: int, period_s: float = 1.0) -> None:
+def watch_parent(parent_pid: int, period_s: float = 1.0) -> None:
     """Exit when the harness that started us is gone (we get re-parented)."""
 
     def loop() -> None:
@@ -561,7 +561,7 @@ def _watch_parent(parent_pid: int, period_s: float = 1.0) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     parent = os.environ.get(_PARENT_ENV)
     if parent:
-        _watch_parent(int(parent))
+        watch_parent(int(parent))
     register_chat_formats()
     import llama_cpp.server.__main__ as server
 

@@ -345,8 +345,8 @@ def _copy_wheel_members(parts: list[tuple[str, str]], out: BinaryIO, bar: Any) -
                     _copy(f, out, bar)
             folders[i].cleanup()
     finally:
-        for f in futures:
-            f.cancel()
+        for fut in futures:
+            fut.cancel()
         pool.shutdown(wait=True)
         for folder in folders:
             folder.cleanup()

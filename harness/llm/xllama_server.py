@@ -31,7 +31,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from harness.llm.gguf_meta import read_chat_meta
-from harness.llm.local_server import _for_template, _watch_parent, parse_tool_calls
+from harness.llm.local_server import for_template, parse_tool_calls, watch_parent
 
 _PARENT_ENV = "LME_HARNESS_PARENT_PID"
 # What a chat request may carry. Anything else is refused with its name rather than silently ignored.
@@ -151,7 +151,7 @@ class ChatEngine:
                 if not tools:
                     raise BadRequest(f"tool_choice names no offered tool: {choice}")
             body["grammar"] = forced_call_grammar(tools)
-        body["prompt"] = self.template.render([_for_template(dict(m)) for m in messages], tools)
+        body["prompt"] = self.template.render([for_template(dict(m)) for m in messages], tools)
         with self._lock:
             out = self._server.handle_completions(body)
         if not isinstance(out, dict) or "choices" not in out:
@@ -242,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = ap.parse_args(argv)
     parent = os.environ.get(_PARENT_ENV)
     if parent:
-        _watch_parent(int(parent))
+        watch_parent(int(parent))
     engine = ChatEngine(args.model, args.model_alias, args.n_ctx, args.n_threads)
     httpd = ThreadingHTTPServer((args.host, args.port), _handler(engine))
     sys.stderr.write(f"xllama_server: serving {args.model_alias} on http://{args.host}:{args.port}/v1\n")
