@@ -132,3 +132,123 @@ def test_a_native_answer_is_measured_on_the_items_it_says_it_used_and_not_at_all
     assert g["turn_recall_any@1"] == 1.0 and g["shown_evidence_turn"] is True
     _, silent, _ = _run(Answers(()), native_answer=True)
     assert silent.tool_trace[0]["gold"] is None  # not told: never a recall of 0
+
+
+def _rec(qid: str, *, correct: float, gold, after: int = 0, dated: bool = True, **kw) -> dict:
+    """A record as a memory contestant writes it (the fields reports/memory.py reads)."""
+    item = {"chars": 10, "score": 1.0, **({"date": "2023-05-01T00:00:00Z"} if dated else {})}
+    return {
+        "question_id": qid,
+        "mode": "memory",
+        "status": "ok",
+        "question_type": kw.get("qtype", "single-session-user"),
+        "is_abstention": qid.endswith("_abs"),
+        "metrics": {"lme_acc": correct},
+        "usage": {"prompt_tokens_total": 100, "completion_tokens_total": 5},
+        "calls": [{"latency_s": kw.get("answer_s", 0.1)}],
+        "ingest": {
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "embedding_tokens": 0,
+            "trace": [
+                {
+                    "call": "ingest",
+                    "provider": "p",
+                    "variant": "fair",
+                    "ingested_tokens": 1000,
+                    "ingest_ms": kw.get("ingest_ms", 10.0),
+                    "ready_wait_ms": 0.0,
+                    "usage": {"input_tokens": 400, "output_tokens": 100, "embedding_tokens": 50, "cost_usd": 0.002},
+                }
+            ],
+        },
+        "tool_calls": [
+            {"name": "memory_retrieve", "after_as_of": after, "items": [item] * 3, "retrieve_ms": 2.0, "gold": gold}
+        ],
+    }
+
+
+def _g(hit: bool, shown: bool | None = None, session: bool | None = None, turns: int = 1) -> dict:
+    return {
+        "evidence_turns": turns,
+        "evidence_sessions": 1,
+        "turn_recall_any@1": float(hit),
+        "turn_recall_any@10": float(hit),
+        "session_recall_any@1": float(hit if session is None else session),
+        "session_recall_any@10": float(hit if session is None else session),
+        "shown_evidence_turn": hit if shown is None else shown,
+    }
+
+
+def test_the_memory_section_tells_causes_leakage_costs_and_phase_percentiles_apart() -> None:
+    from reports.memory import markdown, memory_tables
+
+    records = [
+        _rec("q1", correct=1.0, gold=_g(True), ingest_ms=10.0),
+        _rec("q2", correct=0.0, gold=_g(False, session=True), after=2, ingest_ms=20.0),  # not retrieved
+        _rec("q3", correct=0.0, gold=_g(True, shown=False), dated=False, ingest_ms=30.0),  # cut by the cap
+        _rec("q4", correct=0.0, gold=_g(True), ingest_ms=40.0),  # shown, not used
+        _rec("q5_abs", correct=0.0, gold=_g(False), ingest_ms=50.0),
+        _rec("q6", correct=0.0, gold=None, ingest_ms=60.0),  # not measured (e.g. a record from before gold labels)
+    ]
+    recall, causes, leakage, cost, latency = memory_tables(records, "lme_acc", {("q1", "memory"): 0.01})
+    (row_type, row_all) = recall.rows
+    assert row_all[:3] == ["memory: p (fair)", "all", 4]  # abstention and unmeasured left out
+    assert row_all[recall.headers.index("turn_recall_any@1")] == 0.75
+    assert row_all[recall.headers.index("shown (turn)")] == 0.5
+    (c,) = causes.rows
+    assert dict(zip(causes.headers, c)) == {
+        "provider (variant)": "memory: p (fair)",
+        "scored": 6,
+        "wrong": 5,
+        "not retrieved": 1,
+        "retrieved, cut by the cap": 1,
+        "shown, not used": 1,
+        "abstention": 1,
+        "no evidence labels": 0,
+        "not measured": 1,
+        "of not retrieved: session retrieved": 1,
+    }
+    (leak,) = leakage.rows
+    assert leak[1:] == [6, 18, 2, 1, 3]  # retrievals, items, dated after, cases with any, undated
+    (money,) = cost.rows
+    m = dict(zip(cost.headers, money))
+    assert m["ingested tokens"] == "1,000" and m["ingest LLM tokens (in/out)"] == "400 / 100"
+    assert m["ingest $"] == "0.002000" and m["ingest $ / 1M ingested"] == "2.0000"
+    assert m["ingest LLM tokens / 1M ingested"] == "500,000"
+    assert m["answer $"] is None  # five answers unpriced: n/a, never a partial sum
+    ingest = next(r for r in latency.rows if r[1] == "ingest")
+    assert ingest[2:] == [6, 35.0, 57.5, 59.5]
+    assert "## Memory systems" in markdown([recall])
+    assert memory_tables([{**records[0], "ingest": {"calls": 0}}], "lme_acc", {}) == [] and markdown([]) == ""
+
+
+def test_a_memory_run_report_holds_the_memory_section(tmp_path) -> None:
+    from harness.testing.fake_openai import FakeOpenAIServer
+    from harness.testing.faults import FakeModel
+    from reports.render import build_report
+    from runners.cli import main
+
+    with FakeOpenAIServer(FakeModel()) as srv:
+        rc = main(
+            [
+                "run",
+                f"hydra.run.dir={tmp_path / 'run'}",
+                "mode=memory",
+                "memory=bm25",
+                "model=endpoint",
+                f"model.base_url={srv.base_url}",
+                "model.model=fake-model",
+                f"cache.path={tmp_path / 'cache.sqlite'}",
+                "run.progress=false",
+                "dataset.limit=2",
+            ]
+        )
+    assert rc == 0
+    out = build_report(tmp_path / "run")
+    md, page = out["markdown"].read_text(), out["html"].read_text()
+    section = md[md.index("## Memory systems") :]
+    assert "| memory: bm25 (fair) | all | 2 | 1.000 |" in section  # BM25 finds the oracle evidence turn first
+    for title in ("Wrong answers by cause", "Leakage audits", "Ingest apart from answer", "Latency per phase"):
+        assert f"### {title}" in section and title in page
+    assert 'id="memory"' in page
