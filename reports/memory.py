@@ -17,6 +17,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,7 +37,8 @@ class MemoryCase:
     question_id: str
     question_type: str
     abstention: bool
-    correct: bool | None  # by the report's headline metric, when it is a 0/1 verdict
+    correct: bool | None  # by the report's headline metric (`lead`), when it is a 0/1 verdict
+    lead: str | None
     gold: Mapping[str, Any] | None
     retrieval: Mapping[str, Any]  # the memory_retrieve (or memory_answer) trace
     ingest: Mapping[str, Any]  # the record's `ingest` (trace[0]: the provider's ingest)
@@ -60,9 +62,13 @@ def _trace(rec: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 
 def memory_cases(
-    records: Iterable[Mapping[str, Any]], lead: str | None, cost_answer: Mapping[tuple[str, str], float | None]
+    records: Iterable[Mapping[str, Any]],
+    lead: str | None,
+    cost_answer: Mapping[tuple[str, str], float | None],
+    run: str | None = None,
 ) -> list[MemoryCase]:
-    """The answered records of memory contestants (those whose ingest trace names a provider)."""
+    """The answered records of memory contestants (those whose ingest trace names a provider); `run` labels
+    the rows when several runs are shown side by side (compare)."""
     out = []
     for rec in records:
         ing = _trace(rec)
@@ -78,11 +84,12 @@ def memory_cases(
             answer_ms = sum(float(c.get("latency_s") or 0.0) for c in calls) * 1000 if calls else None
         out.append(
             MemoryCase(
-                group=f"{rec['mode']}: {ing['provider']} ({ing.get('variant', '?')})",
+                group=(f"{run} · " if run else "") + f"{rec['mode']}: {ing['provider']} ({ing.get('variant', '?')})",
                 question_id=rec["question_id"],
                 question_type=rec.get("question_type") or "",
                 abstention=bool(rec.get("is_abstention")),
                 correct=None if value is None or value not in (0, 1) else bool(value),
+                lead=lead,
                 gold=retrieval.get("gold"),
                 retrieval=retrieval,
                 ingest=rec.get("ingest") or {},
@@ -157,7 +164,8 @@ def _cause(c: MemoryCase) -> str:
 CAUSES = ("not retrieved", "retrieved, cut by the cap", "shown, not used", "abstention", "no evidence labels")
 
 
-def failure_table(cases: Sequence[MemoryCase], lead: str | None) -> Table:
+def failure_table(cases: Sequence[MemoryCase]) -> Table:
+    lead = ", ".join(sorted({str(c.lead) for c in cases}))
     t = Table(
         "Wrong answers by cause",
         f"Every wrong answer (by `{lead}`) of a memory contestant, by where its evidence (the `has_answer` turns) "
@@ -302,12 +310,38 @@ def memory_tables(
     records: Iterable[Mapping[str, Any]], lead: str | None, cost_answer: Mapping[tuple[str, str], float | None]
 ) -> list[Table]:
     """The section's tables; none when the run has no memory contestant."""
-    cases = memory_cases(records, lead, cost_answer)
+    return tables_of(memory_cases(records, lead, cost_answer))
+
+
+def cost_answer_of(df: Any) -> dict[tuple[str, str], float | None]:
+    """(question_id, mode) -> the priced answer cost of a records frame (None: unpriced or not priced)."""
+    if "cost_answer" not in df.columns:
+        return {}
+    return {
+        (str(q), str(m)): None if v is None or v != v else float(v)
+        for q, m, v in zip(df["question_id"], df["mode"], df["cost_answer"])
+    }
+
+
+def compare_tables(runs: Sequence[Any]) -> list[Table]:
+    """The tables over several runs side by side (`lme-harness compare`), each row labelled by its run;
+    none when no run has a memory contestant. `runs`: reports.compare.Run (path, label, df)."""
+    from harness.records import RECORDS_FILE, load_records
+    from reports.aggregate import headline_metric
+
+    cases: list[MemoryCase] = []
+    for r in runs:
+        records = load_records(Path(r.path) / RECORDS_FILE)
+        cases += memory_cases(records, headline_metric(r.df), cost_answer_of(r.df), run=r.label)
+    return tables_of(cases)
+
+
+def tables_of(cases: Sequence[MemoryCase]) -> list[Table]:
     if not cases:
         return []
     return [
         recall_table(cases),
-        failure_table(cases, lead),
+        failure_table(cases),
         leakage_table(cases),
         cost_table(cases),
         latency_table(cases),

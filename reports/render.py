@@ -234,11 +234,7 @@ def _memory(df: pd.DataFrame, records: Sequence[dict[str, Any]], lead: str | Non
     """The memory-systems section (reports/memory.py), Markdown and HTML; empty for runs without memory contestants."""
     from reports import memory
 
-    costs = df["cost_answer"] if "cost_answer" in df.columns else pd.Series(None, index=df.index, dtype=float)
-    cost_answer = {
-        (str(q), str(m)): None if pd.isna(v) else float(v) for q, m, v in zip(df["question_id"], df["mode"], costs)
-    }
-    tables = memory.memory_tables(records, lead, cost_answer)
+    tables = memory.memory_tables(records, lead, memory.cost_answer_of(df))
     return memory.markdown(tables), memory.html(tables)
 
 

@@ -223,32 +223,33 @@ def test_the_memory_section_tells_causes_leakage_costs_and_phase_percentiles_apa
     assert memory_tables([{**records[0], "ingest": {"calls": 0}}], "lme_acc", {}) == [] and markdown([]) == ""
 
 
-def test_a_memory_run_report_holds_the_memory_section(tmp_path) -> None:
+def _memory_run(run_dir, memory: str, base_url: str, cache) -> None:
+    from runners.cli import main
+
+    args = [f"hydra.run.dir={run_dir}", "mode=memory", f"memory={memory}", "model=endpoint"]
+    args += [f"model.base_url={base_url}", "model.model=fake-model", f"cache.path={cache}", "run.progress=false"]
+    assert main(["run", *args, "dataset.limit=2"]) == 0
+
+
+def test_memory_run_reports_and_compare_hold_the_memory_section(tmp_path) -> None:
     from harness.testing.fake_openai import FakeOpenAIServer
     from harness.testing.faults import FakeModel
     from reports.render import build_report
-    from runners.cli import main
+    from runners.compare import compare_main
 
     with FakeOpenAIServer(FakeModel()) as srv:
-        rc = main(
-            [
-                "run",
-                f"hydra.run.dir={tmp_path / 'run'}",
-                "mode=memory",
-                "memory=bm25",
-                "model=endpoint",
-                f"model.base_url={srv.base_url}",
-                "model.model=fake-model",
-                f"cache.path={tmp_path / 'cache.sqlite'}",
-                "run.progress=false",
-                "dataset.limit=2",
-            ]
-        )
-    assert rc == 0
-    out = build_report(tmp_path / "run")
+        for memory in ("bm25", "full_context"):
+            _memory_run(tmp_path / memory, memory, srv.base_url, tmp_path / "cache.sqlite")
+    out = build_report(tmp_path / "bm25")
     md, page = out["markdown"].read_text(), out["html"].read_text()
     section = md[md.index("## Memory systems") :]
     assert "| memory: bm25 (fair) | all | 2 | 1.000 |" in section  # BM25 finds the oracle evidence turn first
     for title in ("Wrong answers by cause", "Leakage audits", "Ingest apart from answer", "Latency per phase"):
         assert f"### {title}" in section and title in page
     assert 'id="memory"' in page
+
+    assert compare_main([str(tmp_path / "bm25"), str(tmp_path / "full_context")], out=str(tmp_path / "cmp")) == 0
+    cmp = (tmp_path / "cmp" / "compare.md").read_text()
+    side = cmp[cmp.index("## Memory systems") :]
+    assert "· memory: bm25 (fair) | all | 2 |" in side and "· memory: full_context (fair) | all | 2 |" in side
+    assert "Memory systems" in (tmp_path / "cmp" / "compare.html").read_text()
