@@ -129,6 +129,7 @@ class ReportContext:
     lead: str | None  # the headline metric
     head: pd.DataFrame  # the headline table
     by_type_html: Sequence[str] = ()  # the per-question-type section (several types only)
+    memory_html: Sequence[str] = ()  # the memory-systems section (runs with memory contestants only)
 
 
 def build_report(run_dir: Path, *, prices: PriceTable | str | Path | None = None) -> dict[str, Path]:
@@ -206,7 +207,8 @@ def build_report(run_dir: Path, *, prices: PriceTable | str | Path | None = None
     md = _markdown(ctx)
     # empty for a single-type run: its files stay exactly as before
     type_md, ctx.by_type_html = _by_type(df, run_dir, out, metrics)
-    out["markdown"].write_text(md + type_md)
+    memory_md, ctx.memory_html = _memory(df, records, lead)  # empty without memory contestants
+    out["markdown"].write_text(md + type_md + memory_md)
     out["html"].write_text(_html(ctx))
     return out
 
@@ -226,6 +228,14 @@ def _by_type(df: pd.DataFrame, run_dir: Path, out: dict[str, Path], metrics: Met
         "\n" + "\n".join(by_type.markdown(table) + ["![per question type](by_type.png)", ""]),
         by_type.html(table, paths[0]),
     )
+
+
+def _memory(df: pd.DataFrame, records: Sequence[dict[str, Any]], lead: str | None) -> tuple[str, list[str]]:
+    """The memory-systems section (reports/memory.py), Markdown and HTML; empty for runs without memory contestants."""
+    from reports import memory
+
+    tables = memory.memory_tables(records, lead, memory.cost_answer_of(df))
+    return memory.markdown(tables), memory.html(tables)
 
 
 # --- The first screen: which mode wins, and at what cost ----------------------------------------------------
@@ -733,6 +743,7 @@ def _html(c: ReportContext) -> str:
             paired_html(wlt, table_id="modes-paired", metrics=metrics),
         ]
     B += by_type_html
+    B += c.memory_html
     B.append("<h2>Plots</h2>")
     B += [H.image(paths[0], name) for name, paths in figs.items() if name != "quality_vs_tokens"]  # it leads the page
     groups = group_failures(df)

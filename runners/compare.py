@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from reports import html as H
-from reports import plots
+from reports import memory, plots
 from reports.compare import (
     COMPARE_NOTE,
     PairResult,
@@ -36,7 +36,7 @@ def _plots(p: PairResult, out: Path, stem: str) -> list[Path]:
     return paths
 
 
-def _html(pairs: Sequence[PairResult], figs: dict[int, list[Path]]) -> str:
+def _html(pairs: Sequence[PairResult], figs: dict[int, list[Path]], extra: Sequence[str] = ()) -> str:
     body = ["<h1>lme-harness compare</h1>", f'<p class="muted">{H.esc(COMPARE_NOTE)}</p>']
     for i, p in enumerate(pairs):
         body.append(f"<h2>B = {H.esc(p.b.label)} vs A = {H.esc(p.a.label)}</h2>")
@@ -49,6 +49,7 @@ def _html(pairs: Sequence[PairResult], figs: dict[int, list[Path]]) -> str:
         )
         body.append(paired_html(p.stats, table_id=f"paired-{i}", metrics=p.metrics))
         body += [H.image(f, f.stem) for f in figs.get(i, []) if f.suffix == ".png"]
+    body += extra
     return H.page("lme-harness compare", "\n".join(body))
 
 
@@ -65,9 +66,10 @@ def compare_main(run_args: Sequence[str], *, out: str | None = None, pricing: st
     for i, p in enumerate(pairs):
         md.append(pair_markdown(p))
         md += [f"![{f.stem}]({f.name})" for f in figs[i] if f.suffix == ".png"] + [""]
-    text = "\n".join(md)
+    mem = memory.compare_tables(runs)  # the memory systems side by side; none without memory contestants
+    text = "\n".join(md) + memory.markdown(mem)
     (out_dir / "compare.md").write_text(text)
-    (out_dir / "compare.html").write_text(_html(pairs, figs))
+    (out_dir / "compare.html").write_text(_html(pairs, figs, memory.html(mem)))
     (out_dir / "compare.json").write_text(dumps_json(pairs))
     print(text)
     print(f"written: {out_dir / 'compare.md'}, {out_dir / 'compare.html'}, {out_dir / 'compare.json'}")

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from harness.contestants.base import Answer, CaseHistory, Ingested, Question, Stopwatch, Toolkit, query_latency
 from harness.golang import go_trim_space
+from harness.memory.gold import Gold, Label, recall_record
 from harness.memory.provider import (
     MemoryItem,
     MemoryProvider,
@@ -109,6 +110,9 @@ class ProviderContestant:
     # share a unit (ingest is redone whole by a resumed run, so the id need not outlive the process).
     _run_tag: str = field(default_factory=lambda: uuid.uuid4().hex[:8], init=False, repr=False)
     _bound: bool = field(default=False, init=False, repr=False)
+    # Each unit's gold labels (harness/memory/gold.py), kept here from ingest to answer to measure retrieval;
+    # never sent to the provider or the reader.
+    _gold: dict[str, Gold] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.provider is None:
@@ -159,10 +163,11 @@ class ProviderContestant:
         who = self._capabilities()
         self._bind_model(kit)
         unit = f"{history.unit_id}.{self._run_tag}"
+        sessions = memory_sessions(history)
         t0 = time.perf_counter()
         self._call(lambda: self.provider.setup(unit))
         try:
-            done = self._call(lambda: self.provider.ingest(unit, memory_sessions(history)))
+            done = self._call(lambda: self.provider.ingest(unit, sessions))
             t_ingest = time.perf_counter() - t0
             polls = 0  # ready() calls made
             ready = done.ready
@@ -180,11 +185,15 @@ class ProviderContestant:
             **who,
             "call": "ingest",
             "sessions": len(history.sessions),
+            # what the provider was given, in o200k tokens (ingest cost per million ingested tokens)
+            "ingested_tokens": sum(kit.token_counter.count(t.content) for s in sessions for t in s.turns),
             "usage": asdict(done.usage),
             "ingest_ms": round(t_ingest * 1000, 1),
             "ready_wait_ms": round((time.perf_counter() - t0 - t_ingest) * 1000, 1),
             "ready_polls": polls,
         }
+        with self._lock:
+            self._gold[unit] = Gold.of(history)
         return Ingested(memory=unit, trace=[trace])
 
     def answer(self, memory: Any, question: Question, kit: Toolkit) -> Answer:
@@ -199,6 +208,8 @@ class ProviderContestant:
 
     def _teardown(self, unit: str) -> str | None:
         """Teardown; its failure is logged and returned, never raised over the case's own outcome."""
+        with self._lock:
+            self._gold.pop(unit, None)
         try:
             self._call(lambda: self.provider.teardown(unit))
         except ProviderError as e:
@@ -210,9 +221,21 @@ class ProviderContestant:
         who = self._capabilities()
         sw = Stopwatch()
         as_of = iso_date(question.date)
+        with self._lock:
+            gold = self._gold.get(unit) or Gold([])
         if self.native_answer:
+            t0 = time.perf_counter()
             own = self._call(lambda: self.provider.answer(unit, question.text, as_of))
-            trace = {"name": "memory_answer", **who, "usage": asdict(own.usage), "items": len(own.items)}
+            used = [gold.label(i.text, i.provenance) for i in own.items]
+            trace = {
+                "name": "memory_answer",
+                **who,
+                "usage": asdict(own.usage),
+                "items": len(own.items),
+                "answer_ms": round((time.perf_counter() - t0) * 1000, 1),
+                # what the provider says it used (its items are all it read); None when it does not say
+                "gold": recall_record(gold, used, len(used), used) if used else None,
+            }
             return Answer(
                 prediction=go_trim_space(own.answer), calls=[], query_latency_s=sw.harness_s(), tool_trace=[trace]
             )
@@ -223,15 +246,19 @@ class ProviderContestant:
         late = [i for i in got.items if i.provenance and i.provenance.date and parse_iso(i.provenance.date) > cutoff]
         shown = [i for i in got.items if all(i is not x for x in late)][: self.top_k]
         cut = cut_to_cap(shown, self.context_tokens, kit.token_counter.count)
+        labels = {id(i): gold.label(i.text, i.provenance) for i in got.items}
         trace = {
             "name": "memory_retrieve",
             **who,
             "top_k": self.top_k,
             "returned": len(got.items),
             "after_as_of": len(late),  # leakage: dated after the question, dropped (never shown to the reader)
-            "items": [_item_record(i) for i in got.items],
+            "items": [{**_item_record(i), "gold": labels[id(i)].record(gold)} for i in got.items],
             "usage": asdict(got.usage),
             "retrieve_ms": retrieve_ms,
+            "gold": recall_record(
+                gold, [labels[id(i)] for i in shown], self.top_k, _kept_labels(gold, shown, cut.kept, labels)
+            ),
         }
         blocks = "".join(ITEM_BLOCK.format(n + 1, _label(i), text) for n, (i, text) in enumerate(zip(shown, cut.kept)))
         prompt = LME_OFFICIAL_TEMPLATE.format(blocks, question.date, question.text)
@@ -244,6 +271,18 @@ class ProviderContestant:
             truncation=cut.info,
             final_messages=1,
         )
+
+
+def _kept_labels(gold: Gold, shown: list[MemoryItem], kept: tuple[str, ...], labels: dict[int, Label]) -> list[Label]:
+    """The labels of what the reader was shown: whole items as labelled; an item cut by the cap by its kept text."""
+    out = []
+    for item, text in zip(shown, kept):
+        whole = text == item.text
+        p = item.provenance
+        # a cut item keeps its provenance's session, never its turn: the kept text must still hold the turn
+        session_only = p and p.session_id and type(p)(p.session_id, None, p.date)
+        out.append(labels[id(item)] if whole else gold.label(text, session_only or None))
+    return out
 
 
 def _label(item: MemoryItem) -> str:

@@ -1,0 +1,388 @@
+"""The report's "Memory systems" section: measurements of `mode=memory` runs (docs/memory-systems.md "Measurements").
+
+Read from the records alone (the contestant recorded each retrieval's gold labels, harness/memory/gold.py):
+- gold-label retrieval recall, per provider (and variant) and question type; abstention questions left out, as
+  LongMemEval's retrieval evaluation leaves them out;
+- every wrong answer by cause: evidence not retrieved, retrieved but cut by the context cap, shown to the reader
+  but not used;
+- leakage audits: items dated after the question (dropped before the reader, counted), items without a date;
+- ingest cost and time apart from answer cost and time, per question and per million ingested tokens;
+- p50/p95/p99 latency per phase (ingest, retrieve, answer).
+A run without memory contestants gets no section at all, so other reports are unchanged byte for byte.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from reports import html as H
+from reports.safe import md_cell
+
+# The percentiles of the latency table (numpy's default linear interpolation).
+PERCENTILES = (50, 95, 99)
+
+
+@dataclass
+class MemoryCase:
+    """One answered record of a memory contestant, as the section reads it."""
+
+    group: str  # "<mode>: <provider> (<variant>)"
+    question_id: str
+    question_type: str
+    abstention: bool
+    correct: bool | None  # by the report's headline metric (`lead`), when it is a 0/1 verdict
+    lead: str | None
+    gold: Mapping[str, Any] | None
+    retrieval: Mapping[str, Any]  # the memory_retrieve (or memory_answer) trace
+    ingest: Mapping[str, Any]  # the record's `ingest` (trace[0]: the provider's ingest)
+    usage: Mapping[str, Any]
+    answer_ms: float | None
+    cost_answer: float | None
+
+
+@dataclass
+class Table:
+    title: str
+    intro: str
+    headers: list[str]
+    rows: list[list[Any]] = field(default_factory=list)
+
+
+def _trace(rec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    trace = (rec.get("ingest") or {}).get("trace") or []
+    first = trace[0] if trace and isinstance(trace[0], Mapping) else None
+    return first if first and first.get("call") == "ingest" and "provider" in first else None
+
+
+def memory_cases(
+    records: Iterable[Mapping[str, Any]],
+    lead: str | None,
+    cost_answer: Mapping[tuple[str, str], float | None],
+    run: str | None = None,
+) -> list[MemoryCase]:
+    """The answered records of memory contestants (those whose ingest trace names a provider); `run` labels
+    the rows when several runs are shown side by side (compare)."""
+    out = []
+    for rec in records:
+        ing = _trace(rec)
+        if ing is None or rec.get("status") not in ("ok", "scoring_failed"):
+            continue
+        tools = [t for t in rec.get("tool_calls") or () if t.get("name") in ("memory_retrieve", "memory_answer")]
+        retrieval = tools[0] if tools else {}
+        value = (rec.get("metrics") or {}).get(lead) if lead else None
+        calls = rec.get("calls") or []
+        if retrieval.get("name") == "memory_answer":
+            answer_ms = retrieval.get("answer_ms")
+        else:
+            answer_ms = sum(float(c.get("latency_s") or 0.0) for c in calls) * 1000 if calls else None
+        out.append(
+            MemoryCase(
+                group=(f"{run} · " if run else "") + f"{rec['mode']}: {ing['provider']} ({ing.get('variant', '?')})",
+                question_id=rec["question_id"],
+                question_type=rec.get("question_type") or "",
+                abstention=bool(rec.get("is_abstention")),
+                correct=None if value is None or value not in (0, 1) else bool(value),
+                lead=lead,
+                gold=retrieval.get("gold"),
+                retrieval=retrieval,
+                ingest=rec.get("ingest") or {},
+                usage=rec.get("usage") or {},
+                answer_ms=answer_ms,
+                cost_answer=cost_answer.get((rec["question_id"], rec["mode"])),
+            )
+        )
+    return out
+
+
+def _ks(cases: Sequence[MemoryCase], level: str) -> list[str]:
+    keys = {k for c in cases if c.gold for k in c.gold if k.startswith(f"{level}_recall_any@")}
+    return sorted(keys, key=lambda k: int(k.rsplit("@", 1)[1]))
+
+
+def _mean(values: Iterable[Any]) -> float | None:
+    xs = [float(v) for v in values if v is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+def _groups(cases: Sequence[MemoryCase]) -> dict[str, list[MemoryCase]]:
+    out: dict[str, list[MemoryCase]] = {}
+    for c in cases:
+        out.setdefault(c.group, []).append(c)
+    return dict(sorted(out.items()))
+
+
+def recall_table(cases: Sequence[MemoryCase]) -> Table:
+    measured = [c for c in cases if c.gold and not c.abstention]
+    turn_ks, session_ks = _ks(measured, "turn"), _ks(measured, "session")
+    t = Table(
+        "Retrieval recall from gold labels",
+        "recall_any@k: a `has_answer` turn (its session) is among the first k items the reader could be shown, "
+        "items dated after the question left out. Items are mapped to turns by provenance, else by text overlap "
+        "(docs/memory-systems.md, Measurements); no model involved. `shown`: the evidence was in what the "
+        "context cap kept. Abstention questions are left out.",
+        ["provider (variant)", "question type", "cases", *turn_ks, *session_ks, "shown (turn)"],
+    )
+    for group, cs in _groups(measured).items():
+        by_type: dict[str, list[MemoryCase]] = {}
+        for c in cs:
+            by_type.setdefault(c.question_type, []).append(c)
+        for qtype, sub in [*sorted(by_type.items()), ("all", cs)]:
+            g = [c.gold for c in sub if c.gold]
+            t.rows.append(
+                [
+                    group,
+                    qtype,
+                    len(sub),
+                    *[_mean(x.get(k) for x in g) for k in turn_ks + session_ks],
+                    _mean(None if x.get("shown_evidence_turn") is None else float(x["shown_evidence_turn"]) for x in g),
+                ]
+            )
+    return t
+
+
+def _cause(c: MemoryCase) -> str:
+    g = c.gold
+    if c.abstention:
+        return "abstention"
+    if not g:
+        return "not measured"
+    if not g.get("evidence_turns"):
+        return "no evidence labels"
+    top = _ks([c], "turn")[-1]
+    if not g.get(top):
+        return "not retrieved"
+    return "shown, not used" if g.get("shown_evidence_turn") else "retrieved, cut by the cap"
+
+
+CAUSES = ("not retrieved", "retrieved, cut by the cap", "shown, not used", "abstention", "no evidence labels")
+
+
+def failure_table(cases: Sequence[MemoryCase]) -> Table:
+    lead = ", ".join(sorted({str(c.lead) for c in cases}))
+    t = Table(
+        "Wrong answers by cause",
+        f"Every wrong answer (by `{lead}`) of a memory contestant, by where its evidence (the `has_answer` turns) "
+        "was lost: `not retrieved` (no evidence turn among the items; of these, how many had the evidence "
+        "session retrieved), `retrieved, cut by the cap`, `shown, not used` (the reader had it). `not stored` "
+        "cannot be told apart from `not retrieved`: the contract has no call that lists what a system stored.",
+        ["provider (variant)", "scored", "wrong", *CAUSES, "not measured", "of not retrieved: session retrieved"],
+    )
+    for group, cs in _groups(cases).items():
+        scored = [c for c in cs if c.correct is not None]
+        wrong = [c for c in scored if not c.correct]
+        causes = [_cause(c) for c in wrong]
+        missed = [c for c, why in zip(wrong, causes) if why == "not retrieved"]
+        session_hit = sum(bool(c.gold and c.gold.get(_ks([c], "session")[-1])) for c in missed)
+        t.rows.append(
+            [
+                group,
+                len(scored),
+                len(wrong),
+                *[causes.count(k) for k in CAUSES],
+                causes.count("not measured"),
+                session_hit,
+            ]
+        )
+    return t
+
+
+def leakage_table(cases: Sequence[MemoryCase]) -> Table:
+    t = Table(
+        "Leakage audits",
+        "Items dated after the question are dropped before the reader and counted here; items without a date "
+        "cannot be audited. Ingest never receives the question (the contestant sends the sessions only; "
+        "tests/test_memory_contestant.py checks it). Isolation between units (a canary ingested for one unit "
+        "never returned for another) is checked by `lme-harness provider-check URL`.",
+        ["provider (variant)", "retrievals", "items returned", "dated after the question", "cases with any", "undated"],
+    )
+    for group, cs in _groups(cases).items():
+        rs = [c.retrieval for c in cs if c.retrieval.get("name") == "memory_retrieve"]
+        items = [i for r in rs for i in r.get("items") or ()]
+        t.rows.append(
+            [
+                group,
+                len(rs),
+                len(items),
+                sum(int(r.get("after_as_of") or 0) for r in rs),
+                sum(bool(r.get("after_as_of")) for r in rs),
+                sum("date" not in i for i in items),
+            ]
+        )
+    return t
+
+
+def _provider_usage(c: MemoryCase) -> Mapping[str, Any]:
+    return (c.ingest.get("trace") or [{}])[0].get("usage") or {}
+
+
+def _usd(values: Sequence[float | None]) -> float | None:
+    """A sum only when every value is known: an unreported cost is n/a, never 0."""
+    return None if not values or any(v is None for v in values) else float(sum(v for v in values if v is not None))
+
+
+def cost_table(cases: Sequence[MemoryCase]) -> Table:
+    t = Table(
+        "Ingest apart from answer",
+        "Per question (mean). Ingest: the provider's reported usage plus any harness model calls while "
+        "ingesting; $ as the provider reports it (n/a when it does not). Per 1M ingested tokens: the ingest "
+        "figures over the tokens of the sessions given to ingest (o200k). Answer: the reader's calls (priced "
+        "with the run's price table) and the provider's retrieval usage.",
+        [
+            "provider (variant)",
+            "cases",
+            "ingested tokens",
+            "ingest LLM tokens (in/out)",
+            "ingest embedding tokens",
+            "ingest $",
+            "ingest LLM tokens / 1M ingested",
+            "ingest $ / 1M ingested",
+            "answer tokens (in/out)",
+            "retrieval embedding tokens",
+            "answer $",
+        ],
+    )
+    for group, cs in _groups(cases).items():
+        n = len(cs)
+        ingested = sum(int((c.ingest.get("trace") or [{}])[0].get("ingested_tokens") or 0) for c in cs)
+        llm_in = sum(
+            int(_provider_usage(c).get("input_tokens") or 0) + int(c.ingest.get("prompt_tokens") or 0) for c in cs
+        )
+        llm_out = sum(
+            int(_provider_usage(c).get("output_tokens") or 0) + int(c.ingest.get("completion_tokens") or 0) for c in cs
+        )
+        emb = sum(
+            int(_provider_usage(c).get("embedding_tokens") or 0) + int(c.ingest.get("embedding_tokens") or 0)
+            for c in cs
+        )
+        usd = _usd([_provider_usage(c).get("cost_usd") for c in cs])
+        r_emb = sum(int((c.retrieval.get("usage") or {}).get("embedding_tokens") or 0) for c in cs)
+        a_usd = _usd([c.cost_answer for c in cs])
+        per_m = 1e6 / ingested if ingested else math.nan
+        t.rows.append(
+            [
+                group,
+                n,
+                f"{ingested / n:,.0f}",
+                f"{llm_in / n:,.0f} / {llm_out / n:,.0f}",
+                f"{emb / n:,.0f}",
+                None if usd is None else f"{usd / n:.6f}",
+                f"{(llm_in + llm_out) * per_m:,.0f}" if ingested else None,
+                None if usd is None or not ingested else f"{usd * per_m:.4f}",
+                f"{sum(int(c.usage.get('prompt_tokens_total') or 0) for c in cs) / n:,.0f} / "
+                f"{sum(int(c.usage.get('completion_tokens_total') or 0) for c in cs) / n:,.0f}",
+                f"{r_emb / n:,.0f}",
+                None if a_usd is None else f"{a_usd / n:.6f}",
+            ]
+        )
+    return t
+
+
+def _phases(c: MemoryCase) -> dict[str, float | None]:
+    ing = (c.ingest.get("trace") or [{}])[0]
+    ingest = None if ing.get("ingest_ms") is None else float(ing["ingest_ms"]) + float(ing.get("ready_wait_ms") or 0)
+    return {"ingest": ingest, "retrieve": c.retrieval.get("retrieve_ms"), "answer": c.answer_ms}
+
+
+def latency_table(cases: Sequence[MemoryCase]) -> Table:
+    t = Table(
+        "Latency per phase (ms)",
+        "ingest: the provider's ingest call and the wait until it is ready; retrieve: the retrieve call; answer: "
+        "the reader's model time as measured (kept when replayed from the cache), or the provider's own answer "
+        "call. Percentiles with linear interpolation.",
+        ["provider (variant)", "phase", "n", *[f"p{p}" for p in PERCENTILES]],
+    )
+    for group, cs in _groups(cases).items():
+        for phase in ("ingest", "retrieve", "answer"):
+            xs = [v for c in cs if (v := _phases(c)[phase]) is not None]
+            if xs:
+                t.rows.append([group, phase, len(xs), *[float(np.percentile(xs, p)) for p in PERCENTILES]])
+    return t
+
+
+def memory_tables(
+    records: Iterable[Mapping[str, Any]], lead: str | None, cost_answer: Mapping[tuple[str, str], float | None]
+) -> list[Table]:
+    """The section's tables; none when the run has no memory contestant."""
+    return tables_of(memory_cases(records, lead, cost_answer))
+
+
+def cost_answer_of(df: Any) -> dict[tuple[str, str], float | None]:
+    """(question_id, mode) -> the priced answer cost of a records frame (None: unpriced or not priced)."""
+    if "cost_answer" not in df.columns:
+        return {}
+    return {
+        (str(q), str(m)): None if v is None or v != v else float(v)
+        for q, m, v in zip(df["question_id"], df["mode"], df["cost_answer"])
+    }
+
+
+def compare_tables(runs: Sequence[Any]) -> list[Table]:
+    """The tables over several runs side by side (`lme-harness compare`), each row labelled by its run;
+    none when no run has a memory contestant. `runs`: reports.compare.Run (path, label, df)."""
+    from harness.records import RECORDS_FILE, load_records
+    from reports.aggregate import headline_metric
+
+    cases: list[MemoryCase] = []
+    for r in runs:
+        records = load_records(Path(r.path) / RECORDS_FILE)
+        cases += memory_cases(records, headline_metric(r.df), cost_answer_of(r.df), run=r.label)
+    return tables_of(cases)
+
+
+def tables_of(cases: Sequence[MemoryCase]) -> list[Table]:
+    if not cases:
+        return []
+    return [
+        recall_table(cases),
+        failure_table(cases),
+        leakage_table(cases),
+        cost_table(cases),
+        latency_table(cases),
+    ]
+
+
+def _text(v: Any) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "n/a"
+    if isinstance(v, float):
+        return f"{v:.3f}" if abs(v) <= 1 else f"{v:,.1f}"
+    return str(v)
+
+
+def markdown(tables: Sequence[Table]) -> str:
+    if not tables:
+        return ""
+    L = ["", "## Memory systems", ""]
+    for t in tables:
+        L += [f"### {t.title}", "", t.intro, ""]
+        L += ["| " + " | ".join(md_cell(h) for h in t.headers) + " |", "|" + "---|" * len(t.headers)]
+        L += ["| " + " | ".join(md_cell(_text(v)) for v in r) + " |" for r in t.rows]
+        L += [""]
+    return "\n".join(L)
+
+
+def _slug(title: str) -> str:
+    return "memory-" + re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+
+
+def html(tables: Sequence[Table]) -> list[str]:
+    if not tables:
+        return []
+    B = ['<h2 id="memory">Memory systems</h2>']
+    for t in tables:
+        B += [
+            f"<h3>{H.esc(t.title)}</h3>",
+            f'<p class="muted">{H.esc(t.intro.replace("`", ""))}</p>',
+            H.table(t.headers, [[H.cell(_text(v)) for v in r] for r in t.rows], table_id=_slug(t.title)),
+        ]
+    return B
+
+
+__all__ = ["MemoryCase", "Table", "html", "markdown", "memory_cases", "memory_tables"]

@@ -1,0 +1,255 @@
+"""Measurements of memory providers (issue 23 item 5): gold-label retrieval recall for black-box providers by
+provenance or by the stated text-overlap rule (harness/memory/gold.py), recorded per retrieval by the contestant."""
+
+from __future__ import annotations
+
+import json
+
+from harness.contestants.base import CaseHistory, Question
+from harness.data.longmemeval import parse_cases
+from harness.memory.contestant import ProviderContestant
+from harness.memory.gold import Gold, overlaps, words
+from harness.memory.provider import Capabilities, Ingest, MemoryItem, Provenance, ProviderBase, Retrieval
+from harness.session.events import Session
+from tests.conftest import make_row
+from tests.test_memory_contestant import Reader, _kit
+
+EVIDENCE = "I adopted a grey cat called Biscuit from the Oslo shelter in March."
+FILLER = "Can you suggest a recipe for lentil soup with cumin and carrots?"
+
+
+def _gold() -> Gold:
+    return Gold([("s1", [(FILLER, False), ("Sure, here is one.", False)]), ("s2", [(EVIDENCE, True)])])
+
+
+def test_the_overlap_rule_matches_containment_either_way_and_never_on_function_words() -> None:
+    turn = words(EVIDENCE)
+    assert overlaps(words(f"[2023-03-01] user: {EVIDENCE} Also some other chat."), turn)  # the item holds the turn
+    assert overlaps(words("User adopted a cat called Biscuit"), turn)  # the turn holds the (extracted) item
+    assert not overlaps(words("the user is a person who was in the house"), turn)  # function words only
+    assert not overlaps(words("Biscuit"), turn)  # fewer than MIN_SHARED shared words
+    # half of a long item's words is not enough when those are under half of the turn's words too
+    assert not overlaps(words("grey cat " + " ".join(f"w{i}" for i in range(20))), turn)
+
+
+def test_labels_use_provenance_first_then_overlap_within_the_named_session_then_everywhere() -> None:
+    g = _gold()
+    by_turn = g.label("unrelated text", Provenance("s2", 0, None))
+    assert by_turn.by == "provenance" and g.hits_turn(by_turn)  # the provenance is believed as given
+    in_session = g.label("unrelated text", Provenance("s2", None, None))
+    assert g.hits_session(in_session) and not g.hits_turn(in_session)  # session known, no turn matches
+    wrong_session = g.label(EVIDENCE, Provenance("s1", None, None))
+    assert not g.hits_turn(wrong_session)  # overlap is looked for only in the named session
+    free = g.label("the user adopted cat Biscuit from a shelter", None)
+    assert free.by == "overlap" and g.hits_turn(free) and g.hits_session(free)
+    assert g.label("lentil soup cumin carrots recipe", None).sessions == {"s1"}
+    assert g.label("nothing alike", Provenance("unknown", 3, None)).by == "none"
+    r = g.recall([g.label(FILLER), free], [1, 2])
+    assert r == {
+        "turn_recall_any@1": 0.0,
+        "session_recall_any@1": 0.0,
+        "turn_recall_any@2": 1.0,
+        "session_recall_any@2": 1.0,
+    }
+    assert Gold([("s1", [(FILLER, False)])]).recall([g.label(FILLER)], [1])["turn_recall_any@1"] is None
+
+
+class BlackBox(ProviderBase):
+    """Returns a filler item first and the evidence second, as text only (no provenance): a black box."""
+
+    def __init__(self, evidence_first: bool = False) -> None:
+        self.evidence_first = evidence_first
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities("blackbox", "0")
+
+    def setup(self, unit: str) -> None:
+        pass
+
+    def ingest(self, unit: str, sessions) -> Ingest:
+        return Ingest()
+
+    def retrieve(self, unit: str, query: str, top_k: int, as_of: str) -> Retrieval:
+        items = [MemoryItem("user asked for a lentil soup recipe with cumin " * 20), MemoryItem(EVIDENCE)]
+        return Retrieval(tuple(reversed(items)) if self.evidence_first else tuple(items))
+
+    def teardown(self, unit: str) -> None:
+        pass
+
+
+def _run(provider, **kw):
+    row = make_row(
+        sessions=[[{"role": "user", "content": FILLER}], [{"role": "user", "content": EVIDENCE, "has_answer": True}]]
+    )
+    case = parse_cases(json.dumps([row]).encode(), "x")[0]
+    s = Session(id="x", user_id=case.question_id)
+    s.extend(case.events())
+    c = ProviderContestant(provider, **kw)
+    ingested = c.ingest(CaseHistory.of(case, s), _kit(Reader()))
+    return ingested, c.answer(ingested.memory, Question.of(case, case.question), _kit(Reader())), c
+
+
+def test_the_retrieval_trace_holds_gold_recall_and_whether_evidence_reached_the_reader() -> None:
+    ingested, out, c = _run(BlackBox())
+    assert ingested.trace[0]["ingested_tokens"] > 10
+    (rt,) = out.tool_trace
+    assert [i["gold"]["evidence_turn"] for i in rt["items"]] == [False, True]
+    assert [i["gold"]["by"] for i in rt["items"]] == ["overlap", "overlap"]
+    g = rt["gold"]
+    assert g["evidence_turns"] == 1 and g["evidence_sessions"] == 1
+    assert g["turn_recall_any@1"] == 0.0 and g["turn_recall_any@3"] == 1.0 and g["turn_recall_any@10"] == 1.0
+    assert g["shown_evidence_turn"] is True
+    assert not c._gold  # forgotten with the unit
+
+    # a cap that the first (filler) item fills: the evidence was retrieved but never reached the reader
+    _, cut, _ = _run(BlackBox(), context_tokens=40)
+    g = cut.tool_trace[0]["gold"]
+    assert g["turn_recall_any@3"] == 1.0 and g["shown_evidence_turn"] is False
+    assert cut.truncation is not None and cut.truncation["truncated"]
+
+    # evidence first and whole under the cap: shown
+    _, first, _ = _run(BlackBox(evidence_first=True), context_tokens=40)
+    assert first.tool_trace[0]["gold"]["turn_recall_any@1"] == 1.0
+    assert first.tool_trace[0]["gold"]["shown_evidence_turn"] is True
+
+
+def test_a_native_answer_is_measured_on_the_items_it_says_it_used_and_not_at_all_when_it_says_none() -> None:
+    from harness.memory.provider import REQUIRED_CALLS, ProviderAnswer
+
+    class Answers(BlackBox):
+        def __init__(self, items) -> None:
+            super().__init__()
+            self.items = items
+
+        def capabilities(self) -> Capabilities:
+            return Capabilities("answers", "1", REQUIRED_CALLS | {"answer"})
+
+        def answer(self, unit: str, query: str, as_of: str) -> ProviderAnswer:
+            return ProviderAnswer("Biscuit", items=self.items)
+
+    _, out, _ = _run(Answers((MemoryItem(EVIDENCE, None, Provenance("s1", 0, None)),)), native_answer=True)
+    g = out.tool_trace[0]["gold"]
+    assert g["turn_recall_any@1"] == 1.0 and g["shown_evidence_turn"] is True
+    _, silent, _ = _run(Answers(()), native_answer=True)
+    assert silent.tool_trace[0]["gold"] is None  # not told: never a recall of 0
+
+
+def _rec(qid: str, *, correct: float, gold, after: int = 0, dated: bool = True, **kw) -> dict:
+    """A record as a memory contestant writes it (the fields reports/memory.py reads)."""
+    item = {"chars": 10, "score": 1.0, **({"date": "2023-05-01T00:00:00Z"} if dated else {})}
+    return {
+        "question_id": qid,
+        "mode": "memory",
+        "status": "ok",
+        "question_type": kw.get("qtype", "single-session-user"),
+        "is_abstention": qid.endswith("_abs"),
+        "metrics": {"lme_acc": correct},
+        "usage": {"prompt_tokens_total": 100, "completion_tokens_total": 5},
+        "calls": [{"latency_s": kw.get("answer_s", 0.1)}],
+        "ingest": {
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "embedding_tokens": 0,
+            "trace": [
+                {
+                    "call": "ingest",
+                    "provider": "p",
+                    "variant": "fair",
+                    "ingested_tokens": 1000,
+                    "ingest_ms": kw.get("ingest_ms", 10.0),
+                    "ready_wait_ms": 0.0,
+                    "usage": {"input_tokens": 400, "output_tokens": 100, "embedding_tokens": 50, "cost_usd": 0.002},
+                }
+            ],
+        },
+        "tool_calls": [
+            {"name": "memory_retrieve", "after_as_of": after, "items": [item] * 3, "retrieve_ms": 2.0, "gold": gold}
+        ],
+    }
+
+
+def _g(hit: bool, shown: bool | None = None, session: bool | None = None, turns: int = 1) -> dict:
+    return {
+        "evidence_turns": turns,
+        "evidence_sessions": 1,
+        "turn_recall_any@1": float(hit),
+        "turn_recall_any@10": float(hit),
+        "session_recall_any@1": float(hit if session is None else session),
+        "session_recall_any@10": float(hit if session is None else session),
+        "shown_evidence_turn": hit if shown is None else shown,
+    }
+
+
+def test_the_memory_section_tells_causes_leakage_costs_and_phase_percentiles_apart() -> None:
+    from reports.memory import markdown, memory_tables
+
+    records = [
+        _rec("q1", correct=1.0, gold=_g(True), ingest_ms=10.0),
+        _rec("q2", correct=0.0, gold=_g(False, session=True), after=2, ingest_ms=20.0),  # not retrieved
+        _rec("q3", correct=0.0, gold=_g(True, shown=False), dated=False, ingest_ms=30.0),  # cut by the cap
+        _rec("q4", correct=0.0, gold=_g(True), ingest_ms=40.0),  # shown, not used
+        _rec("q5_abs", correct=0.0, gold=_g(False), ingest_ms=50.0),
+        _rec("q6", correct=0.0, gold=None, ingest_ms=60.0),  # not measured (e.g. a record from before gold labels)
+    ]
+    recall, causes, leakage, cost, latency = memory_tables(records, "lme_acc", {("q1", "memory"): 0.01})
+    (row_type, row_all) = recall.rows
+    assert row_all[:3] == ["memory: p (fair)", "all", 4]  # abstention and unmeasured left out
+    assert row_all[recall.headers.index("turn_recall_any@1")] == 0.75
+    assert row_all[recall.headers.index("shown (turn)")] == 0.5
+    (c,) = causes.rows
+    assert dict(zip(causes.headers, c)) == {
+        "provider (variant)": "memory: p (fair)",
+        "scored": 6,
+        "wrong": 5,
+        "not retrieved": 1,
+        "retrieved, cut by the cap": 1,
+        "shown, not used": 1,
+        "abstention": 1,
+        "no evidence labels": 0,
+        "not measured": 1,
+        "of not retrieved: session retrieved": 1,
+    }
+    (leak,) = leakage.rows
+    assert leak[1:] == [6, 18, 2, 1, 3]  # retrievals, items, dated after, cases with any, undated
+    (money,) = cost.rows
+    m = dict(zip(cost.headers, money))
+    assert m["ingested tokens"] == "1,000" and m["ingest LLM tokens (in/out)"] == "400 / 100"
+    assert m["ingest $"] == "0.002000" and m["ingest $ / 1M ingested"] == "2.0000"
+    assert m["ingest LLM tokens / 1M ingested"] == "500,000"
+    assert m["answer $"] is None  # five answers unpriced: n/a, never a partial sum
+    ingest = next(r for r in latency.rows if r[1] == "ingest")
+    assert ingest[2:] == [6, 35.0, 57.5, 59.5]
+    assert "## Memory systems" in markdown([recall])
+    assert memory_tables([{**records[0], "ingest": {"calls": 0}}], "lme_acc", {}) == [] and markdown([]) == ""
+
+
+def _memory_run(run_dir, memory: str, base_url: str, cache) -> None:
+    from runners.cli import main
+
+    args = [f"hydra.run.dir={run_dir}", "mode=memory", f"memory={memory}", "model=endpoint"]
+    args += [f"model.base_url={base_url}", "model.model=fake-model", f"cache.path={cache}", "run.progress=false"]
+    assert main(["run", *args, "dataset.limit=2"]) == 0
+
+
+def test_memory_run_reports_and_compare_hold_the_memory_section(tmp_path) -> None:
+    from harness.testing.fake_openai import FakeOpenAIServer
+    from harness.testing.faults import FakeModel
+    from reports.render import build_report
+    from runners.compare import compare_main
+
+    with FakeOpenAIServer(FakeModel()) as srv:
+        for memory in ("bm25", "full_context"):
+            _memory_run(tmp_path / memory, memory, srv.base_url, tmp_path / "cache.sqlite")
+    out = build_report(tmp_path / "bm25")
+    md, page = out["markdown"].read_text(), out["html"].read_text()
+    section = md[md.index("## Memory systems") :]
+    assert "| memory: bm25 (fair) | all | 2 | 1.000 |" in section  # BM25 finds the oracle evidence turn first
+    for title in ("Wrong answers by cause", "Leakage audits", "Ingest apart from answer", "Latency per phase"):
+        assert f"### {title}" in section and title in page
+    assert 'id="memory"' in page
+
+    assert compare_main([str(tmp_path / "bm25"), str(tmp_path / "full_context")], out=str(tmp_path / "cmp")) == 0
+    cmp = (tmp_path / "cmp" / "compare.md").read_text()
+    side = cmp[cmp.index("## Memory systems") :]
+    assert "· memory: bm25 (fair) | all | 2 |" in side and "· memory: full_context (fair) | all | 2 |" in side
+    assert "Memory systems" in (tmp_path / "cmp" / "compare.html").read_text()
