@@ -39,6 +39,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import types
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,12 +65,15 @@ class _Doc:
     _keys: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
 
     _ALWAYS: ClassVar[tuple[str, ...]] = ()  # written even when None by a newly built object
-    _NESTED: ClassVar[Mapping[str, type[_Doc]]] = {}  # field -> the type of its object
-    _NESTED_LISTS: ClassVar[Mapping[str, type[_Doc]]] = {}  # field -> the type of its list's items
 
     @classmethod
     def _names(cls) -> tuple[str, ...]:
         return tuple(f.name for f in dataclasses.fields(cls) if f.name not in ("extra", "_keys"))
+
+    @classmethod
+    def _nested(cls) -> Mapping[str, tuple[type[_Doc], bool]]:
+        """field -> (the object type it holds, whether a list of them), read from the fields' annotations."""
+        return _nested_fields(cls)
 
     def __post_init__(self) -> None:
         self._keys = [k for k in self._names() if getattr(self, k) is not None or k in self._ALWAYS]
@@ -93,21 +98,21 @@ class _Doc:
     @classmethod
     def from_json(cls, raw: Mapping[str, Any], where: str = "run.json") -> Self:
         """The object `raw` holds; `where` names it in the error about a key that holds no object."""
-        names = set(cls._names())
+        names, nested = set(cls._names()), cls._nested()
         kw: dict[str, Any] = {}
         for k, v in raw.items():
             if k not in names:
                 continue
-            if v is not None and k in cls._NESTED:
-                kw[k] = cls._NESTED[k].from_json(_obj(v, f"{where} '{k}'"), f"{where} '{k}'")
-            elif v is not None and k in cls._NESTED_LISTS:
+            kind, many = nested.get(k, (None, False))
+            if v is None or kind is None:
+                kw[k] = v
+            elif not many:
+                kw[k] = kind.from_json(_obj(v, f"{where} '{k}'"), f"{where} '{k}'")
+            else:
                 if not isinstance(v, list):
                     raise RunMetaError(f"{where} '{k}': a JSON {type(v).__name__}, not a list")
-                kind = cls._NESTED_LISTS[k]
                 at = [f"{where} '{k}'[{i}]" for i in range(len(v))]
                 kw[k] = [kind.from_json(_obj(e, w), w) for e, w in zip(v, at)]
-            else:
-                kw[k] = v
         obj = cls(**kw, extra={k: v for k, v in raw.items() if k not in names})
         object.__setattr__(obj, "_keys", list(raw))
         return obj
@@ -127,6 +132,30 @@ class _Doc:
                 out[k] = self.extra[k]
         out.update({k: v for k, v in self.extra.items() if k not in out})
         return out
+
+
+_NESTED_FIELDS: dict[type[_Doc], Mapping[str, tuple[type[_Doc], bool]]] = {}  # per class, computed once
+
+
+def _nested_fields(cls: type[_Doc]) -> Mapping[str, tuple[type[_Doc], bool]]:
+    """The fields of `cls` annotated `D | None` or `list[D] | None` for an object type D: the one statement of which
+    keys hold objects is the field's type."""
+    if cls in _NESTED_FIELDS:
+        return _NESTED_FIELDS[cls]
+    hints = typing.get_type_hints(cls)
+    out: dict[str, tuple[type[_Doc], bool]] = {}
+    for name in cls._names():
+        hint = hints[name]
+        args = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+        for a in args:
+            if isinstance(a, type) and issubclass(a, _Doc):
+                out[name] = (a, False)
+            elif typing.get_origin(a) is list:
+                (item,) = typing.get_args(a)
+                if isinstance(item, type) and issubclass(item, _Doc):
+                    out[name] = (item, True)
+    _NESTED_FIELDS[cls] = out
+    return out
 
 
 def _obj(v: Any, where: str) -> Mapping[str, Any]:
@@ -188,7 +217,6 @@ class Invocation(_Doc):
     pairs_run: int | None = None
     run_dir: str | None = None  # a merge's: the shard directory it ran in
     _ALWAYS = ("git", "started", "pairs_run")
-    _NESTED = {"git": GitState}
 
 
 @dataclass
@@ -202,7 +230,6 @@ class RescoreInfo(_Doc):
     git: GitState | None = None
     started: str | None = None
     _ALWAYS = ("source", "source_fingerprint", "elapsed_s", "judge_stats")
-    _NESTED = {"git": GitState}
 
 
 @dataclass
@@ -235,8 +262,6 @@ class RunMeta(_Doc):
     rescore: RescoreInfo | None = None
     schema_version: int = field(default=SCHEMA_VERSION, kw_only=True)
     _ALWAYS = ("judge_model",)  # provenance states it: null when the answer model judges
-    _NESTED = {"git": GitState, "model": ModelRef, "judge_model": ModelRef, "host": Host, "rescore": RescoreInfo}
-    _NESTED_LISTS = {"invocations": Invocation}
 
     @classmethod
     def _names(cls) -> tuple[str, ...]:

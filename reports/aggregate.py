@@ -3,6 +3,9 @@
 One row per record (`records_frame`), then per mode: means with bootstrap CIs (`summarize_ci`), judge
 accuracies that keep `not_run` apart (`judge_table`), prompt savings against `long_context` (`savings`),
 tool use (`tool_stats`), cost (`cost_table`) and a flat scoreboard `{(mode, metric): value}` for the gate.
+
+Every summary takes a `RunFrame`: the frame together with the metric catalog it was built with, so no summary can
+fall back to the built-in catalog for a run whose own scorers declared others.
 """
 
 from __future__ import annotations
@@ -20,15 +23,11 @@ from harness.records import RECORDS_FILE, STATUS_OK, Record, RecordError, load_r
 from harness.run_meta import RunMeta, read_run_meta
 from reports.cost import Endpoints, PriceTable, judge_calls, load_price_table, record_costs, summary_calls
 from reports.metrics import BUILTIN, COST_KEYS, MetricCatalog, catalog_of
+from reports.run_frame import RunFrame
 from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap_ci, paired_bootstrap_ci
 
 MODE_ORDER = ("long_context", "summary", "summary_ondemand")
 BASELINE_MODE = "long_context"
-
-
-def catalog(df: pd.DataFrame) -> MetricCatalog:
-    """The metric catalog a records frame was built with (its run's scorer specs; reports/metrics.py)."""
-    return df.attrs.get("metrics") or BUILTIN
 
 
 def higher_is_better(metric: str, metrics: MetricCatalog = BUILTIN) -> bool | None:
@@ -59,9 +58,9 @@ def records_frame(
     *,
     meta: RunMeta | Mapping[str, Any] | None = None,
     prices: PriceTable | None = None,
-) -> pd.DataFrame:
+) -> RunFrame:
     """One row per record. Cost columns are filled when a price table is given (else left out). The columns'
-    catalog (`catalog(df)`) is `meta`'s: the run's scorer specs (run.json `metrics`), else the built-in ones."""
+    catalog (`RunFrame.metrics`) is `meta`'s: the run's scorer specs (run.json `metrics`), else the built-in ones."""
     meta = RunMeta.of(meta)
     metrics = catalog_of(meta)
     typed = [r if isinstance(r, Record) else Record.from_json(r) for r in records]
@@ -114,9 +113,7 @@ def records_frame(
         for c in df.columns:
             if c in metrics:
                 df[c] = pd.to_numeric(df[c], errors="coerce").astype(float)
-    df.attrs["unpriced_models"] = sorted(unpriced)
-    df.attrs["metrics"] = metrics
-    return df
+    return RunFrame(df, metrics, tuple(sorted(unpriced)))
 
 
 def _mode_rank(m: str) -> tuple[int, str]:
@@ -131,12 +128,13 @@ def modes(df: pd.DataFrame) -> list[str]:
     return [str(m) for m in df["mode"].cat.categories] if not df.empty else []
 
 
-def summarize(df: pd.DataFrame) -> pd.DataFrame:
+def summarize(frame: RunFrame) -> pd.DataFrame:
     """Per mode: the mean of every column over successfully scored cases, plus counts of failures."""
+    df = frame.df
     if df.empty:
         return pd.DataFrame()
     ok = _ok(df)
-    cols = [k for k in catalog(df).headline_keys if k in df.columns]
+    cols = [k for k in frame.metrics.headline_keys if k in df.columns]
     means = ok.groupby("mode", observed=True)[cols].mean(numeric_only=True)
     counts = df.groupby("mode", observed=True).agg(
         cases=("question_id", "nunique"),
@@ -147,15 +145,15 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def summarize_ci(
-    df: pd.DataFrame, keys: Sequence[str] | None = None, *, n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED
+    frame: RunFrame, keys: Sequence[str] | None = None, *, n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED
 ) -> pd.DataFrame:
     """Long frame (mode, metric, mean, lo, hi, n, not_run, mean_all) over scored cases.
 
     `n` counts cases with a value; `not_run` the scored cases without one (judge not run / unparsable);
     `mean_all` treats those as 0 (the full-denominator "strict" accuracy). NaN never becomes 0 in `mean`.
     """
+    df, metrics = frame.df, frame.metrics
     ok = _ok(df)
-    metrics = catalog(df)
     keys = [k for k in (keys or metrics.columns) if k in df.columns]
     rows = []
     for mode in modes(df):
@@ -183,16 +181,17 @@ def summarize_ci(
 
 
 def judge_table(
-    df: pd.DataFrame, *, ci: pd.DataFrame | None = None, n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED
+    frame: RunFrame, *, ci: pd.DataFrame | None = None, n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED
 ) -> pd.DataFrame:
     """Per mode and judge metric: accuracy over judged cases (CI), `not_run`, accuracy over all cases, and for the
     LongMemEval judge the task-averaged and abstention accuracy as upstream's print_qa_metrics.py reports them.
 
     The accuracy columns are `summarize_ci`'s rows for the judge metrics: pass `ci` when it is already computed."""
+    df = frame.df
     ok = _ok(df)
-    keys = [k for k in catalog(df).judged_keys if k in df.columns]
+    keys = [k for k in frame.metrics.judged_keys if k in df.columns]
     if ci is None or not set(keys) <= set(ci["metric"]):
-        ci = summarize_ci(df, keys, n_boot=n_boot, seed=seed)
+        ci = summarize_ci(frame, keys, n_boot=n_boot, seed=seed)
     base = ci[ci["metric"].isin(keys) & (ci["n"] + ci["not_run"] > 0)]
     rows = []
     for k in keys:
@@ -218,13 +217,14 @@ def judge_table(
 
 
 def savings(
-    df: pd.DataFrame, key: str = "final_prompt_tokens", *, n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED
+    frame: RunFrame, key: str = "final_prompt_tokens", *, n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED
 ) -> pd.DataFrame:
     """Prompt savings of each mode against `long_context`, over the cases scored in both.
 
     `savings_pct`: the reference's figure, the mean of per-case `100·(long − mode)/long` (with CI);
     `savings_ratio_pct`: `100·(1 − mean(mode)/mean(long))`, the ratio of means.
     """
+    df = frame.df
     ok = _ok(df)
     if BASELINE_MODE not in modes(df):
         return pd.DataFrame()
@@ -255,12 +255,12 @@ def savings(
     return pd.DataFrame(rows)
 
 
-def headline_metric(df: pd.DataFrame) -> str | None:
+def headline_metric(frame: RunFrame) -> str | None:
     """The quality figure a report leads with, chosen from the run's metric specs (run.json `metrics`), by no name:
     the first quality metric of a judge (a scorer that declares a judged metric) with a value, else the first
     quality metric with a value in the reference table's order (a lexical one). None when the run has neither."""
-    metrics = catalog(df)
-    ok = _ok(df)
+    metrics = frame.metrics
+    ok = _ok(frame.df)
     present = [k for k in metrics.quality_keys if k in ok.columns and ok[k].notna().any()]
     judges = {metrics.source.get(k) for k in metrics.judged_keys}
     by_judge = [k for k in present if metrics.source.get(k) in judges]
@@ -274,7 +274,7 @@ HEADLINE_COLUMNS += ["prompt_tokens", "prompt_share", "latency_ms", "latency_sha
 
 
 def headline(
-    df: pd.DataFrame,
+    frame: RunFrame,
     metric: str,
     *,
     tokens: str = "prompt_tokens_total",
@@ -287,6 +287,7 @@ def headline(
     cases) and the prompt tokens and latency as a share of long_context's (ratio of means); and the mode's own
     mean prompt tokens (`tokens`: every answer call by default) and latency. Without long_context in the run the
     comparison columns are NaN."""
+    df = frame.df
     ok = _ok(df)
     ok = ok.assign(**{c: pd.to_numeric(ok[c], errors="coerce") for c in (tokens, latency)})
     base = ok[ok["mode"] == BASELINE_MODE].set_index("question_id") if BASELINE_MODE in modes(df) else None
@@ -327,8 +328,9 @@ def _share(mode: pd.Series, base: pd.Series) -> float:
     return float(mode[keep].sum()) / total if keep.any() and total > 0 else math.nan
 
 
-def tool_stats(df: pd.DataFrame) -> pd.DataFrame:
+def tool_stats(frame: RunFrame) -> pd.DataFrame:
     """Per mode: cases with ≥ 1 search / load, totals and means per case, tool errors."""
+    df = frame.df
     ok = _ok(df)
     rows = []
     for mode in modes(df):
@@ -353,8 +355,9 @@ def tool_stats(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def cost_table(df: pd.DataFrame) -> pd.DataFrame:
+def cost_table(frame: RunFrame) -> pd.DataFrame:
     """Per mode: cost per case and run total, by part; the final call's prompt tokens shown beside, apart."""
+    df = frame.df
     if "cost_total" not in df.columns:
         return pd.DataFrame()
     ok = _ok(df)
@@ -380,12 +383,12 @@ def cost_table(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def scoreboard(df: pd.DataFrame) -> dict[tuple[str, str], float]:
+def scoreboard(frame: RunFrame) -> dict[tuple[str, str], float]:
     """Flat `{(mode, metric): value}` of every aggregate the gate can check (no CIs: the gate uses point values)."""
     out: dict[tuple[str, str], float] = {}
+    df, metrics = frame.df, frame.metrics
     if df.empty:
         return out
-    metrics = catalog(df)
     ok = _ok(df)
     for mode in modes(df):
         p = ok[ok["mode"] == mode]
@@ -399,24 +402,24 @@ def scoreboard(df: pd.DataFrame) -> dict[tuple[str, str], float]:
             if k in p.columns and len(p):
                 out[(mode, f"{k}@all")] = float(p[k].fillna(0.0).mean())
                 out[(mode, f"{k}:not_run")] = float(p[k].isna().sum())
-    for r in judge_table(df, n_boot=1).to_dict("records"):
+    for r in judge_table(frame, n_boot=1).to_dict("records"):
         if r["metric"] in metrics.task_averaged_keys:
             out[(r["mode"], f"{r['metric']}_task_avg")] = r["task_avg"]
             if r["abstention_n"]:
                 out[(r["mode"], f"{r['metric']}_abstention")] = r["abstention"]
-    for r in savings(df, n_boot=1).to_dict("records"):
+    for r in savings(frame, n_boot=1).to_dict("records"):
         out[(r["mode"], "savings_pct")] = r["savings_pct"]
         out[(r["mode"], "savings_ratio_pct")] = r["savings_ratio_pct"]
-    for r in tool_stats(df).to_dict("records"):
+    for r in tool_stats(frame).to_dict("records"):
         out[(r["mode"], "search_case_share")] = r["cases_with_search"] / r["cases"]
         out[(r["mode"], "load_case_share")] = r["cases_with_load"] / r["cases"]
         out[(r["mode"], "n_search_total")] = float(r["search_total"])
         out[(r["mode"], "n_load_total")] = float(r["load_total"])
-    for r in cost_table(df).to_dict("records"):
+    for r in cost_table(frame).to_dict("records"):
         out[(r["mode"], "cost_total_sum")] = r["cost_total_sum"]
     from reports.by_type import type_scoreboard  # per question type ("lme_acc@type:multi-session"); {} for one type
 
-    out.update(type_scoreboard(df))
+    out.update(type_scoreboard(frame))
     return {k: v for k, v in out.items() if v is not None and not (isinstance(v, float) and math.isnan(v))}
 
 
@@ -427,11 +430,15 @@ def load_meta(run_dir: Path) -> RunMeta:
 
 @dataclass
 class RunData:
-    """A run directory read once: its records frame, the records themselves and run.json."""
+    """A run directory read once: its records frame (with its catalog), the records themselves and run.json."""
 
-    df: pd.DataFrame
+    frame: RunFrame
     records: list[dict[str, Any]]
     meta: RunMeta
+
+    @property
+    def df(self) -> pd.DataFrame:
+        return self.frame.df
 
 
 def read_run(run_dir: Path, *, prices: PriceTable | str | Path | None = None, with_cost: bool = True) -> RunData:
@@ -447,11 +454,9 @@ def read_run(run_dir: Path, *, prices: PriceTable | str | Path | None = None, wi
     if with_cost:
         table = prices if isinstance(prices, PriceTable) else load_price_table(prices)
     meta = load_meta(run_dir)
-    df = records_frame(records, meta=meta, prices=table)
-    df.attrs["price_table"] = table
-    return RunData(df, records, meta)
+    return RunData(records_frame(records, meta=meta, prices=table), records, meta)
 
 
-def load_run(run_dir: Path, *, prices: PriceTable | str | Path | None = None, with_cost: bool = True) -> pd.DataFrame:
-    """The records frame of a run directory (see `read_run`)."""
-    return read_run(run_dir, prices=prices, with_cost=with_cost).df
+def load_run(run_dir: Path, *, prices: PriceTable | str | Path | None = None, with_cost: bool = True) -> RunFrame:
+    """The records frame of a run directory with its catalog (see `read_run`)."""
+    return read_run(run_dir, prices=prices, with_cost=with_cost).frame

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from reports.metrics import BUILTIN, MetricCatalog
+from reports.run_frame import RunFrame
 from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap_ci
 
 # Metrics worth a per-type breakdown: accuracies and the lexical scores; judge metrics first.
@@ -37,7 +38,7 @@ def type_key(metric: str, question_type: str) -> str:
 
 
 def type_table(
-    df: pd.DataFrame,
+    frame: RunFrame,
     keys: Sequence[str] | None = None,
     *,
     n_boot: int = DEFAULT_N_BOOT,
@@ -46,13 +47,14 @@ def type_table(
     """Long frame (mode, metric, question_type, mean, lo, hi, n) over scored cases, with a bootstrap CI per
     type, the `abstention` pseudo-type, and per (mode, metric) the rows `overall` (all cases) and `task_avg`
     (mean of the type means; no CI). Empty unless more than one question type is present.
-    `keys`: by default `type_keys` of the run's catalog (`df.attrs["metrics"]`)."""
+    `keys`: by default `type_keys` of the run's catalog (`frame.metrics`)."""
     cols = ["mode", "metric", "question_type", "mean", "lo", "hi", "n"]
+    df = frame.df
     if not multi_type(df):
         return pd.DataFrame(columns=cols)
     ok = df[df["status"] == "ok"]
     if keys is None:
-        keys = type_keys(df.attrs.get("metrics", BUILTIN))
+        keys = type_keys(frame.metrics)
     keys = [k for k in keys if k in ok.columns and ok[k].notna().any()]
     types = sorted(ok["question_type"].dropna().unique())
     rows = []
@@ -105,9 +107,9 @@ def type_table(
     return pd.DataFrame(rows, columns=cols)
 
 
-def type_scoreboard(df: pd.DataFrame) -> dict[tuple[str, str], float]:
+def type_scoreboard(frame: RunFrame) -> dict[tuple[str, str], float]:
     """`{(mode, "metric@type:T"): mean}` for the gate and compare; empty for a single-type run."""
-    t = type_table(df, n_boot=1)
+    t = type_table(frame, n_boot=1)
     return {
         (r["mode"], type_key(r["metric"], r["question_type"])): float(r["mean"])
         for r in t.to_dict("records")

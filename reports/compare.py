@@ -18,9 +18,10 @@ import pandas as pd
 
 from harness.records import RECORDS_FILE
 from harness.run_meta import RunMeta
-from reports.aggregate import catalog, modes, read_run
+from reports.aggregate import modes, read_run
 from reports.cost import PriceTable
 from reports.metrics import BUILTIN, MetricCatalog, catalog_of
+from reports.run_frame import RunFrame
 from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, mcnemar, paired_bootstrap_ci, win_loss_tie
 
 COST_SIDE = (
@@ -54,8 +55,12 @@ class CompareError(ValueError):
 class Run:
     path: Path
     label: str
-    df: pd.DataFrame
+    frame: RunFrame
     meta: RunMeta = field(default_factory=lambda: RunMeta.from_json({}))
+
+    @property
+    def df(self) -> pd.DataFrame:
+        return self.frame.df
 
 
 def expand_run_dirs(paths: Iterable[str | Path]) -> tuple[list[Path], list[str]]:
@@ -135,7 +140,7 @@ def _labels(paths: Sequence[Path], metas: Sequence[RunMeta]) -> list[str]:
 def load_runs(paths: Sequence[Path], *, prices: PriceTable | None = None) -> list[Run]:
     runs = [read_run(p, prices=prices) for p in paths]
     metas = [r.meta for r in runs]
-    return [Run(p, label, r.df, r.meta) for p, label, r in zip(paths, _labels(paths, metas), runs)]
+    return [Run(p, label, r.frame, r.meta) for p, label, r in zip(paths, _labels(paths, metas), runs)]
 
 
 def paired_frame(a: pd.DataFrame, b: pd.DataFrame, *, on: Sequence[str] = ("question_id", "mode")) -> pd.DataFrame:
@@ -199,13 +204,14 @@ def paired_stats(
 
 
 def compare_modes(
-    df: pd.DataFrame, mode_a: str, mode_b: str, keys: Sequence[str] | None = None, **kw: Any
+    frame: RunFrame, mode_a: str, mode_b: str, keys: Sequence[str] | None = None, **kw: Any
 ) -> pd.DataFrame:
     """Two modes of one run, paired by question_id (e.g. the reference's ondemand vs summary win/loss)."""
+    df = frame.df
     a = df[df["mode"].astype(str) == mode_a].drop(columns=["mode"])
     b = df[df["mode"].astype(str) == mode_b].drop(columns=["mode"])
     a, b = a.assign(mode=f"{mode_b} vs {mode_a}"), b.assign(mode=f"{mode_b} vs {mode_a}")
-    kw.setdefault("metrics", catalog(df))
+    kw.setdefault("metrics", frame.metrics)
     return paired_stats(paired_frame(a, b), keys, **kw)
 
 

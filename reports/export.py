@@ -95,7 +95,6 @@ def export_cases_dataset(run_dir: str | Path, out_dir: str | Path | None = None)
     out = _out_dir(run_dir, out_dir)
     run = read_run(run_dir)
     df = run.df
-    df.attrs = {}  # the price table object is not serialisable; its date is in the cost columns' provenance
     texts = {record_key(r): r for r in run.records}
     bounds = run_bounds(run_dir)
     for field_name in ("question", "reference", "prediction"):

@@ -299,7 +299,7 @@ def run_gate(baseline_path: str | Path, run_dir: str | Path, *, prices: Any = No
     run_dir = Path(run_dir)
     raw, checks = load_baseline(baseline_path, catalog_of(load_meta(run_dir)))
     run = read_run(run_dir, prices=prices)
-    board = scoreboard(run.df)
+    board = scoreboard(run.frame)
     warnings = []
     want, have = raw.get("source") or {}, _identity(run.meta)
     for key in ("dataset_sha256", "model_sha256", "model", "fingerprint"):
@@ -425,7 +425,7 @@ def baseline_from_run(
     run_dir = Path(run_dir)
     run = read_run(run_dir, prices=prices)
     df, meta = run.df, run.meta
-    board = scoreboard(df)
+    board = scoreboard(run.frame)
     checks = []
     modes = list(dict.fromkeys(m for m, _ in board))
     metrics = list(dict.fromkeys(k.split("/", 1)[-1] for k in pol))

@@ -16,7 +16,6 @@ from reports import html as H
 from reports import plots
 from reports.aggregate import (
     BASELINE_MODE,
-    catalog,
     cost_table,
     headline,
     headline_metric,
@@ -29,10 +28,11 @@ from reports.aggregate import (
     tool_stats,
 )
 from reports.compare import compare_keys, compare_modes, markdown_paired, mcnemar_cell
-from reports.cost import PriceTable
+from reports.cost import PriceTable, load_price_table
 from reports.deviations import header_notes
 from reports.failures import failures_markdown, group_failures
 from reports.metrics import BUILTIN, MetricCatalog
+from reports.run_frame import RunFrame
 from reports.safe import md_cell, md_code, write_csv
 from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, WinLossTie
 from reports.votes import judge_label, vote_lines, votes_markdown
@@ -111,6 +111,7 @@ class ReportContext:
 
     run_dir: Path
     df: pd.DataFrame  # the records frame
+    unpriced_models: Sequence[str]  # models met without a price (their cost is n/a)
     meta: RunMeta
     records: list[dict[str, Any]]
     summary: pd.DataFrame  # per mode (summary.csv)
@@ -134,21 +135,22 @@ class ReportContext:
 
 def build_report(run_dir: Path, *, prices: PriceTable | str | Path | None = None) -> dict[str, Path]:
     run_dir = Path(run_dir)
-    run = read_run(run_dir, prices=prices)
-    df, meta, records = run.df, run.meta, run.records
-    table: PriceTable = df.attrs["price_table"]
-    summary = summarize(df)
-    metrics = catalog(df)  # the run's scorer specs: every column, direction, label and format
+    table = prices if isinstance(prices, PriceTable) else load_price_table(prices)
+    run = read_run(run_dir, prices=table)
+    frame, meta, records = run.frame, run.meta, run.records
+    df = frame.df
+    summary = summarize(frame)
+    metrics = frame.metrics  # the run's scorer specs: every column, direction, label and format
     quality = _present(df, metrics.quality_keys)
     other = _present(df, [k for k in metrics.columns if k not in metrics.quality_keys])
-    ci = summarize_ci(df, quality + other)
-    lead = headline_metric(df)
-    head = headline(df, lead) if lead else pd.DataFrame()
-    judges, sav, tools, costs = judge_table(df, ci=ci), savings(df), tool_stats(df), cost_table(df)
+    ci = summarize_ci(frame, quality + other)
+    lead = headline_metric(frame)
+    head = headline(frame, lead) if lead else pd.DataFrame()
+    judges, sav, tools, costs = judge_table(frame, ci=ci), savings(frame), tool_stats(frame), cost_table(frame)
     ms = modes(df)
     pair = WLT_PAIR if all(m in ms for m in WLT_PAIR) else ((ms[0], ms[1]) if len(ms) >= 2 else None)
     wlt = (
-        compare_modes(df, pair[0], pair[1], [k for k in compare_keys(metrics) if k in df.columns])
+        compare_modes(frame, pair[0], pair[1], [k for k in compare_keys(metrics) if k in df.columns])
         if pair
         else pd.DataFrame()
     )
@@ -186,6 +188,7 @@ def build_report(run_dir: Path, *, prices: PriceTable | str | Path | None = None
     ctx = ReportContext(
         run_dir=run_dir,
         df=df,
+        unpriced_models=frame.unpriced_models,
         meta=meta,
         records=records,
         summary=summary,
@@ -206,23 +209,23 @@ def build_report(run_dir: Path, *, prices: PriceTable | str | Path | None = None
     )
     md = _markdown(ctx)
     # empty for a single-type run: its files stay exactly as before
-    type_md, ctx.by_type_html = _by_type(df, run_dir, out, metrics)
+    type_md, ctx.by_type_html = _by_type(frame, run_dir, out)
     memory_md, ctx.memory_html = _memory(df, records, lead)  # empty without memory contestants
     out["markdown"].write_text(md + type_md + memory_md)
     out["html"].write_text(_html(ctx))
     return out
 
 
-def _by_type(df: pd.DataFrame, run_dir: Path, out: dict[str, Path], metrics: MetricCatalog) -> tuple[str, list[str]]:
+def _by_type(frame: RunFrame, run_dir: Path, out: dict[str, Path]) -> tuple[str, list[str]]:
     """Per question type: by_type.csv, a plot, a Markdown and an HTML section, only when the run holds several types."""
     from reports import by_type
 
-    table = by_type.type_table(df)
+    table = by_type.type_table(frame)
     if table.empty:
         return "", []
     out["by_type_csv"] = run_dir / "by_type.csv"
     write_csv(table, out["by_type_csv"], index=False)
-    paths = by_type.plot(table, run_dir / "by_type", metrics=metrics)
+    paths = by_type.plot(table, run_dir / "by_type", metrics=frame.metrics)
     out["plot_by_type"], out["plot_by_type_svg"] = paths[0], paths[1]
     return (
         "\n" + "\n".join(by_type.markdown(table) + ["![per question type](by_type.png)", ""]),
@@ -533,7 +536,7 @@ def _markdown(c: ReportContext) -> str:
             ),
             "",
         ]
-    L += _cost_md(costs, table, df)
+    L += _cost_md(costs, table, c.unpriced_models)
     if pair and not wlt.empty:
         L += [
             f"## Per case: {pair[1]} vs {pair[0]}",
@@ -551,10 +554,9 @@ def _markdown(c: ReportContext) -> str:
     return "\n".join(L)
 
 
-def _cost_md(costs: pd.DataFrame, table: PriceTable, df: pd.DataFrame) -> list[str]:
+def _cost_md(costs: pd.DataFrame, table: PriceTable, unpriced: Sequence[str]) -> list[str]:
     if costs.empty:
         return []
-    unpriced = df.attrs.get("unpriced_models") or []
     L = [
         "## Cost",
         "",
@@ -735,7 +737,7 @@ def _html(c: ReportContext) -> str:
                 ],
                 table_id="cost",
             ),
-            f'<p class="muted">{H.esc(" ".join(_cost_md(costs, table, df)[3:]).replace("`", ""))}</p>',
+            f'<p class="muted">{H.esc(" ".join(_cost_md(costs, table, c.unpriced_models)[3:]).replace("`", ""))}</p>',
         ]
     if pair and not wlt.empty:
         B += [
@@ -756,7 +758,7 @@ def _html(c: ReportContext) -> str:
                 table_id="failures",
             ),
         ]
-    B += _cases_html(df, records)
+    B += _cases_html(df, records, metrics)
     return H.page(f"lme-harness report: {run_dir.name}", "\n".join(B))
 
 
@@ -839,9 +841,8 @@ CASE_COLUMNS = (
 )
 
 
-def _cases_html(df: pd.DataFrame, records: Sequence[dict[str, Any]]) -> list[str]:
+def _cases_html(df: pd.DataFrame, records: Sequence[dict[str, Any]], metrics: MetricCatalog) -> list[str]:
     cols = [k for k in CASE_COLUMNS if k in df.columns]
-    metrics = catalog(df)
     rows, attrs = [], []
     for r in df.sort_values(["question_id", "mode"]).to_dict("records"):
         search = f"{r['question_id']} {r['mode']} {r.get('question_type') or ''}".lower()

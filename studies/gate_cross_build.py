@@ -20,7 +20,7 @@ SKIP = ("query_ms", "wall_ms")  # latency: noisy on shared CPUs whatever the bui
 
 
 def deltas(a: Path, b: Path) -> list[tuple[str, str, float | None, float | None]]:
-    ba, bb = scoreboard(read_run(a).df), scoreboard(read_run(b).df)
+    ba, bb = scoreboard(read_run(a).frame), scoreboard(read_run(b).frame)
     keys = sorted(set(ba) | set(bb))
     return [(m, k, ba.get((m, k)), bb.get((m, k))) for m, k in keys if k not in SKIP]
 

@@ -200,6 +200,29 @@ def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [frozenset({"a", "b"})]
 
 
+def _attrs_uses(mods: dict[str, Path]) -> list[str]:
+    """Every `x.attrs` in the packages: pandas' DataFrame.attrs is an untyped side channel that a copy, a concat or
+    a CSV round trip may drop; what travels with a records frame is `reports.run_frame.RunFrame`'s typed fields."""
+    return sorted(
+        f"{m}:{n.lineno}"
+        for m, p in mods.items()
+        for n in ast.walk(ast.parse(p.read_text()))
+        if isinstance(n, ast.Attribute) and n.attr == "attrs"
+    )
+
+
+def test_nothing_travels_on_dataframe_attrs():
+    assert _attrs_uses(_modules()) == [], "use RunFrame's fields (reports/run_frame.py), not DataFrame.attrs"
+
+
+def test_the_attrs_check_finds_a_planted_use(tmp_path):
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "table.py").write_text(
+        'def f(df, attrs):\n    df.attrs["metrics"] = 1\n    return attrs, df.attrs.get("metrics")\n'
+    )
+    assert _attrs_uses(_modules(tmp_path)) == ["reports.table:2", "reports.table:3"]
+
+
 STUDIES = sorted(p.stem for p in (ROOT / "studies").glob("*.py") if p.stem != "__init__")
 
 

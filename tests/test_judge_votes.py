@@ -294,12 +294,13 @@ def test_three_votes_end_to_end_cache_report_gate_and_cost(tmp_path):
     assert "judge agreement" in html
     assert "1: correct (yes)" in html and "3: incorrect (no)" in html  # q1's votes in its drill-down
     assert "## Judge votes" not in (tmp_path / "plain" / "report.md").read_text()
-    df = load_run(tmp_path / "voted")
-    board = scoreboard(df)
+    voted = load_run(tmp_path / "voted")
+    board = scoreboard(voted)
+    df = voted.df
     assert board[("summary", "lme_acc")] == pytest.approx(2 / 3)
     assert board[("summary", "judge_agreement")] == pytest.approx((2 / 3 + 1 + 2 / 3) / 3)
     # judge tokens and cost count every vote: 3x the plain judge's
-    plain_df = load_run(tmp_path / "plain")
+    plain_df = load_run(tmp_path / "plain").df
     assert len(judge_calls(recs["q1"])) == 3
     assert df["judge_tokens"].sum() == 3 * plain_df["judge_tokens"].sum() == 9 * 201
     assert df["cost_judge"].sum() == pytest.approx(3 * plain_df["cost_judge"].sum())

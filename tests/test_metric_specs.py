@@ -155,9 +155,9 @@ def test_a_run_json_without_specs_reports_with_the_builtin_scorers(tmp_path):
     """Run directories written before run.json kept the specs: the built-in scorers' specs stand in."""
     run = write_run(tmp_path / "old", [rec("q1", "summary", em=1.0, lme=1.0)], meta())
     assert "metrics" not in json.loads((run / "run.json").read_text())
-    df = load_run(run)
-    assert df.attrs["metrics"] is BUILTIN
-    assert list(judge_table(df)["metric"]) == ["lme_acc", "lme_acc_strict"]
+    frame = load_run(run)
+    assert frame.metrics is BUILTIN
+    assert list(judge_table(frame)["metric"]) == ["lme_acc", "lme_acc_strict"]
 
 
 def test_a_run_with_builtin_specs_reports_like_one_without(tmp_path):

@@ -145,7 +145,7 @@ def test_per_type_report_scoreboard_and_gate(tmp_path, subset):
         assert _run(tmp_path, subset, srv.base_url, "mode=[long_context,summary]") == 0
     run_dir = tmp_path / "run"
     out = build_report(run_dir)
-    table = type_table(read_run(run_dir).df)
+    table = type_table(read_run(run_dir).frame)
     lc = table[(table["mode"] == "long_context") & (table["metric"] == "lme_acc")].set_index("question_type")
     assert set(QUESTION_TYPES) | {"abstention", "overall", "task_avg"} == set(lc.index)
     assert lc.loc["overall", "n"] == len(subset_rows()) and lc.loc["abstention", "n"] == 1
@@ -154,7 +154,7 @@ def test_per_type_report_scoreboard_and_gate(tmp_path, subset):
     assert out["by_type_csv"].exists() and out["plot_by_type"].exists()
     md = out["markdown"].read_text()
     assert "## Per question type" in md and "| temporal-reasoning |" in md and "| task_avg |" in md
-    board = scoreboard(read_run(run_dir).df)
+    board = scoreboard(read_run(run_dir).frame)
     assert board[("summary", "lme_acc@type:multi-session")] == 0.0
     base = tmp_path / "gate.yaml"
     base.write_text(
@@ -174,8 +174,8 @@ def test_a_single_type_run_has_no_per_type_section(tmp_path):
     from tests.report_fixtures import standard_run
 
     run_dir = standard_run(tmp_path / "r")
-    df = read_run(run_dir).df
-    assert type_table(df).empty and type_scoreboard(df) == {}
+    frame = read_run(run_dir).frame
+    assert type_table(frame).empty and type_scoreboard(frame) == {}
     out = build_report(run_dir)
     assert "by_type_csv" not in out and not (run_dir / "by_type.csv").exists()
     assert "Per question type" not in out["markdown"].read_text()

@@ -86,7 +86,7 @@ def test_a_legacy_run_still_reports(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     (run / "records.jsonl").write_bytes(LEGACY.read_bytes())
-    df = load_run(run)
+    df = load_run(run).df
     assert list(df["status"]) == ["failed", "failed"] and df["is_abstention"].tolist() == [False, True]
 
 

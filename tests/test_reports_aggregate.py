@@ -29,12 +29,12 @@ def row(df, mode, **kw):
 
 
 def test_means_with_bootstrap_ci_per_mode(tmp_path):
-    df = load_run(standard_run(tmp_path / "r"))
-    ci = summarize_ci(df, ["em", "final_prompt_tokens"])
+    run = load_run(standard_run(tmp_path / "r"))
+    ci = summarize_ci(run, ["em", "final_prompt_tokens"])
     r = row(ci, "summary_ondemand", metric="em")
     assert r["mean"] == 0.75 and r["n"] == 4 and 0 <= r["lo"] <= 0.75 <= r["hi"] <= 1
     assert row(ci, "long_context", metric="final_prompt_tokens")["mean"] == 3750
-    assert summarize_ci(df, ["em"]).equals(summarize_ci(df, ["em"]))  # deterministic
+    assert summarize_ci(run, ["em"]).equals(summarize_ci(run, ["em"]))  # deterministic
 
 
 def test_judge_not_run_is_kept_apart_from_wrong(tmp_path):
@@ -44,16 +44,16 @@ def test_judge_not_run_is_kept_apart_from_wrong(tmp_path):
         rec("q3", "summary", lme=None, lme_verdict="not_run"),
         rec("q4", "summary", lme=1.0, lme_strict=None),
     ]
-    df = load_run(write_run(tmp_path / "r", recs))
-    jt = judge_table(df)
+    run = load_run(write_run(tmp_path / "r", recs))
+    jt = judge_table(run)
     parity, strict = row(jt, "summary", metric="lme_acc"), row(jt, "summary", metric="lme_acc_strict")
     assert (parity["judged"], parity["not_run"]) == (3, 1)
     assert parity["accuracy"] == pytest.approx(2 / 3)  # without not_run
     assert parity["accuracy_all"] == pytest.approx(2 / 4)  # full denominator: not_run counted as wrong
     assert (strict["judged"], strict["not_run"], strict["accuracy"], strict["accuracy_all"]) == (2, 2, 0.5, 0.25)
-    ci = summarize_ci(df, ["lme_acc"])
+    ci = summarize_ci(run, ["lme_acc"])
     assert ci.iloc[0]["not_run"] == 1 and ci.iloc[0]["mean"] == pytest.approx(2 / 3)
-    board = scoreboard(df)
+    board = scoreboard(run)
     assert board[("summary", "lme_acc")] == pytest.approx(2 / 3)
     assert board[("summary", "lme_acc@all")] == 0.5 and board[("summary", "lme_acc:not_run")] == 1
 
@@ -101,10 +101,11 @@ def test_trpc_binary_accuracy_handles_the_incorrect_trap(tmp_path):
         },
     }
     recs = [rec("q1", "summary", trpc=em_skip), rec("q2", "summary", trpc=trap), rec("q3", "summary", trpc=wrong)]
-    df = load_run(write_run(tmp_path / "r", recs))
+    run = load_run(write_run(tmp_path / "r", recs))
+    df = run.df
     assert list(df["llm_acc"]) == [1.0, 1.0, 0.0]
     assert df["llm_acc_strict"].tolist()[0] == 1.0 and math.isnan(df["llm_acc_strict"].tolist()[1])
-    jt = judge_table(df)
+    jt = judge_table(run)
     assert row(jt, "summary", metric="llm_acc_strict")["not_run"] == 1
     assert row(jt, "summary", metric="llm_score_strict")["accuracy"] == pytest.approx(0.5)
 
@@ -153,8 +154,8 @@ def test_tool_stats(tmp_path):
 
 
 def test_cost_counts_every_call_and_charges_shared_summaries(tmp_path):
-    df = load_run(standard_run(tmp_path / "r"))
-    ct = cost_table(df)
+    run = load_run(standard_run(tmp_path / "r"))
+    ct = cost_table(run)
     per_m = 1e-6
     judge = (200 * 0.15 + 1 * 0.60) * per_m
     summ = (300 * 0.15 + 40 * 0.60) * per_m
@@ -170,7 +171,7 @@ def test_cost_counts_every_call_and_charges_shared_summaries(tmp_path):
     assert o["cost_total_sum"] == pytest.approx(4 * o["cost_total"])
     # the reference's token figure stays the final call's prompt tokens, apart from the cost
     assert o["final_prompt_tokens"] == 1000 and o["prompt_tokens_total"] == 1500
-    assert row(df, "summary_ondemand", question_id="q1")["summary_tokens"] == 340
+    assert row(run.df, "summary_ondemand", question_id="q1")["summary_tokens"] == 340
 
 
 def test_cached_input_tokens_use_the_cached_price(tmp_path):
@@ -183,15 +184,15 @@ def test_local_models_are_free_and_unknown_models_are_unpriced_not_zero(tmp_path
     local = load_run(standard_run(tmp_path / "local", kind="local", model="smollm2-135m-instruct"))
     assert (cost_table(local)["cost_total"] == 0).all()
     recs = [rec("q1", "long_context", calls=[call(1000, model="mystery-model")])]
-    df = load_run(write_run(tmp_path / "r", recs, meta(model="mystery-model")))
-    assert math.isnan(cost_table(df).iloc[0]["cost_total"])
-    assert df.attrs["unpriced_models"] == ["mystery-model"]
+    run = load_run(write_run(tmp_path / "r", recs, meta(model="mystery-model")))
+    assert math.isnan(cost_table(run).iloc[0]["cost_total"])
+    assert run.unpriced_models == ("mystery-model",)
     # a separately configured remote judge is priced even when the answer model is local
     recs = [rec("q1", "summary", lme=1.0, judge_model="gpt-4o-2024-08-06")]
-    df = load_run(
+    run = load_run(
         write_run(tmp_path / "j", recs, meta(kind="local", model="x", judge={"kind": "remote", "model": "gpt-4o"}))
     )
-    c = cost_table(df).iloc[0]
+    c = cost_table(run).iloc[0]
     assert c["cost_answer"] == 0 and c["cost_judge"] == pytest.approx((200 * 2.5 + 1 * 10.0) / 1e6)
 
 
@@ -208,16 +209,16 @@ def test_price_table_lookup_and_validation(tmp_path):
     with pytest.raises(PricingError, match="'m'"):
         load_price_table(bad)
     custom = PriceTable("2026-01-01", "USD", "", {"fake-model": Price(1.0, 2.0)})
-    df = load_run(
+    run = load_run(
         write_run(tmp_path / "c", [rec("q1", "summary", calls=[call(1000, 500, model="fake-model")])]), prices=custom
     )
-    assert cost_table(df).iloc[0]["cost_total"] == pytest.approx((1000 * 1 + 500 * 2) / 1e6)
+    assert cost_table(run).iloc[0]["cost_total"] == pytest.approx((1000 * 1 + 500 * 2) / 1e6)
 
 
 def test_failed_records_are_counted_not_scored(tmp_path):
     recs = [rec("q1", "summary", em=1.0), rec("q2", "summary", status="failed")]
-    df = load_run(write_run(tmp_path / "r", recs))
-    board = scoreboard(df)
+    run = load_run(write_run(tmp_path / "r", recs))
+    board = scoreboard(run)
     assert board[("summary", "failed")] == 1 and board[("summary", "ok")] == 1 and board[("summary", "em")] == 1.0
 
 
@@ -230,5 +231,5 @@ def test_directions_for_the_gate():
 
 
 def test_records_frame_without_prices_has_no_cost_columns():
-    df = records_frame([rec("q1", "summary", summary=summary_block())])
+    df = records_frame([rec("q1", "summary", summary=summary_block())]).df
     assert "cost_total" not in df.columns and df.iloc[0]["summary_tokens"] == 340
