@@ -332,7 +332,7 @@ def compare_tables(runs: Sequence[Any]) -> list[Table]:
     cases: list[MemoryCase] = []
     for r in runs:
         records = load_records(Path(r.path) / RECORDS_FILE)
-        cases += memory_cases(records, headline_metric(r.df), cost_answer_of(r.df), run=r.label)
+        cases += memory_cases(records, headline_metric(r.frame), cost_answer_of(r.df), run=r.label)
     return tables_of(cases)
 
 
