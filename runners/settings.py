@@ -59,6 +59,12 @@ UNDECLARED_COMPONENTS: tuple[Setting, ...] = (
     Setting("mode.memory.native_answer", bool),
     Setting("mode.memory.ready_timeout_s", float, 0, exclusive_min=True),
     Setting("memory.timeout_s", float, 0, exclusive_min=True),  # configs/memory/http.yaml
+    Setting("memory.turns_per_add", int, 1),  # configs/memory/mem0.yaml (harness/memory/mem0_provider.py)
+    Setting("memory.threshold", float, 0),
+    Setting("memory.date_instructions", bool),
+    Setting("memory.json_mode", bool),
+    Setting("memory.generation.max_tokens", int, 1),
+    Setting("memory.generation.temperature", float, **_TEMPERATURE),
     Setting("retrieval.max_embed_tokens", int, 1),
     Setting("retrieval.embedder.dimensions", int, 1),
     Setting("cache.enabled", bool, results=False, named=True),
