@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from hydra.utils import get_class, instantiate
-from omegaconf import DictConfig
 
 from harness.bounds import RecordBounds
 from harness.contestants.base import Contestant, Toolkit
@@ -23,12 +22,13 @@ from harness.llm.liveness import Liveness
 from harness.llm.types import ChatModel
 from harness.scoring.base import ScoreInput, Scorer
 from harness.scoring.votes import VotesConfigError, voted_config
-from harness.settings import ClientSettings, GenerationSettings, RunSettings
+from harness.settings import ClientSettings
 from harness.storage import StorageError
 from runners.modes import contestants_from_config
 from runners.reference_latency import reference_latency_setting
+from runners.run_config import RunConfig
 from runners.settings import RunConfigError
-from runners.stores import open_pg_cache, retrieval_overrides, session_store, store_kind
+from runners.stores import open_pg_cache, retrieval_overrides, session_store
 from runners.summaries import SummaryProvider
 from runners.wire import WireShape
 
@@ -45,13 +45,13 @@ class Components:
     bounds: RecordBounds = field(default_factory=RecordBounds)
 
 
-def open_cache(cfg: DictConfig, stack: contextlib.ExitStack) -> ResponseCache | None:
-    """The response cache of `cfg.cache` (closed with `stack`), or None when disabled."""
-    if store_kind(cfg) == "postgres":  # the shared database, checked here: one error before any case
-        return open_pg_cache(cfg, stack)
-    if not cfg.cache.enabled:
+def open_cache(config: RunConfig, stack: contextlib.ExitStack) -> ResponseCache | None:
+    """The response cache of the run's `cache:` (closed with `stack`), or None when disabled."""
+    if config.store.kind == "postgres":  # the shared database, checked here: one error before any case
+        return open_pg_cache(config.store, config.cache)
+    if not config.cache.enabled:
         return None
-    cache = ResponseCache(str(cfg.cache.path))
+    cache = ResponseCache(str(config.cache.path))
     stack.callback(cache.close)
     return cache
 
@@ -60,70 +60,67 @@ def preflight(settings: ClientSettings, *clients) -> None:
     """One clear error before anything runs, instead of N failed records (`client.preflight=false` skips it)."""
     if settings.preflight:
         for c in dict.fromkeys(clients):
-            c.preflight()  # bounded by the client's own settings (those of cfg.client)
+            c.preflight()  # bounded by the client's own settings (the run's `client:`)
 
 
-def build_modes(cfg: DictConfig) -> list[Contestant]:
+def build_modes(config: RunConfig) -> list[Contestant]:
     """The run's contestants (the `mode:` group)."""
-    if not cfg.get("mode"):
+    if not config.modes:
         raise RunConfigError("no mode selected (mode=[long_context,summary,summary_ondemand])")
-    return contestants_from_config(cfg.mode)
+    return contestants_from_config(config.modes)
 
 
 def build_components(
-    cfg: DictConfig,
-    client: LLMClient,
-    judge_client: LLMClient,
-    ep: Endpoint,
-    run_dir: Path,
-    *,
-    fp: str,
-    run: RunSettings,
-    settings: ClientSettings,
+    config: RunConfig, client: LLMClient, judge_client: LLMClient, ep: Endpoint, run_dir: Path
 ) -> Components:
-    """`fp`: the run's fingerprint; `run`, `settings`: its `run:` and `client:` settings (each built once, by the
-    caller)."""
+    """The parts every case uses, from the run's settings and its components' nodes."""
     from harness.session.tokens import o200k_counter
 
     counter = o200k_counter()
     window = ep.spec.window
     # Objects are passed to the partial, not to instantiate(): Hydra would turn dataclasses into configs.
-    make_summarizer = instantiate(cfg.summarizer, _partial_=True)
+    make_summarizer = instantiate(config.summarizer, _partial_=True)
     summarizer = make_summarizer(
-        model=client, prompt=instantiate(cfg.prompt), context_window=window, token_counter=counter
+        model=client, prompt=instantiate(config.prompt), context_window=window, token_counter=counter
     )
     try:
-        retrieval = instantiate(cfg.retrieval, **retrieval_overrides(cfg), **embedder_with_client(cfg, settings))
+        retrieval = instantiate(
+            config.retrieval,
+            **retrieval_overrides(config.store, config.retrieval),
+            **embedder_with_client(config.retrieval, config.client),
+        )
     except Exception as e:  # Hydra wraps a damaged index store: unwrapped, it is one error naming the file
         if isinstance(e.__cause__, StorageError):
             raise e.__cause__ from None
         raise
-    if getattr(retrieval, "embedder", None) is not None and int(cfg.run.concurrency) > 1:
+    if getattr(retrieval, "embedder", None) is not None and config.run.concurrency > 1:
         retrieval.embedder = SerializedEmbedder(retrieval.embedder)
     return Components(
         kit=Toolkit(
             model=client,
-            generation=GenerationSettings.from_config(cfg.generation).as_params(),
+            generation=config.generation.as_params(),
             context_window=window,
             token_counter=counter,
             token_ratio=float(ep.spec.extra.get("token_ratio", 1.0)),
             summaries=SummaryProvider(
-                summarizer, session_store(cfg, run_dir, fp), share_across_modes=run.share_summary
+                summarizer,
+                session_store(config.store, run_dir, config.fingerprint),
+                share_across_modes=config.run.share_summary,
             ),
             retrieval=retrieval,  # harness.retrieval Retrieval: tools(session, boundary=...), embedder, describe()
         ),
-        scorers=build_scorers(cfg, judge_client),
+        scorers=build_scorers(config, judge_client),
         liveness=[lv for c in dict.fromkeys((client, judge_client)) if (lv := getattr(c, "liveness", None))],
-        wire=WireShape.from_config(cfg.get("wire")),
-        reference_latency=reference_latency_setting(run.reference_latency),
-        bounds=RecordBounds.from_config(cfg),
+        wire=config.wire,
+        reference_latency=reference_latency_setting(config.run.reference_latency),
+        bounds=config.bounds,
     )
 
 
-def embedder_with_client(cfg: DictConfig, client: ClientSettings) -> dict[str, Any]:
-    """The retriever's embedder built with the run's `client:` settings when it calls an endpoint (one that takes
-    `client`, e.g. OpenAIEmbedder): passed as an object, so the settings do not enter the composed config."""
-    node = cfg.retrieval.get("embedder")
+def embedder_with_client(retrieval: Any, client: ClientSettings) -> dict[str, Any]:
+    """The `retrieval` node's embedder built with the run's `client:` settings when it calls an endpoint (one that
+    takes `client`, e.g. OpenAIEmbedder): passed as an object, so the settings do not enter the composed config."""
+    node = retrieval.get("embedder")
     if node is None or "_target_" not in node:
         return {}
     if "client" not in inspect.signature(get_class(str(node._target_))).parameters:
@@ -131,13 +128,13 @@ def embedder_with_client(cfg: DictConfig, client: ClientSettings) -> dict[str, A
     return {"embedder": instantiate(node, _partial_=True)(client=client)}
 
 
-def build_scorers(cfg: DictConfig, judge_client: ChatModel | None) -> list[Scorer]:
+def build_scorers(config: RunConfig, judge_client: ChatModel | None) -> list[Scorer]:
     """The configured scorers, then the judge (if any) bound to `judge_client`."""
-    scorers: list[Scorer] = [instantiate(s) for s in cfg.scorers.values()]
+    scorers: list[Scorer] = [instantiate(s) for s in config.scorers.values()]
     for s in scorers:  # load lazy dependencies now (rouge-score imports nltk, ~1 s), not under the import lock
         s.score(ScoreInput("warm-up", "", "", "warm up", "warm up"))  # that all concurrent cases would queue on
-    if cfg.judge.get("_target_"):
-        judge_cfg = {k: v for k, v in cfg.judge.items() if k != "endpoint"}  # the endpoint is opened by the caller
+    if config.judged:
+        judge_cfg = {k: v for k, v in config.judge.items() if k != "endpoint"}  # the endpoint is opened by the caller
         try:
             scorers.append(instantiate(voted_config(judge_cfg), model=judge_client))  # +judge.votes on any judge
         except Exception as e:  # Hydra wraps it: a bad judge.votes is one config error, not a traceback

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, open_dict
 
 from harness.contestants.base import CaseHistory, Question, Toolkit
 from harness.llm.client import LLMClient, Observer
@@ -41,8 +41,8 @@ from harness.llm.types import ChatResult, Message, Usage
 from harness.records import RECORDS_FILE, read_records
 from harness.scoring.base import ScoreInput
 from harness.session.events import Session
-from harness.settings import ClientSettings, GenerationSettings
 from reports.cost import PriceTable, call_cost, load_price_table
+from runners.run_config import CacheSettings, RunConfig
 
 PLAN_FILE = "plan.json"
 MARKER = "\u27e8plan-estimate\u27e9"  # placeholder text: a request containing it is not known in advance
@@ -166,21 +166,20 @@ class PlanEmbedClient:
         )
 
 
-def _caps(cfg: DictConfig) -> dict[str, int]:
+def _caps(config: RunConfig) -> dict[str, int]:
     caps = {}
-    for part, key in (
-        ("answer", "generation.max_tokens"),
-        ("summary", "summarizer.max_tokens"),
-        ("judge", "judge.params.max_tokens"),
+    for part, v in (
+        ("answer", config.generation.params.get("max_tokens")),
+        ("summary", config.selected("summarizer.max_tokens")),
+        ("judge", config.selected("judge.params.max_tokens")),
     ):
-        v = OmegaConf.select(cfg, key)
         caps[part] = int(v) if v is not None else DEFAULT_COMPLETION[part]
     return caps
 
 
-def _retriever(cfg: DictConfig, log: PlanLog) -> tuple[Any, Any, PlanEmbedClient | None]:
+def _retriever(retrieval: DictConfig, log: PlanLog) -> tuple[Any, Any, PlanEmbedClient | None]:
     """(planning retriever without a store, the run's index store, the embedder's stand-in client)."""
-    rcfg = copy.deepcopy(cfg.retrieval)
+    rcfg = copy.deepcopy(retrieval)
     emb = rcfg.get("embedder")
     if emb is not None and str(emb.get("_target_", "")).endswith("OpenAIEmbedder") and not emb.get("api_key"):
         with open_dict(rcfg):  # the planner sends nothing: a missing key must not stop it
@@ -202,15 +201,13 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
     from harness.session.tokens import o200k_counter
     from runners.components import build_modes, build_scorers
     from runners.scoring import score_all
-    from runners.settings import validate_settings
     from runners.skeleton import run_skeleton
     from runners.summaries import SummaryProvider
-    from runners.wire import WireShape
 
-    validate_settings(cfg)
+    config = RunConfig.build(cfg)  # the one place the composed config becomes the plan's settings
     table = load_price_table(pricing)
-    cases, _ = instantiate(cfg.dataset, _convert_="all").load()
-    modes = build_modes(cfg)
+    cases, _ = instantiate(config.dataset, _convert_="all").load()
+    modes = build_modes(config)
     done = (
         {r.key for r in read_records(run_dir / RECORDS_FILE) if r.answered}
         if (run_dir / RECORDS_FILE).exists()
@@ -218,31 +215,30 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
     )
     log = PlanLog()
     counter = o200k_counter()
-    caps = _caps(cfg)
-    client_settings = ClientSettings.from_config(cfg.client)
+    caps = _caps(config)
 
     def stand_in(ep: Endpoint) -> tuple[StandIn, Observer]:
         return StandIn(ep.spec.model, counter, caps), log.observer(ep.spec.model, counter, ep.spec.is_local)
 
     # the run's skeleton, writing nothing: no lock, no failure note, no writer; its clients answer through the
     # stand-in, read the response cache and never write it
-    with run_skeleton(cfg, run_dir, lock=False, note=False) as skeleton:
+    with run_skeleton(run_dir, config=config, lock=False, note=False) as skeleton:
         stack = skeleton.stack
         skeleton.open_cache()
-        clients = skeleton.open_clients(client_settings, stand_in=stand_in)
+        clients = skeleton.open_clients(stand_in=stand_in)
         model, judge, ep, jep = clients.answer, clients.judge, clients.answer_endpoint, clients.judge_endpoint
         assert model is not None and judge is not None and ep is not None and jep is not None
         window = ep.spec.window
-        summarizer = instantiate(cfg.summarizer, _partial_=True)(
-            model=model, prompt=instantiate(cfg.prompt), context_window=window, token_counter=counter
+        summarizer = instantiate(config.summarizer, _partial_=True)(
+            model=model, prompt=instantiate(config.prompt), context_window=window, token_counter=counter
         )
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lme-plan-")))
         summaries = SummaryProvider(
-            summarizer, SQLiteStore(tmp / "session_store.sqlite"), share_across_modes=bool(cfg.run.share_summary)
+            summarizer, SQLiteStore(tmp / "session_store.sqlite"), share_across_modes=config.run.share_summary
         )
-        retriever, store, embed_client = _retriever(cfg, log)
-        scorers = build_scorers(cfg, judge)
-        generation = GenerationSettings.from_config(cfg.generation).as_params()
+        retriever, store, embed_client = _retriever(config.retrieval, log)
+        scorers = build_scorers(config, judge)
+        generation = config.generation.as_params()
         token_ratio = float(ep.spec.extra.get("token_ratio", 1.0))
 
         class PlanRetrieval:
@@ -275,7 +271,7 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
         )
 
         n_done = 0
-        wire = WireShape.from_config(cfg.get("wire"))  # the run's identifier shapes: the same requests, keys, tokens
+        wire = config.wire  # the run's identifier shapes: the same requests, keys, tokens
         for case in cases:
             session = wire.case_session(case)
             question = Question.of(case, wire.question(case.question, case.question_date))
@@ -293,7 +289,7 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
                     ),
                 )
             kit.forget(case.question_id)
-    return _summarize(cfg, log.calls, table, len(cases), [m.name for m in modes], n_done, caps, ep, jep)
+    return _summarize(config.cache, log.calls, table, len(cases), [m.name for m in modes], n_done, caps, ep, jep)
 
 
 def _cost(c: PlannedCall, table: PriceTable, fallback: str | None) -> float | None:
@@ -307,7 +303,7 @@ def _cost(c: PlannedCall, table: PriceTable, fallback: str | None) -> float | No
 
 
 def _summarize(
-    cfg: DictConfig,
+    cache: CacheSettings,
     calls: list[PlannedCall],
     table: PriceTable,
     n_cases: int,
@@ -377,7 +373,7 @@ def _summarize(
             "currency": table.currency,
             "unpriced_models": sorted(unpriced),
         },
-        "cache_enabled": bool(cfg.cache.enabled),
+        "cache_enabled": cache.enabled,
         "estimates": {
             "completion_tokens": f"max_tokens caps {caps} (upper bounds)",
             "summary_ondemand": "one session_search round with the question as the query, on the case's real index",

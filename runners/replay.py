@@ -38,7 +38,7 @@ from harness.records import (
 )
 from harness.run_meta import RunMeta, RunMetaError, read_run_meta, write_run_meta
 from harness.scoring.base import ScoreInput, specs_json
-from harness.settings import ClientSettings, RunSettings
+from harness.settings import RunSettings
 from harness.storage import StorageError
 from runners.components import (
     Components,
@@ -56,10 +56,10 @@ from runners.lifecycle import FAILURE_NOTE, RunStopped, RunSummary
 from runners.progress import PairProgress
 from runners.provenance import host_info, invocations, provenance, utc_now
 from runners.reference_latency import appended_event_texts, embed_appended, latency_fields, should_measure
+from runners.run_config import RunConfig
 from runners.scoring import apply_scores, rescore_pending
-from runners.settings import RunConfigError, validate_settings
+from runners.settings import RunConfigError
 from runners.skeleton import Clients, RunSkeleton, run_skeleton
-from runners.wire import WireShape
 
 log = logging.getLogger(__name__)
 
@@ -87,25 +87,25 @@ def run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
     such a failure leaves only FAILED.txt and is re-raised. Raises RunDirLocked (writing nothing) when
     another process is running on `run_dir`."""
     run_dir = Path(run_dir)
-    with run_skeleton(cfg, run_dir) as skeleton:
-        n_failed, n_skipped, stats = _run_benchmark(cfg, skeleton)
+    with run_skeleton(run_dir) as skeleton:
+        # the one place the composed config becomes the run's settings (validated once); passed down from here
+        n_failed, n_skipped, stats = _run_benchmark(skeleton.configure(cfg), skeleton)
     final = read_records(run_dir / RECORDS_FILE)
     return RunSummary(
         run_dir, len(final), n_failed, n_skipped, stats, sum(r.status == STATUS_SCORING_FAILED for r in final)
     )
 
 
-def _run_benchmark(cfg: DictConfig, skeleton: RunSkeleton) -> tuple[int, int, dict[str, Any]]:
+def _run_benchmark(config: RunConfig, skeleton: RunSkeleton) -> tuple[int, int, dict[str, Any]]:
     """(pairs failed, pairs skipped as already done, the clients' totals)."""
     run_dir = skeleton.run_dir
-    fp = fingerprint(cfg)  # once per run: the directory check, the session store, run.json
-    check_fingerprint(run_dir, fp, fingerprint(cfg, legacy=True))
-    validate_settings(cfg)
-    client_settings, run_settings = ClientSettings.from_config(cfg.client), RunSettings.from_config(cfg.run)
-    dataset = instantiate(cfg.dataset, _convert_="all")
+    fp = config.fingerprint  # computed once: the directory check, the session store, run.json
+    check_fingerprint(run_dir, fp, config.legacy_fingerprint)
+    run_settings = config.run
+    dataset = instantiate(config.dataset, _convert_="all")
     cases, data_prov = dataset.load()
-    WireShape.from_config(cfg.get("wire")).check_cases(cases, str(data_prov.get("source")))
-    modes = build_modes(cfg)
+    config.wire.check_cases(cases, str(data_prov.get("source")))
+    modes = build_modes(config)
     prior = [r for r in read_records(run_dir / RECORDS_FILE) if r.answered]
     done = {r.key for r in prior}
     todo = [(c, [m for m in modes if (c.question_id, m.name) not in done]) for c in cases]
@@ -121,22 +121,13 @@ def _run_benchmark(cfg: DictConfig, skeleton: RunSkeleton) -> tuple[int, int, di
     clients = Clients()
     components: Components | None = None
     if todo or rescore:
-        clients = skeleton.open_clients(client_settings)
+        clients = skeleton.open_clients()
         assert clients.answer is not None and clients.judge is not None and clients.answer_endpoint is not None
-        components = build_components(
-            cfg,
-            clients.answer,
-            clients.judge,
-            clients.answer_endpoint,
-            run_dir,
-            fp=fp,
-            run=run_settings,
-            settings=client_settings,
-        )
+        components = build_components(config, clients.answer, clients.judge, clients.answer_endpoint, run_dir)
         components.kit.resume(prior)  # what an interrupted run recorded keeps its attribution
     # What produced the records: taken before the first case, so a tree changed during a long run
     # (a commit, a checkout) is not what run.json names.
-    prov, started_at = provenance(cfg, data_prov), utc_now()
+    prov, started_at = provenance(config.composed, data_prov), utc_now()
     prov.host = host_info()
     prior_meta = _prior_meta(run_dir)
     pairs_planned = sum(len(ms) for _, ms in todo) + len(rescore)

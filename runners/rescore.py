@@ -42,13 +42,12 @@ from harness.records import (
 )
 from harness.run_meta import RUN_META_FILE, ModelRef, RescoreInfo, RunMeta, RunMetaError, read_run_meta, write_run_meta
 from harness.scoring.base import specs_json
-from harness.settings import ClientSettings, judge_model
 from runners.components import build_scorers
 from runners.fingerprint import check_fingerprint, fingerprint, read_fingerprint
 from runners.lifecycle import RunStopped, RunSummary
 from runners.provenance import MODEL_KEYS, git_state, redacted_config, utc_now
+from runners.run_config import RunConfig
 from runners.scoring import apply_scores
-from runners.settings import validate_settings
 from runners.skeleton import Clients, RunSkeleton, run_skeleton
 
 log = logging.getLogger(__name__)
@@ -61,14 +60,14 @@ def rescore_record(rec: Record, scorers, source: str) -> Record:
     return apply_scores(out, scorers)
 
 
-def scoring_fingerprint(cfg: DictConfig, src_dir: Path) -> str:
+def scoring_fingerprint(config: RunConfig, src_dir: Path) -> str:
     """The identity of a rescore: which answers (the source run's fingerprint) and how they are scored (the
     judge and scorers, endpoint URLs and non-result settings left out as in a run's fingerprint)."""
     source_fp = read_fingerprint(src_dir) or _source_meta(src_dir).fingerprint
     node = {
         "rescore_of": source_fp or str(src_dir.resolve()),
-        "judge": OmegaConf.to_container(cfg.judge, resolve=True),
-        "scorers": OmegaConf.to_container(cfg.scorers, resolve=True) if cfg.get("scorers") is not None else None,
+        "judge": OmegaConf.to_container(config.judge, resolve=True),
+        "scorers": OmegaConf.to_container(config.scorers, resolve=True) if config.scorers is not None else None,
     }
     return fingerprint(OmegaConf.create(node))
 
@@ -87,8 +86,9 @@ def rescore_run(cfg: DictConfig, src_dir: Path, out_dir: Path) -> RunSummary:
     source = read_records(src_dir / RECORDS_FILE)
     if not source:
         raise RecordError(f"{src_dir / RECORDS_FILE}: no records to rescore")
-    with run_skeleton(cfg, out_dir) as skeleton:
-        n_todo, stats = _rescore(cfg, skeleton, src_dir, source)
+    with run_skeleton(out_dir) as skeleton:
+        # the one place the composed config becomes the rescore's settings (validated once, as a run's)
+        n_todo, stats = _rescore(skeleton.configure(cfg), skeleton, src_dir, source)
     final = read_records(out_dir / RECORDS_FILE)
     failed = sum(r.status != STATUS_OK for r in final)
     return RunSummary(
@@ -101,21 +101,22 @@ def rescore_run(cfg: DictConfig, src_dir: Path, out_dir: Path) -> RunSummary:
     )
 
 
-def _rescore(cfg: DictConfig, skeleton: RunSkeleton, src_dir: Path, source: list[Record]) -> tuple[int, dict[str, Any]]:
+def _rescore(
+    config: RunConfig, skeleton: RunSkeleton, src_dir: Path, source: list[Record]
+) -> tuple[int, dict[str, Any]]:
     """(pairs to score this run, the judge client's totals)."""
     out_dir = skeleton.run_dir
-    validate_settings(cfg)  # the same checks as a run: one error naming the key, before any call
     # One scoring per directory: records of another judge (or of a run) are never resumed as this one's.
-    fp = scoring_fingerprint(cfg, src_dir)
+    fp = scoring_fingerprint(config, src_dir)
     check_fingerprint(out_dir, fp)
     done = done_keys(out_dir / RECORDS_FILE)
     todo = [r for r in source if r.key not in done]
-    judge_spec = judge_model(cfg)[0] if cfg.judge.get("_target_") else None
+    judge_spec = config.judge_model if config.judged else None
     clients = Clients()
     if todo and judge_spec is not None:
         skeleton.open_cache()
-        clients = skeleton.open_clients(ClientSettings.from_config(cfg.client), answer=False)
-    scorers = build_scorers(cfg, clients.judge) if todo else []
+        clients = skeleton.open_clients(answer=False)
+    scorers = build_scorers(config, clients.judge) if todo else []
     code = RescoreInfo(git=git_state(), started=utc_now())  # the scoring code, before the first score
     skeleton.start(fp, rescore_of=str(src_dir))
     writer = skeleton.record_writer()
@@ -126,7 +127,7 @@ def _rescore(cfg: DictConfig, skeleton: RunSkeleton, src_dir: Path, source: list
         return None if watch.died is not None else rescore_record(r, scorers, str(src_dir))
 
     written = 0
-    with watch, ThreadPoolExecutor(max_workers=int(cfg.run.concurrency)) as pool:
+    with watch, ThreadPoolExecutor(max_workers=config.run.concurrency) as pool:
         for new in pool.map(one, todo):
             # A judge that lost its server scores "failed": not the pair's own outcome, so not recorded.
             if new is None or watch.check() is not None:
@@ -140,7 +141,7 @@ def _rescore(cfg: DictConfig, skeleton: RunSkeleton, src_dir: Path, source: list
             f"same command again to resume."
         ) from watch.died
     stats = clients.stats()
-    _write_meta(cfg, src_dir, out_dir, judge_spec, stats, time.perf_counter() - t0, scorers, code)
+    _write_meta(config.composed, src_dir, out_dir, judge_spec, stats, time.perf_counter() - t0, scorers, code)
     return len(todo), stats
 
 

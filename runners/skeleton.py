@@ -31,11 +31,12 @@ from harness.llm.liveness import Liveness, ServerDied, ServerWatch
 from harness.progress import Ticker
 from harness.records import RECORDS_FILE, RecordWriter
 from harness.runlock import run_dir_lock
-from harness.settings import ClientSettings, judge_model
+from harness.settings import ClientSettings
 from runners.components import open_cache, preflight
 from runners.fingerprint import write_fingerprint
 from runners.interrupt import STOP, RunInterrupted, StopRequest
 from runners.lifecycle import clear_failure, write_failure
+from runners.run_config import RunConfig
 
 # the plan's: an endpoint -> (what answers in its place, what logs each call)
 StandInFactory = Callable[[Endpoint], tuple[Responder, Observer]]
@@ -90,20 +91,31 @@ class Clients:
 class RunSkeleton:
     """One command's run over `run_dir` (open it with `run_skeleton`)."""
 
-    def __init__(self, cfg: DictConfig, run_dir: Path, stack: contextlib.ExitStack) -> None:
-        self.cfg, self.run_dir, self.stack = cfg, run_dir, stack
+    def __init__(self, config: RunConfig | None, run_dir: Path, stack: contextlib.ExitStack) -> None:
+        self._config, self.run_dir, self.stack = config, run_dir, stack
         self.started = False  # a failure after this point is a run that stopped, not one that could not start
         self.cache: Any = None
         self.stop: StopRequest = STOP  # set by SIGINT/SIGTERM (runners/interrupt.py)
 
+    def configure(self, cfg: DictConfig) -> RunConfig:
+        """The run's settings built once from the composed config (`RunConfig.build`: validated once), here so
+        that an invalid config leaves the failure note like any failure before the run starts."""
+        self._config = RunConfig.build(cfg)
+        return self._config
+
+    @property
+    def config(self) -> RunConfig:
+        if self._config is None:
+            raise RuntimeError("the run skeleton has no settings yet: configure(cfg) first")
+        return self._config
+
     def open_cache(self) -> ResponseCache | None:
-        """The response cache of `cfg.cache` (None when disabled), closed with the skeleton."""
-        self.cache = open_cache(self.cfg, self.stack)
+        """The response cache of the run's `cache:`/`store:` (None when disabled), closed with the skeleton."""
+        self.cache = open_cache(self.config, self.stack)
         return self.cache
 
     def open_clients(
         self,
-        settings: ClientSettings,
         *,
         answer: bool = True,
         judge: bool = True,
@@ -117,14 +129,14 @@ class RunSkeleton:
         `stand_in` (the plan): the endpoints are resolved without starting a server and each client answers what
         the response cache lacks through `stand_in(endpoint)`'s responder, reads the cache without writing it,
         and tells its observer of every call; no preflight (nothing is sent)."""
+        settings = self.config.client
         clients = Clients()
         if answer:
-            clients.answer, clients.answer_endpoint = self._client(self.cfg.model, settings, stand_in)
+            clients.answer, clients.answer_endpoint = self._client(self.config.model, settings, stand_in)
             clients.judge, clients.judge_endpoint = clients.answer, clients.answer_endpoint
         if judge:
-            spec, own = judge_model(self.cfg)
-            if own or not answer:
-                clients.judge, clients.judge_endpoint = self._client(spec, settings, stand_in)
+            if self.config.judge_has_own_model or not answer:
+                clients.judge, clients.judge_endpoint = self._client(self.config.judge_model, settings, stand_in)
         if stand_in is None:
             preflight(settings, *clients.distinct)
         return clients
@@ -137,9 +149,7 @@ class RunSkeleton:
             responder, observer = stand_in(ep)
             cache = ReadOnlyCache(self.cache) if self.cache is not None else None
             return make_client(ep, settings, cache, responder=responder, observer=observer), ep
-        ep = self.stack.enter_context(
-            open_endpoint(model_cfg, log_dir=self.run_dir, progress=bool(self.cfg.run.progress))
-        )
+        ep = self.stack.enter_context(open_endpoint(model_cfg, log_dir=self.run_dir, progress=self.config.run.progress))
         return make_client(ep, settings, self.cache), ep
 
     def start(self, fp: str, **fingerprint_extra: Any) -> None:
@@ -160,19 +170,21 @@ class RunSkeleton:
 
     def ticker(self) -> Ticker:
         """The progress line (run.progress)."""
-        return Ticker(enabled=bool(self.cfg.run.progress))
+        return Ticker(enabled=self.config.run.progress)
 
 
 @contextlib.contextmanager
-def run_skeleton(cfg: DictConfig, run_dir: Path, *, lock: bool = True, note: bool = True) -> Iterator[RunSkeleton]:
-    """A `RunSkeleton` over `run_dir`: locked (`lock`; RunDirLocked, writing nothing, when another process holds
-    it), with FAILED.txt written for any failure (`note`) but an interrupt, and everything it opened closed."""
+def run_skeleton(
+    run_dir: Path, *, config: RunConfig | None = None, lock: bool = True, note: bool = True
+) -> Iterator[RunSkeleton]:
+    """A `RunSkeleton` over `run_dir` with the run's settings (`config`, or `configure(cfg)` inside): locked
+    (`lock`; RunDirLocked, writing nothing, when another process holds it), with FAILED.txt written for any failure (`note`) but an interrupt, and everything it opened closed."""
     run_dir = Path(run_dir)
     with run_dir_lock(run_dir) if lock else contextlib.nullcontext():
         skeleton: RunSkeleton | None = None
         try:
             with contextlib.ExitStack() as stack:
-                skeleton = RunSkeleton(cfg, run_dir, stack)
+                skeleton = RunSkeleton(config, run_dir, stack)
                 yield skeleton
         except RunInterrupted:
             raise  # not a failure: run.json says "interrupted", the console says how to resume

@@ -6,27 +6,18 @@ checked (reachable, `vector` extension, tables) when the run opens its cache, be
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
+from runners.run_config import STORE_KINDS, CacheSettings, StoreSettings
 from runners.settings import RunConfigError
 
-KINDS = ("sqlite", "postgres")
+KINDS = STORE_KINDS
 _DATABASES: dict[str, Any] = {}  # one PgDatabase per DSN in this process (its connections are per thread)
 
 
-def store_kind(cfg: DictConfig) -> str:
-    kind = str((cfg.get("store") or {}).get("kind") or "sqlite")
-    if kind not in KINDS:
-        raise RunConfigError(f"store.kind={kind!r} is not one of {list(KINDS)} (store=sqlite or store=postgres)")
-    return kind
-
-
-def database(cfg: DictConfig) -> Any:
-    """The checked PgDatabase of `cfg.store` (StorageError naming the DSN, without password, when unusable)."""
+def database(store: StoreSettings) -> Any:
+    """The checked PgDatabase of `store` (StorageError naming the DSN, without password, when unusable)."""
     from harness.stores.postgres import PASSWORD_ENV, PgDatabase
 
     try:
@@ -34,41 +25,41 @@ def database(cfg: DictConfig) -> Any:
         import psycopg  # noqa: F401
     except ImportError as e:
         raise RunConfigError(f"store=postgres needs psycopg and pgvector ({e}): pip install -e '.[cluster]'") from e
-    dsn = str(cfg.store.get("dsn") or "")
+    dsn = store.dsn
     db = _DATABASES.get(dsn)
     if db is None:
-        db = PgDatabase(dsn, password_env=str(cfg.store.get("password_env") or PASSWORD_ENV))
+        db = PgDatabase(dsn, password_env=store.password_env or PASSWORD_ENV)
         db.check()
         _DATABASES[dsn] = db
     return db
 
 
-def open_pg_cache(cfg: DictConfig, stack: contextlib.ExitStack) -> Any:
+def open_pg_cache(store: StoreSettings, cache: CacheSettings) -> Any:
     """With store=postgres: the checked database's response cache (None when cache.enabled=false)."""
     from harness.stores.pg_cache import PgResponseCache
 
-    db = database(cfg)
-    return PgResponseCache(db) if cfg.cache.enabled else None
+    db = database(store)
+    return PgResponseCache(db) if cache.enabled else None
 
 
-def session_store(cfg: DictConfig, run_dir: Path, scope: str) -> Any:
+def session_store(store: StoreSettings, run_dir: Path, scope: str) -> Any:
     """The run's session/summary store: run_dir/session_store.sqlite, or PostgreSQL rows under `scope`."""
-    if store_kind(cfg) == "postgres":
+    if store.kind == "postgres":
         from harness.stores.pg_session import PgSessionStore
 
-        return PgSessionStore(database(cfg), scope)
+        return PgSessionStore(database(store), scope)
     from harness.session.store import SQLiteStore
 
     return SQLiteStore(run_dir / "session_store.sqlite")
 
 
-def retrieval_overrides(cfg: DictConfig) -> dict[str, Any]:
-    """Keyword arguments for instantiate(cfg.retrieval): with PostgreSQL, its index store instead of the file."""
-    if store_kind(cfg) != "postgres" or "store" not in cfg.retrieval:
+def retrieval_overrides(store: StoreSettings, retrieval: Any) -> dict[str, Any]:
+    """Keyword arguments for instantiate(retrieval): with PostgreSQL, its index store instead of the file."""
+    if store.kind != "postgres" or "store" not in retrieval:
         return {}
     from harness.stores.pg_index import PgIndexStore
 
-    return {"store": PgIndexStore(database(cfg), fts=bool(cfg.store.get("fts")))}
+    return {"store": PgIndexStore(database(store), fts=store.fts)}
 
 
 def release() -> None:

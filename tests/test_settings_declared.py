@@ -142,7 +142,7 @@ def test_the_client_settings_reach_a_remote_embedder(tmp_path):
     cfg = OmegaConf.create(
         {"retrieval": {"embedder": {"_target_": "harness.retrieval.embedders.OpenAIEmbedder", "base_url": URL}}}
     )
-    client = embedder_with_client(cfg, settings)["embedder"].client
+    client = embedder_with_client(cfg.retrieval, settings)["embedder"].client
     assert (client.timeout_s, client.max_retries, client.settings.concurrency) == (7, 1, 2)
     static = {"_target_": "harness.retrieval.embedders.HashingEmbedder"}
-    assert embedder_with_client(OmegaConf.create({"retrieval": {"embedder": static}}), settings) == {}
+    assert embedder_with_client(OmegaConf.create({"embedder": static}), settings) == {}

@@ -4,11 +4,14 @@ plan's stand-in model is an `LLMClient` like the run's (docs/architecture.md, "O
 import ast
 from pathlib import Path
 
+from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from harness.config_files import CONFIG_DIR
 from harness.llm.cache import ResponseCache
 from harness.llm.client import LLMClient
 from harness.llm.types import ChatResult, SaltedModel, Usage
+from runners.run_config import RunConfig
 from runners.skeleton import Clients, run_skeleton
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,14 +57,13 @@ def test_the_commands_assemble_no_part_of_the_skeleton_themselves():
 
 
 def _cfg(tmp_path, **judge):
-    return OmegaConf.create(
-        {
-            "model": {"name": "answer", "kind": "remote", "model": "m-answer", "base_url": "http://127.0.0.1:9/v1"},
-            "judge": judge,
-            "run": {"progress": False},
-            "cache": {"enabled": True, "path": str(tmp_path / "responses.sqlite")},
-        }
-    )
+    """The run's settings: the default composed config with a remote answer model and the judge group `judge`."""
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["run.progress=false", f"cache.path={tmp_path}/responses.sqlite"])
+    model = {"name": "answer", "kind": "remote", "model": "m-answer", "base_url": "http://127.0.0.1:9/v1"}
+    OmegaConf.update(cfg, "model", model, merge=False)
+    OmegaConf.update(cfg, "judge", judge, merge=False)
+    return RunConfig.build(cfg)
 
 
 class Recorder:
@@ -83,17 +85,17 @@ class Recorder:
 
 
 def test_the_plan_model_is_a_client_whose_stand_in_answers_misses_and_never_writes_the_cache(tmp_path):
-    from harness.settings import ClientSettings
-
     seen = Recorder()
-    cfg = _cfg(tmp_path)
+    config = _cfg(tmp_path)
     # a reply the cache holds, stored by a run's client for the same endpoint and request
-    run_client = LLMClient(base_url="http://127.0.0.1:9/v1", model="m-answer", cache=ResponseCache(cfg.cache.path))
+    run_client = LLMClient(
+        base_url="http://127.0.0.1:9/v1", model="m-answer", cache=ResponseCache(str(config.cache.path))
+    )
     run_client.cache.put(run_client.chat_key(MSGS, max_tokens=7), {"content": "cached reply", "model": "m-answer"})
     held = len(run_client.cache)
-    with run_skeleton(cfg, tmp_path / "run", lock=False, note=False) as sk:
+    with run_skeleton(tmp_path / "run", config=config, lock=False, note=False) as sk:
         sk.open_cache()
-        clients = sk.open_clients(ClientSettings.default(), stand_in=seen.factory)
+        clients = sk.open_clients(stand_in=seen.factory)
         assert isinstance(clients.answer, LLMClient) and clients.judge is clients.answer
         hit = clients.answer.chat(MSGS, max_tokens=7)
         miss = clients.answer.chat(MSGS, max_tokens=8, purpose="judge")
@@ -101,30 +103,28 @@ def test_the_plan_model_is_a_client_whose_stand_in_answers_misses_and_never_writ
     assert not miss.cached and miss.content == "stand-in" and miss.purpose == "judge"
     assert seen.answered == ["judge"]  # only the miss reached the stand-in
     assert seen.observed == [("cached", True), ("m-answer", False)]  # every call observed
-    assert len(ResponseCache(cfg.cache.path)) == held  # the plan wrote nothing
+    assert len(ResponseCache(str(config.cache.path))) == held  # the plan wrote nothing
     assert not (tmp_path / "run").exists()
 
 
 def test_a_judge_endpoint_of_its_own_is_a_second_client(tmp_path):
-    from harness.settings import ClientSettings
-
     seen = Recorder()
-    cfg = _cfg(tmp_path, endpoint={"name": "judge", "kind": "remote", "model": "m-judge", "base_url": "http://j/v1"})
-    with run_skeleton(cfg, tmp_path / "run", lock=False, note=False) as sk:
-        clients = sk.open_clients(ClientSettings.default(), stand_in=seen.factory)
+    config = _cfg(tmp_path, endpoint={"name": "judge", "kind": "remote", "model": "m-judge", "base_url": "http://j/v1"})
+    with run_skeleton(tmp_path / "run", config=config, lock=False, note=False) as sk:
+        clients = sk.open_clients(stand_in=seen.factory)
         assert clients.judge is not clients.answer and clients.judge is not None
         assert [e.spec.model for e in clients.endpoints] == ["m-answer", "m-judge"]
-        judge_only = sk.open_clients(ClientSettings.default(), answer=False, stand_in=seen.factory)
+        judge_only = sk.open_clients(answer=False, stand_in=seen.factory)
     assert judge_only.answer is None and judge_only.judge is not None and judge_only.judge.model == "m-judge"
     assert Clients().stats() == {}
 
 
 def test_a_failure_before_start_leaves_only_the_note_and_after_start_says_stopped(tmp_path):
-    cfg = _cfg(tmp_path)
+    config = _cfg(tmp_path)
     for started, what in ((False, "could not start"), (True, "stopped")):
         run_dir = tmp_path / f"run-{started}"
         try:
-            with run_skeleton(cfg, run_dir) as sk:
+            with run_skeleton(run_dir, config=config) as sk:
                 if started:
                     sk.start("fp")
                 raise ValueError("boom")

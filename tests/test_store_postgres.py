@@ -250,29 +250,22 @@ def test_safe_dsn_names_allowlisted_parts_only_and_a_password_is_refused_in_ever
 
 
 def test_store_selection_reaches_the_index_store_and_rejects_unknown_kinds(db_dsn):
-    from omegaconf import OmegaConf
-
+    from runners.run_config import CacheSettings, StoreSettings
     from runners.settings import RunConfigError
 
-    cfg = OmegaConf.create(
-        {
-            "store": {"kind": "postgres", "dsn": db_dsn, "fts": True},
-            "retrieval": {"store": None},
-            "cache": {"enabled": False},
-        }
-    )
-    assert stores.retrieval_overrides(cfg)["store"].fts is True
-    assert stores.open_pg_cache(cfg, None) is None  # cache.enabled=false: no cache, but the database was checked
-    assert stores.retrieval_overrides(OmegaConf.create({"retrieval": {"store": "x.sqlite"}})) == {}  # SQLite default
+    store = StoreSettings.from_config({"kind": "postgres", "dsn": db_dsn, "fts": True})
+    assert stores.retrieval_overrides(store, {"store": None})["store"].fts is True
+    # cache.enabled=false: no cache, but the database was checked
+    assert stores.open_pg_cache(store, CacheSettings(enabled=False, path=None)) is None
+    assert stores.retrieval_overrides(StoreSettings(), {"store": "x.sqlite"}) == {}  # SQLite default
     with pytest.raises(RunConfigError, match=r"store.kind='mysql' is not one of"):
-        stores.store_kind(OmegaConf.create({"store": {"kind": "mysql"}}))
+        StoreSettings.from_config({"kind": "mysql"})
 
 
 def test_store_postgres_without_the_driver_is_one_error_naming_the_extra(monkeypatch):
-    from omegaconf import OmegaConf
-
+    from runners.run_config import StoreSettings
     from runners.settings import RunConfigError
 
     monkeypatch.setitem(sys.modules, "psycopg", None)  # as if not installed
     with pytest.raises(RunConfigError, match=r"store=postgres needs psycopg and pgvector .*\[cluster\]"):
-        stores.database(OmegaConf.create({"store": {"kind": "postgres", "dsn": "postgresql://u@h/d"}}))
+        stores.database(StoreSettings(kind="postgres", dsn="postgresql://u@h/d"))
