@@ -57,9 +57,10 @@ TABLE_COLUMNS = (
 )
 
 
-def preset_config(name: str, cfg: DictConfig) -> DictConfig:
+def preset_config(name: str, current: Any) -> DictConfig:
+    """The retrieval node of preset `name` (configs/retrieval/<name>.yaml), or `current` (the run's) for "current"."""
     if name == "current":
-        return cfg.retrieval
+        return current
     path = CONFIG_DIR / f"{name}.yaml"
     if not path.exists():
         known = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
@@ -324,7 +325,9 @@ def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Pa
     events = {c.question_id: c.events() for c in cases}
     with tempfile.TemporaryDirectory(prefix="lme-retrieval-eval-") as tmp:
         for name in presets:
-            s, r = evaluate_preset(name, preset_config(name, cfg), cases, events, counter, Path(tmp), query_form)
+            s, r = evaluate_preset(
+                name, preset_config(name, cfg.retrieval), cases, events, counter, Path(tmp), query_form
+            )
             summaries[name] = s
             rows += r
     budgets = case_budgets(rows, budget)

@@ -65,11 +65,6 @@ class StoreSettings:
         return cls(kind, str(node.get("dsn") or ""), str(env) if env else None, bool(node.get("fts")))
 
 
-def _node(cfg: DictConfig, key: str) -> Any:
-    """The composed config's `key` node as Hydra composed it (interpolations still resolve against the whole)."""
-    return cfg.get(key)
-
-
 @dataclass(frozen=True)
 class RunConfig:
     """One run's settings, validated and typed (`build`); passed down instead of the raw config."""
@@ -98,26 +93,27 @@ class RunConfig:
     def build(cls, cfg: DictConfig) -> RunConfig:
         """The run's settings from the composed config: RunConfigError naming every invalid setting first."""
         validate_settings(cfg)
+        # each node as Hydra composed it: its interpolations still resolve against the whole config
         spec, own = judge_model(cfg)
         return cls(
             composed=cfg,
-            run=RunSettings.from_config(_node(cfg, "run")),
-            client=ClientSettings.from_config(_node(cfg, "client")),
-            generation=GenerationSettings.from_config(_node(cfg, "generation")),
-            wire=WireShape.from_config(_node(cfg, "wire")),
+            run=RunSettings.from_config(cfg.get("run")),
+            client=ClientSettings.from_config(cfg.get("client")),
+            generation=GenerationSettings.from_config(cfg.get("generation")),
+            wire=WireShape.from_config(cfg.get("wire")),
             bounds=RecordBounds.from_config(cfg),
-            cache=CacheSettings.from_config(_node(cfg, "cache")),
-            store=StoreSettings.from_config(_node(cfg, "store")),
-            dataset=_node(cfg, "dataset"),
-            model=_node(cfg, "model"),
-            judge=_node(cfg, "judge"),
+            cache=CacheSettings.from_config(cfg.get("cache")),
+            store=StoreSettings.from_config(cfg.get("store")),
+            dataset=cfg.get("dataset"),
+            model=cfg.get("model"),
+            judge=cfg.get("judge"),
             judge_model=spec,
             judge_has_own_model=own,
-            modes=_node(cfg, "mode"),
-            scorers=_node(cfg, "scorers"),
-            summarizer=_node(cfg, "summarizer"),
-            prompt=_node(cfg, "prompt"),
-            retrieval=_node(cfg, "retrieval"),
+            modes=cfg.get("mode"),
+            scorers=cfg.get("scorers"),
+            summarizer=cfg.get("summarizer"),
+            prompt=cfg.get("prompt"),
+            retrieval=cfg.get("retrieval"),
         )
 
     @functools.cached_property
