@@ -173,13 +173,17 @@ def config_field(section: str, key: str, **spec: Any) -> Any:
 _ANNOTATION_KINDS: dict[str, type | None] = {"float": float, "int": int, "str": str, "bool": bool, "Any": None}
 
 
+def _annotation(f: dataclasses.Field[Any]) -> str:
+    """A field's annotation as written (`int | None`), whether a string (postponed) or a type."""
+    return f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+
+
 def declared(cls: type, prefix: str) -> tuple[Setting, ...]:
     """The settings a dataclass declares through `setting(...)` metadata, keyed `prefix.<field>`."""
     out = []
     for f in dataclasses.fields(cls):
         if "setting" in f.metadata:
-            annotation = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-            kind = _ANNOTATION_KINDS[annotation.removesuffix(" | None")]
+            kind = _ANNOTATION_KINDS[_annotation(f).removesuffix(" | None")]
             spec = dict(f.metadata["setting"])
             out.append(Setting(f"{prefix}.{spec.pop('name', f.name)}", kind, **spec))
     return tuple(out)
@@ -221,6 +225,15 @@ def _known(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 _FIELD_KINDS: dict[str, type] = {"float": float, "int": int, "str": str, "bool": bool}
+
+
+def _annotated(key: str, value: Any, annotation: str) -> Any:
+    """`value` as a field annotated `annotation` takes it: `X | None` keeps null, `Any` any value, `str` its text,
+    int/float/bool checked (`_typed`)."""
+    kind = _ANNOTATION_KINDS[annotation.removesuffix(" | None")]
+    if kind is None or (value is None and annotation.endswith(" | None")):
+        return value
+    return str(value) if kind is str else _typed(key, value, kind)
 
 
 @dataclass(frozen=True)
@@ -282,20 +295,23 @@ class RunSettings:
     progress: bool = field(metadata=setting(results=False))
     share_summary: bool = field(metadata=setting())
     reference_latency: Any = field(metadata=setting())  # auto, true or false: runners/settings.py checks it
-    max_consecutive_failures: int = field(metadata=setting(minimum=0, results=False))
+    max_consecutive_failures: int | None = field(metadata=setting(minimum=0, results=False))
     max_reply_chars: int | None = field(metadata=setting(minimum=1))
     max_record_field_chars: int | None = field(metadata=setting(minimum=1))
 
+    def __post_init__(self) -> None:
+        if self.max_consecutive_failures is None:  # null: as 0, never stop
+            object.__setattr__(self, "max_consecutive_failures", 0)
+
     @classmethod
     def from_config(cls, cfg: Any = None) -> RunSettings:
+        """Every field from configs/config.yaml's `run:` overlaid with `cfg`, typed by its annotation: a new
+        field is its own declaration and needs no line here (docs/architecture.md, "Adding a setting")."""
         v = _known(cls, _merged("run", cfg))
         return cls(
-            name=str(v["name"]),
-            concurrency=_typed("run.concurrency", v["concurrency"], int),
-            progress=_typed("run.progress", v["progress"], bool),
-            share_summary=_typed("run.share_summary", v["share_summary"], bool),
-            reference_latency=v["reference_latency"],
-            max_consecutive_failures=_typed("run.max_consecutive_failures", v["max_consecutive_failures"] or 0, int),
-            max_reply_chars=v["max_reply_chars"],
-            max_record_field_chars=v["max_record_field_chars"],
+            **{
+                f.name: _annotated(f"run.{f.name}", v[f.name], _annotation(f))
+                for f in dataclasses.fields(cls)
+                if f.name in v
+            }
         )

@@ -170,8 +170,8 @@ def _caps(config: RunConfig) -> dict[str, int]:
     caps = {}
     for part, v in (
         ("answer", config.generation.params.get("max_tokens")),
-        ("summary", config.selected("summarizer.max_tokens")),
-        ("judge", config.selected("judge.params.max_tokens")),
+        ("summary", (config.summarizer or {}).get("max_tokens")),
+        ("judge", ((config.judge or {}).get("params") or {}).get("max_tokens")),
     ):
         caps[part] = int(v) if v is not None else DEFAULT_COMPLETION[part]
     return caps

@@ -300,7 +300,7 @@ def _run_cases(
     """Runs the pairs on run.concurrency daemon threads (a stopping run does not wait for a call in flight; a
     ThreadPoolExecutor is joined at interpreter exit) while the main thread watches (`PairsWatch`)."""
     total = sum(len(ms) for _, ms in todo)
-    breaker = FailureBreaker(run.max_consecutive_failures)
+    breaker = FailureBreaker(run.max_consecutive_failures or 0)  # never None (RunSettings)
     progress = PairProgress(total, control.stats, clock=control.clock)
     gate = _ClosableWriter(writer)
     queue = deque(todo)

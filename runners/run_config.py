@@ -19,7 +19,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from harness.bounds import RecordBounds
 from harness.settings import ClientSettings, GenerationSettings, RunSettings, judge_model
@@ -126,11 +126,6 @@ class RunConfig:
     def legacy_fingerprint(self) -> str:
         """The identity older releases computed (their run directories still resume)."""
         return fingerprint(self.composed, legacy=True)
-
-    def selected(self, key: str) -> Any:
-        """`key` of the composed config (None when absent): for a component's nested option read before it is
-        built (the plan's completion caps)."""
-        return OmegaConf.select(self.composed, key, default=None)
 
     @property
     def judged(self) -> bool:

@@ -113,6 +113,22 @@ def test_adding_a_setting_is_one_declaration(monkeypatch):
     assert len(fps) == 1
 
 
+def test_the_worked_example_a_run_field_is_read_with_no_other_line():
+    # docs/architecture.md "Adding a setting": `run.heartbeat_s` is one field of RunSettings (and its YAML default);
+    # from_config reads it with no line of its own (here the value a YAML default would give comes from `cfg`).
+    plus = dataclasses.make_dataclass(
+        "RunSettingsPlus",
+        [("heartbeat_s", int, dataclasses.field(metadata=setting(minimum=1, results=False)))],
+        bases=(RunSettings,),
+        frozen=True,
+    )
+    built = plus.from_config({"heartbeat_s": 30})
+    assert built.heartbeat_s == 30 and built.concurrency == CONFIG["run"]["concurrency"]
+    with pytest.raises(RunConfigError, match=r"run.heartbeat_s must be int"):
+        plus.from_config({"heartbeat_s": "soon"})
+    assert declared(plus, "run")[-1] == run_settings.Setting("run.heartbeat_s", int, 1, results=False)
+
+
 @pytest.mark.parametrize(("key", "bad", "good"), [("budget_chars", 79, 80), ("hit_chars", 1, 80), ("rrf_k", 0, 1)])
 def test_a_retrieval_range_is_stated_once_and_checked_the_same_from_config_or_code(key, bad, good):
     cfg = _valid()
