@@ -31,7 +31,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from harness.llm.gguf_meta import read_chat_meta
-from harness.llm.local_server import for_template, parse_tool_calls, watch_parent
+from harness.llm.local_server import for_template, forced_call_schema, parse_tool_calls, watch_parent
 
 _PARENT_ENV = "LME_HARNESS_PARENT_PID"
 # What a chat request may carry. Anything else is refused with its name rather than silently ignored.
@@ -84,20 +84,7 @@ def forced_call_grammar(tools: Sequence[dict[str, Any]]) -> str:
     """One JSON call that names an offered tool and carries arguments valid for its schema."""
     import xllamacpp
 
-    schema = {
-        "oneOf": [
-            {
-                "type": "object",
-                "required": ["name", "arguments"],
-                "properties": {
-                    "name": {"const": t["function"]["name"]},
-                    "arguments": t["function"].get("parameters") or {"type": "object"},
-                },
-                "additionalProperties": False,
-            }
-            for t in tools
-        ]
-    }
+    schema = forced_call_schema(tools, closed=True)
     # An llguidance grammar for the JSON object alone: the `<tool_call>` tags are special tokens in Qwen's vocabulary,
     # which a text grammar cannot require; `parse_tool_calls` takes an untagged call that names an offered tool.
     grammar = xllamacpp.json_schema_to_grammar(json.dumps(schema))
