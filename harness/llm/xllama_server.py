@@ -93,6 +93,20 @@ def forced_call_grammar(tools: Sequence[dict[str, Any]]) -> str:
     return grammar
 
 
+def check_request(req: dict[str, Any]) -> list[dict[str, Any]]:
+    """The request's messages, once its fields are known ones (BadRequest naming every other), n is 1 and
+    messages is a non-empty list; needs no model."""
+    unknown = sorted(set(req) - _ACCEPTED)
+    if unknown:
+        raise BadRequest(f"unsupported request field(s) for this server: {', '.join(unknown)}")
+    if req.get("n", 1) != 1:
+        raise BadRequest("n must be 1")
+    messages = req.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("messages must be a non-empty list")
+    return messages
+
+
 class ChatEngine:
     """Chat completions over one loaded model (one request at a time, as the other runtime serves them)."""
 
@@ -114,14 +128,7 @@ class ChatEngine:
         self._lock = threading.Lock()
 
     def chat(self, req: dict[str, Any]) -> dict[str, Any]:
-        unknown = sorted(set(req) - _ACCEPTED)
-        if unknown:
-            raise BadRequest(f"unsupported request field(s) for this server: {', '.join(unknown)}")
-        if req.get("n", 1) != 1:
-            raise BadRequest("n must be 1")
-        messages = req.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise BadRequest("messages must be a non-empty list")
+        messages = check_request(req)
         tools = req.get("tools") or None
         choice = req.get("tool_choice")
         if choice == "none":
