@@ -18,7 +18,6 @@ from harness.contestants.base import Contestant, Toolkit
 from harness.llm.cache import ResponseCache
 from harness.llm.client import LLMClient
 from harness.llm.endpoint import Endpoint
-from harness.llm.liveness import Liveness
 from harness.llm.types import ChatModel
 from harness.scoring.base import ScoreInput, Scorer
 from harness.scoring.votes import VotesConfigError, voted_config
@@ -39,7 +38,6 @@ class Components:
 
     kit: Toolkit  # what every contestant may use: the answer model, window, counter, summary engine, retrieval
     scorers: Sequence[Scorer]
-    liveness: list[Liveness] = field(default_factory=list)  # liveness probes of embedded model servers
     wire: WireShape = field(default_factory=WireShape)
     reference_latency: str = "auto"  # "auto" | "true" | "false" (runners/reference_latency.py)
     bounds: RecordBounds = field(default_factory=RecordBounds)
@@ -110,7 +108,6 @@ def build_components(
             retrieval=retrieval,  # harness.retrieval Retrieval: tools(session, boundary=...), embedder, describe()
         ),
         scorers=build_scorers(config, judge_client),
-        liveness=[lv for c in dict.fromkeys((client, judge_client)) if (lv := getattr(c, "liveness", None))],
         wire=config.wire,
         reference_latency=reference_latency_setting(config.run.reference_latency),
         bounds=config.bounds,

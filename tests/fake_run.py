@@ -1,0 +1,41 @@
+"""A benchmark run through Hydra on the loopback fake endpoint, as the contestant tests start one: two cases,
+no progress line, the run directory at tmp_path/run and a config folder of the test's own on the search path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def conf_dir(tmp_path: Path, group: str, files: dict[str, str]) -> Path:
+    """tmp_path/conf with `files` (name -> YAML text) in the config group `group`; pass it to `run_fake`."""
+    folder = tmp_path / "conf" / group
+    folder.mkdir(parents=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return tmp_path / "conf"
+
+
+def run_fake(tmp_path: Path, overrides: list[str], *, conf: Path | None = None) -> tuple[int, list[dict[str, Any]]]:
+    """(exit code, the requests the fake endpoint received) of `lme-harness run` with `overrides`."""
+    from harness.testing.fake_openai import FakeOpenAIServer
+    from harness.testing.faults import FakeModel
+    from runners.cli import main
+
+    search = [f"hydra.searchpath=[file://{conf}]"] if conf is not None else []
+    with FakeOpenAIServer(FakeModel()) as srv:
+        rc = main(
+            [
+                "run",
+                f"hydra.run.dir={tmp_path / 'run'}",
+                *search,
+                *overrides,
+                "model=endpoint",
+                f"model.base_url={srv.base_url}",
+                "model.model=fake-model",
+                f"cache.path={tmp_path / 'cache.sqlite'}",
+                "run.progress=false",
+                "dataset.limit=2",
+            ]
+        )
+        return rc, list(srv.requests)
