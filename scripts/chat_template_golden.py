@@ -85,7 +85,9 @@ def record() -> dict[str, Any]:
         meta = read_chat_meta(spec.path)  # FileNotFoundError names the file: pull it first
         if meta.chat_template is None:
             raise SystemExit(f"chat_template_golden: {spec.path} has no chat template")
-        theirs = Jinja2ChatFormatter(template=meta.chat_template, eos_token=meta.eos_token, bos_token=meta.bos_token)
+        theirs: Any = Jinja2ChatFormatter(  # typed for llama-cpp-python's TypedDicts; ours are plain dicts
+            template=meta.chat_template, eos_token=meta.eos_token, bos_token=meta.bos_token
+        )
         prompts = {
             req: theirs(messages=[for_template(dict(m)) for m in msgs], tools=tools).prompt
             for req, (msgs, tools) in REQUESTS.items()
