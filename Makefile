@@ -31,7 +31,7 @@ $(BENCH_STAMP): pyproject.toml
 # Everything else (`make test`, `make lint`, `make gate`): the main job's setup plus torch for the retriever's
 # embedder, the test and cluster tools (`make test`/`make gate` pull the smoke model). Nothing is compiled: every
 # embedded model runs on the prebuilt xllamacpp runtime (model.runtime, configs/model/*.yaml); the compiled
-# llama-cpp-python runtime is opt-in (`make runtime-compiled`). docs/reliability.md has the measured times.
+# llama-cpp-python runtime is opt-in (`make runtime-compiled`). docs/quickstart.md has the measured times.
 $(STAMP): $(BENCH_STAMP) pyproject.toml
 	$(BIN)/pip install --upgrade pip
 	$(BIN)/pip install torch==2.13.0
@@ -79,7 +79,8 @@ $(RAY_STAMP): $(STAMP) scripts/ray_venv.sh
 # 1. replay gate: the whole benchmark against the committed recorded responses (GATE_REPLAY_FIXTURE), no model:
 #    only harness code is under test, so every metric is checked exactly (any machine, seconds);
 # 2. live gate: the same benchmark on the embedded smallest model, run fresh (no response cache), checked with
-#    tolerances measured across llama.cpp builds (strict where a figure depends on the input only).
+#    tolerances measured across llama.cpp builds (strict where a figure depends on the input only); it runs on the
+#    prebuilt xllamacpp runtime, as every embedded model does (docs/ci-gate.md).
 # Exit 3 from `run`/`replay` (a failed case) still reaches the gate, whose `failed` check reports it.
 GATE_BASELINE ?= baselines/ci_smollm2.yaml
 GATE_REPLAY_FIXTURE ?= baselines/ci_replay.jsonl
