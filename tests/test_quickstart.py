@@ -54,4 +54,5 @@ def test_the_published_protocol_and_the_default_run_keep_their_selection():
         assert cfg.dataset.shortest is None and cfg.dataset.sample_seed is None
     default = _cfg()
     assert default.model.name == "qwen25_coder_15b"  # the default config (baselines, docs' larger runs) is unchanged
-    assert default.model.get("runtime", "llama-cpp-python") == "llama-cpp-python" and default.retrieval.embedder
+    assert default.retrieval.embedder
+    assert default.model.runtime == "xllamacpp"  # issue 21: every embedded model defaults to the prebuilt runtime

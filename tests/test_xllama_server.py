@@ -66,35 +66,77 @@ def test_a_damaged_file_is_named(tmp_path, damage, expected):
     assert str(path) in str(e.value)
 
 
-def test_template_matches_llama_cpp_python_rendering():
-    """Both runtimes must send the model the same text for the same request (prompt tokens stay comparable)."""
-    llama_chat_format = pytest.importorskip("llama_cpp.llama_chat_format")
+GOLDEN = Path(__file__).parent / "fixtures" / "chat_templates.json"
+
+
+def _golden() -> dict:
+    return json.loads(GOLDEN.read_text(encoding="utf-8"))
+
+
+def test_golden_covers_every_local_model_and_request():
+    """The fixture is complete: no model or request silently left unchecked (regenerate: scripts/chat_template_golden)."""
+    from harness.llm.models import available_models
+    from scripts.chat_template_golden import REQUESTS
+
+    golden = _golden()
+    assert sorted(golden["models"]) == available_models(kind="local")
+    for name, entry in golden["models"].items():
+        assert entry["sha256"] == load_spec(name).sha256, f"{name}: model changed, re-record the fixture"
+        assert sorted(entry["prompts"]) == sorted(REQUESTS) and all(entry["prompts"].values())
+
+
+@pytest.mark.parametrize("name", sorted(_golden()["models"]))
+def test_template_matches_llama_cpp_python_rendering(name):
+    """Both runtimes must send the model the same text for the same request (prompt tokens stay comparable):
+    xllama_server renders each real template as llama-cpp-python rendered it (recorded in tests/fixtures/
+    chat_templates.json by scripts/chat_template_golden.py, so this runs where only the prebuilt runtime is)."""
     from harness.llm.local_server import for_template
     from harness.llm.xllama_server import ChatTemplate
+    from scripts.chat_template_golden import REQUESTS
 
-    spec = load_spec("qwen25_coder_15b")
-    template = TEMPLATE
-    if spec.path.is_file():  # the real Qwen template where the model is here, else the synthetic one
-        template = read_chat_meta(spec.path).chat_template or TEMPLATE
-    tools = [
-        {"type": "function", "function": {"name": "f", "description": "d <&> é", "parameters": {"type": "object"}}}
-    ]
-    msgs = [
-        {"role": "system", "content": "You remember things."},
-        {"role": "user", "content": "What did I say about <b>\"Paris\"</b>, café?"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"q": "Paris"}'}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": "You said: Paris is lovely."},
-    ]  # fmt: skip
-    theirs = llama_chat_format.Jinja2ChatFormatter(template=template, eos_token="<|im_end|>", bos_token="<s>")
-    for with_tools in (None, tools):
+    entry = _golden()["models"][name]
+    spec = load_spec(name)
+    if spec.path.is_file():  # the fixture holds this very file's template and tokens
+        meta = read_chat_meta(spec.path)
+        assert (meta.chat_template, meta.bos_token, meta.eos_token) == (
+            entry["chat_template"], entry["bos_token"], entry["eos_token"]
+        )  # fmt: skip
+    ours = ChatTemplate(entry["chat_template"], entry["bos_token"], entry["eos_token"])
+    for req, (msgs, tools) in REQUESTS.items():
+        assert ours.render([for_template(dict(m)) for m in msgs], tools) == entry["prompts"][req], req
+
+
+def test_golden_is_what_installed_llama_cpp_python_renders_now():
+    """Where the compiled runtime is installed (make runtime-compiled), the fixture is checked against it live."""
+    pytest.importorskip("llama_cpp.llama_chat_format", reason="compiled runtime not installed (make runtime-compiled)")
+    from harness.llm.models import available_models
+    from scripts.chat_template_golden import record
+
+    if not all(load_spec(n).path.is_file() for n in available_models(kind="local")):
+        pytest.skip("not every local model file is here (lme-harness models pull NAME)")
+    assert record()["models"] == _golden()["models"]
+
+
+def test_synthetic_template_matches_llama_cpp_python_rendering():
+    """The synthetic template (markup, non-ASCII, tool calls) where the compiled runtime is installed."""
+    llama_chat_format = pytest.importorskip(
+        "llama_cpp.llama_chat_format", reason="compiled runtime not installed (make runtime-compiled)"
+    )
+    from harness.llm.local_server import for_template
+    from harness.llm.xllama_server import ChatTemplate
+    from scripts.chat_template_golden import REQUESTS
+
+    theirs = llama_chat_format.Jinja2ChatFormatter(template=TEMPLATE, eos_token="<|im_end|>", bos_token="<s>")
+    for msgs, tools in REQUESTS.values():
         plain = [for_template(dict(m)) for m in msgs]
-        expected = theirs(messages=plain, tools=with_tools).prompt
-        assert ChatTemplate(template, "<s>", "<|im_end|>").render(plain, with_tools) == expected
+        assert (
+            ChatTemplate(TEMPLATE, "<s>", "<|im_end|>").render(plain, tools)
+            == theirs(messages=plain, tools=tools).prompt
+        )
 
 
 def test_runtime_is_validated_and_part_of_the_endpoint_identity():
-    spec = load_spec("smollm2_135m")
+    spec = replace(load_spec("smollm2_135m"), runtime="llama-cpp-python")
     with pytest.raises(ModelError, match="runtime must be one of llama-cpp-python, xllamacpp, not 'llamafile'"):
         ModelSpec.from_config(
             {"name": "m", "kind": "local", "model": "m", "file": "f", "sha256": "x", "runtime": "llamafile"}

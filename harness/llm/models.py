@@ -61,6 +61,7 @@ class SourceUnavailable(ModelError):
 
 
 RUNTIMES = ("llama-cpp-python", "xllamacpp")
+DEFAULT_RUNTIME = "xllamacpp"  # issue 21: setup never compiles; docs/models.md
 DEFAULT_WINDOW = 8192  # tokens, for a model config with neither n_ctx nor context_window
 
 
@@ -77,10 +78,11 @@ class ModelSpec:
     context_window: int | None = None  # what the model supports
     n_ctx: int | None = None  # what the local server is started with
     chat_format: str | None = None
-    # Which llama.cpp build serves a local model: llama-cpp-python (compiled at setup, harness/llm/local_server.py)
-    # or xllamacpp (a prebuilt wheel, harness/llm/xllama_server.py). Both render the GGUF's chat template the same
-    # way; they are different builds, so the runtime is part of the endpoint's identity (cache, fingerprint).
-    runtime: str = "llama-cpp-python"
+    # Which llama.cpp build serves a local model: xllamacpp (the default: a prebuilt wheel, nothing compiled at setup,
+    # harness/llm/xllama_server.py) or llama-cpp-python (opt-in, compiled by `make runtime-compiled`,
+    # harness/llm/local_server.py). Both render the GGUF's chat template the same way; they are different builds, so
+    # the runtime is part of the endpoint's identity (cache, fingerprint).
+    runtime: str = DEFAULT_RUNTIME
     base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)  # read from the env var named by api_key_env
     api_key_env: str | None = None  # the env var holding the key: the one way a key enters (harness/secrets.py)
@@ -105,7 +107,7 @@ class ModelSpec:
                 raise ModelError(f"local model {kw['name']!r} lacks {', '.join(missing)}")
         elif not kw.get("base_url"):
             raise ModelError(f"remote model {kw['name']!r} lacks base_url (set model.base_url=...)")
-        if kw.get("runtime", "llama-cpp-python") not in RUNTIMES:
+        if kw.get("runtime", DEFAULT_RUNTIME) not in RUNTIMES:
             raise ModelError(
                 f"model {kw['name']!r}: runtime must be one of {', '.join(RUNTIMES)}, not {kw.get('runtime')!r}"
             )
