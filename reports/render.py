@@ -81,18 +81,17 @@ def ci_pivot(
 ) -> tuple[list[str], list[list[str]]]:
     """Rows = metrics, columns = modes, cells 'mean [lo, hi]' (with not_run noted)."""
     ms = list(dict.fromkeys(ci["mode"]))
+    found, present = plots.ci_rows(ci), set(ci["metric"])
     rows = []
     for k in keys:
-        sub = ci[ci["metric"] == k]
-        if sub.empty:
+        if k not in present:
             continue
         cells = [metrics.arrow_label(k)]
         for m in ms:
-            r = sub[sub["mode"] == m]
-            if r.empty:
+            r0 = found.get((m, k))
+            if r0 is None:
                 cells.append("n/a")
                 continue
-            r0 = r.iloc[0]
             text = H.fmt_ci(r0["mean"], r0["lo"], r0["hi"], metrics.fmt(k))
             if r0["not_run"]:
                 text += f" ({int(r0['not_run'])} not_run)"

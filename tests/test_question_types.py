@@ -66,11 +66,20 @@ def _run(tmp_path, subset, base_url, *extra):
     )
 
 
-def test_every_type_runs_in_every_mode_with_dates_and_abstention_judged_as_abstention(tmp_path, subset):
+@pytest.fixture(scope="module")
+def every_mode_run(tmp_path_factory, subset) -> tuple[Path, list[dict]]:
+    """One run of the subset in every mode of +experiment=lme_official (the run dir and the requests the model
+    saw), read by the tests below: a benchmark run with its report is most of a test's time, so it runs once."""
+    tmp = tmp_path_factory.mktemp("every_mode")
     model = Recorder()
     with FakeOpenAIServer(model) as srv:
-        assert _run(tmp_path, subset, srv.base_url) == 0
-    recs = [json.loads(x) for x in (tmp_path / "run" / "records.jsonl").read_text().splitlines()]
+        assert _run(tmp, subset, srv.base_url) == 0
+    return tmp / "run", model.requests
+
+
+def test_every_type_runs_in_every_mode_with_dates_and_abstention_judged_as_abstention(every_mode_run):
+    run_dir, requests = every_mode_run
+    recs = [json.loads(x) for x in (run_dir / "records.jsonl").read_text().splitlines()]
     cases = {r["question_id"]: r for r in subset_rows()}
     modes = {"lme_official", "long_context", "summary", "summary_ondemand"}
     assert {(r["question_id"], r["mode"]) for r in recs} == {(q, m) for q in cases for m in modes}
@@ -81,7 +90,7 @@ def test_every_type_runs_in_every_mode_with_dates_and_abstention_judged_as_abste
     # The answer prompts state the question's date; long_context shows each session's date.
     answers = [
         q
-        for q in model.requests
+        for q in requests
         if q.get("messages")
         and q["messages"][-1]["role"] == "user"
         and "Question:" in (q["messages"][-1]["content"] or "")
@@ -94,7 +103,7 @@ def test_every_type_runs_in_every_mode_with_dates_and_abstention_judged_as_abste
         for d in row["haystack_dates"]:
             assert d in joined
     # Search results carry the session's real date, not the synthetic 2023-11-14 of the default wire.
-    tool_msgs = [m["content"] for q in model.requests for m in q.get("messages") or [] if m.get("role") == "tool"]
+    tool_msgs = [m["content"] for q in requests for m in q.get("messages") or [] if m.get("role") == "tool"]
     assert tool_msgs and not any("2023-11-14" in t for t in tool_msgs)
 
 
@@ -135,15 +144,15 @@ def test_all_types_configs_select_every_type():
     assert sum(c.is_abstention for c in cases) == 30
 
 
-def test_per_type_report_scoreboard_and_gate(tmp_path, subset):
+def test_per_type_report_scoreboard_and_gate(tmp_path, every_mode_run):
     from reports.aggregate import read_run, scoreboard
     from reports.by_type import type_table
     from reports.gate import run_gate
     from reports.render import build_report
 
-    with FakeOpenAIServer(Recorder()) as srv:
-        assert _run(tmp_path, subset, srv.base_url, "mode=[long_context,summary]") == 0
-    run_dir = tmp_path / "run"
+    # the shared run of every mode (this test ran long_context and summary alone before): the figures checked
+    # below are per mode and type, and the fake judge answers "no" to every answer whatever else ran
+    run_dir = every_mode_run[0]
     out = build_report(run_dir)
     table = type_table(read_run(run_dir).frame)
     lc = table[(table["mode"] == "long_context") & (table["metric"] == "lme_acc")].set_index("question_type")
