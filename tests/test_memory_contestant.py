@@ -192,7 +192,7 @@ def test_a_failed_ingest_tears_the_unit_down() -> None:
     assert [(k, u.split(".")[0]) for k, u, _ in p.calls] == [("setup", "u"), ("teardown", "u")]
 
 
-@pytest.mark.parametrize("memory", ["bm25", "full_context"])
+@pytest.mark.parametrize("memory", ["bm25", "full_context", "summary", "summary_tools"])
 def test_mode_memory_runs_end_to_end_through_hydra(tmp_path, memory) -> None:
     from harness.testing.fake_openai import FakeOpenAIServer
     from harness.testing.faults import FakeModel
@@ -226,6 +226,19 @@ def test_mode_memory_runs_end_to_end_through_hydra(tmp_path, memory) -> None:
         assert r["usage"]["answer_calls"] == 1
     readers = [q for q in requests if "History Chats" in json.dumps(q.get("messages"))]
     assert len(readers) == 2  # one reader call per case, with LongMemEval's answer prompt
+    if memory.startswith("summary"):  # the summary engine ran at ingest, its cost the provider's ingest usage
+        for r in recs:
+            usage = r["ingest"]["trace"][0]["usage"]
+            assert usage["llm_calls"] >= 1 and usage["input_tokens"] > 0
+            items = r["tool_calls"][0]["items"]
+            assert "session_id" not in items[0]  # item 1: the summary, dated by the newest session it covers
+            assert items[0]["date"]
+        summaries = [
+            q
+            for q in requests
+            if "[Session date:" in (text := json.dumps(q.get("messages"))) and "History Chats" not in text
+        ]
+        assert len(summaries) == 2  # one generation per case
 
 
 def test_memory_configs_compose_into_fair_contestants() -> None:

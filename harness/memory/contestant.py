@@ -124,12 +124,16 @@ class ProviderContestant:
         """A provider that runs an LLM of its own while ingesting (mem0's fact extraction) gets the run's answer
         model once, before its first unit: its calls then go through the run's client (cache, accounting), and no
         second model server is needed. Optional: providers without `bind_model` are left alone."""
+        bind_kit = getattr(self.provider, "bind_toolkit", None)  # the summary engine's providers: the whole kit
         bind = getattr(self.provider, "bind_model", None)
-        if bind is None:
+        if bind is None and bind_kit is None:
             return
         with self._lock:
             if not self._bound:
-                bind(kit.model)
+                if bind_kit is not None:
+                    bind_kit(kit)
+                elif bind is not None:
+                    bind(kit.model)
                 self._bound = True
 
     @property
