@@ -147,6 +147,7 @@ def _usage(calls: Sequence[ChatResult], embeddings: Sequence[dict[str, Any]]) ->
         output_tokens=sum(c.usage.completion_tokens for c in calls),
         embedding_tokens=sum(int((e.get("usage") or {}).get("prompt_tokens") or 0) for e in embeddings),
         llm_calls=len(calls),
+        cached_llm_calls=sum(c.cached for c in calls),
     )
 
 

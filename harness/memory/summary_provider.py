@@ -114,6 +114,7 @@ class SummaryProvider(ProviderBase):
             input_tokens=sum(c.usage.prompt_tokens for c in calls),
             output_tokens=sum(c.usage.completion_tokens for c in calls),
             llm_calls=len(calls),
+            cached_llm_calls=sum(c.cached for c in calls),
         )
         return Ingest(usage=usage)
 
