@@ -159,11 +159,19 @@ def _cause(c: MemoryCase) -> str:
         return "no evidence labels"
     top = _ks([c], "turn")[-1]
     if not g.get(top):
-        return "not retrieved"
+        stored = ((c.ingest.get("trace") or [{}])[0].get("stored") or {}).get("evidence_turn")
+        return "not stored" if stored is False else "not retrieved"
     return "shown, not used" if g.get("shown_evidence_turn") else "retrieved, cut by the cap"
 
 
-CAUSES = ("not retrieved", "retrieved, cut by the cap", "shown, not used", "abstention", "no evidence labels")
+CAUSES = (
+    "not stored",
+    "not retrieved",
+    "retrieved, cut by the cap",
+    "shown, not used",
+    "abstention",
+    "no evidence labels",
+)
 
 
 def failure_table(cases: Sequence[MemoryCase]) -> Table:
@@ -171,9 +179,10 @@ def failure_table(cases: Sequence[MemoryCase]) -> Table:
     t = Table(
         "Wrong answers by cause",
         f"Every wrong answer (by `{lead}`) of a memory contestant, by where its evidence (the `has_answer` turns) "
-        "was lost: `not retrieved` (no evidence turn among the items; of these, how many had the evidence "
-        "session retrieved), `retrieved, cut by the cap`, `shown, not used` (the reader had it). `not stored` "
-        "cannot be told apart from `not retrieved`: the contract has no call that lists what a system stored.",
+        "was lost: `not stored` (a provider that lists what it stored, e.g. mem0's `get_all` after ingest, kept no "
+        "memory holding an evidence turn, by the gold mapping rule), `not retrieved` (stored, or not listable, "
+        "but no evidence turn among the items; of these, how many had the evidence session retrieved), "
+        "`retrieved, cut by the cap`, `shown, not used` (the reader had it).",
         ["provider (variant)", "scored", "wrong", *CAUSES, "not measured", "of not retrieved: session retrieved"],
     )
     for group, cs in _groups(cases).items():

@@ -113,6 +113,40 @@ def test_the_retrieval_trace_holds_gold_recall_and_whether_evidence_reached_the_
     assert first.tool_trace[0]["gold"]["shown_evidence_turn"] is True
 
 
+class Storing(BlackBox):
+    """A system that stores derived memories and lists them (as mem0's `get_all`): `keeps` says what it kept."""
+
+    def __init__(self, keeps: tuple[str, ...]) -> None:
+        super().__init__()
+        self.keeps = keeps
+
+    def stored(self, unit: str) -> tuple[MemoryItem, ...]:
+        return tuple(MemoryItem(t) for t in self.keeps)
+
+
+def test_what_a_storing_provider_kept_is_checked_against_the_evidence_after_ingest() -> None:
+    from reports.memory import _cause, memory_cases
+
+    forgot, _, _ = _run(Storing(("User wants a lentil soup recipe with cumin and carrots.",)))
+    assert forgot.trace[0]["stored"] == {"items": 1, "evidence_turn": False, "evidence_session": False}
+    kept, _, _ = _run(Storing(("User adopted a grey cat called Biscuit from the Oslo shelter.",)))
+    assert kept.trace[0]["stored"] == {"items": 1, "evidence_turn": True, "evidence_session": True}
+    plain, _, _ = _run(BlackBox())
+    assert "stored" not in plain.trace[0]  # a provider that cannot list what it stored: not measured
+
+    # a wrong answer with no evidence retrieved: "not stored" when the evidence was never kept, else "not retrieved"
+    def case(stored):
+        rec = _rec("q1", correct=0.0, gold=_g(False))
+        if stored is not None:
+            rec["ingest"]["trace"][0]["stored"] = stored
+        (c,) = memory_cases([rec], "lme_acc", {})
+        return _cause(c)
+
+    assert case(forgot.trace[0]["stored"]) == "not stored"
+    assert case(kept.trace[0]["stored"]) == "not retrieved"
+    assert case(None) == "not retrieved"
+
+
 def test_a_native_answer_is_measured_on_the_items_it_says_it_used_and_not_at_all_when_it_says_none() -> None:
     from harness.memory.provider import REQUIRED_CALLS, ProviderAnswer
 
@@ -201,6 +235,7 @@ def test_the_memory_section_tells_causes_leakage_costs_and_phase_percentiles_apa
         "provider (variant)": "memory: p (fair)",
         "scored": 6,
         "wrong": 5,
+        "not stored": 0,
         "not retrieved": 1,
         "retrieved, cut by the cap": 1,
         "shown, not used": 1,
