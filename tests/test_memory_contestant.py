@@ -365,3 +365,13 @@ def test_a_provider_with_its_own_llm_gets_the_runs_model_once_before_its_first_u
     assert provider.bound == [reader] and provider.calls[0][0] == "bind_model"
     assert [k for k, _, _ in provider.calls].count("setup") == 2
     ProviderContestant(Recorder(), ready_poll_s=0).ingest(CaseHistory.of(case, s), _kit(reader))  # no hook: fine
+
+
+def test_providers_of_one_multirun_get_their_own_run_directories() -> None:
+    """`-m memory=bm25,full_context` runs each provider in its own directory, named by its provider (the memory
+    group is result-bearing): they never collide on one directory's records."""
+    from runners.rundir import overrides_dirname
+
+    names = {m: overrides_dirname(["mode=memory", f"memory={m}"], []) for m in ("bm25", "full_context", "summary")}
+    assert names["bm25"] == "memory=bm25,mode=memory"
+    assert len(set(names.values())) == 3
