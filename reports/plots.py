@@ -216,8 +216,8 @@ def frontier(points: Sequence, out_base: Path, *, quality_label: str, pareto: Se
     if len(line) > 1:
         left.plot([max(p.tokens, 1.0) for p in line], [p.quality for p in line], ls="--", color="#555", lw=1)
     for ax, xlabel in (
-        (left, "tokens per question incl. ingest (log scale)"),
-        (right, "median ingest + answer time per question, ms (log scale)"),
+        (left, "tokens / question incl. ingest (log)"),
+        (right, "p50 ingest + answer ms / question (log)"),
     ):
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
