@@ -299,7 +299,7 @@ def run_gate(baseline_path: str | Path, run_dir: str | Path, *, prices: Any = No
     run_dir = Path(run_dir)
     raw, checks = load_baseline(baseline_path, catalog_of(load_meta(run_dir)))
     run = read_run(run_dir, prices=prices)
-    board = scoreboard(run.frame)
+    board = {**scoreboard(run.frame), **memory_board(run)}
     warnings = []
     want, have = raw.get("source") or {}, _identity(run.meta)
     for key in ("dataset_sha256", "model_sha256", "model", "fingerprint"):
@@ -337,6 +337,14 @@ DEFAULT_POLICY: dict[str, dict[str, Any]] = {
     "long_context/prompt_tokens_total": {"exact": True},
     "long_context/answer_calls": {"exact": True},
     "summary/answer_calls": {"exact": True},
+    # memory contestants (reports/memory.py memory_scoreboard): no provider failure, no leak; recall and ingest
+    # tokens with the tolerances of the quality and token figures
+    "memory_provider_failures": {"max": 0},
+    "memory_leaked_items": {"max": 0},
+    "memory_turn_recall": {"abs": 0.05},
+    "memory_session_recall": {"abs": 0.05},
+    "memory_ingest_tokens": {"rel": 0.10},
+    "memory_ingest_usd": {"rel": 0.10},
 }
 
 # The live CI gate on the embedded model (baselines/ci_smollm2.yaml, `policy: live`): allowances sized from the
@@ -396,14 +404,27 @@ EXACT_POLICY: dict[str, dict[str, Any]] = {
             "tool_errors",
             "truncated",
             "savings_pct",
+            "memory_turn_recall",
+            "memory_session_recall",
+            "memory_ingest_tokens",
         )
     },
+    "memory_provider_failures": {"max": 0},
+    "memory_leaked_items": {"max": 0},
 }
 POLICIES: dict[str, Mapping[str, Mapping[str, Any]]] = {
     "default": DEFAULT_POLICY,
     "live": LIVE_POLICY,
     "exact": EXACT_POLICY,
 }
+
+
+def memory_board(run: Any) -> dict[tuple[str, str], float]:
+    """The memory measurements of a run's memory contestants (reports/memory.py), gated like any metric."""
+    from reports.aggregate import headline_metric
+    from reports.memory import memory_scoreboard
+
+    return memory_scoreboard(run.records, headline_metric(run.frame))
 
 
 def policy_for(policy: Mapping[str, Mapping[str, Any]], mode: str, metric: str) -> Mapping[str, Any] | None:
@@ -425,7 +446,7 @@ def baseline_from_run(
     run_dir = Path(run_dir)
     run = read_run(run_dir, prices=prices)
     df, meta = run.df, run.meta
-    board = scoreboard(run.frame)
+    board = {**scoreboard(run.frame), **memory_board(run)}
     checks = []
     modes = list(dict.fromkeys(m for m, _ in board))
     metrics = list(dict.fromkeys(k.split("/", 1)[-1] for k in pol))

@@ -45,6 +45,7 @@ class MemoryCase:
     usage: Mapping[str, Any]
     answer_ms: float | None
     cost_answer: float | None
+    mode: str = ""  # the record's mode (the contestant's name)
 
 
 @dataclass
@@ -96,6 +97,7 @@ def memory_cases(
                 usage=rec.get("usage") or {},
                 answer_ms=answer_ms,
                 cost_answer=cost_answer.get((rec["question_id"], rec["mode"])),
+                mode=str(rec["mode"]),
             )
         )
     return out
@@ -157,11 +159,19 @@ def _cause(c: MemoryCase) -> str:
         return "no evidence labels"
     top = _ks([c], "turn")[-1]
     if not g.get(top):
-        return "not retrieved"
+        stored = ((c.ingest.get("trace") or [{}])[0].get("stored") or {}).get("evidence_turn")
+        return "not stored" if stored is False else "not retrieved"
     return "shown, not used" if g.get("shown_evidence_turn") else "retrieved, cut by the cap"
 
 
-CAUSES = ("not retrieved", "retrieved, cut by the cap", "shown, not used", "abstention", "no evidence labels")
+CAUSES = (
+    "not stored",
+    "not retrieved",
+    "retrieved, cut by the cap",
+    "shown, not used",
+    "abstention",
+    "no evidence labels",
+)
 
 
 def failure_table(cases: Sequence[MemoryCase]) -> Table:
@@ -169,9 +179,10 @@ def failure_table(cases: Sequence[MemoryCase]) -> Table:
     t = Table(
         "Wrong answers by cause",
         f"Every wrong answer (by `{lead}`) of a memory contestant, by where its evidence (the `has_answer` turns) "
-        "was lost: `not retrieved` (no evidence turn among the items; of these, how many had the evidence "
-        "session retrieved), `retrieved, cut by the cap`, `shown, not used` (the reader had it). `not stored` "
-        "cannot be told apart from `not retrieved`: the contract has no call that lists what a system stored.",
+        "was lost: `not stored` (a provider that lists what it stored, e.g. mem0's `get_all` after ingest, kept no "
+        "memory holding an evidence turn, by the gold mapping rule), `not retrieved` (stored, or not listable, "
+        "but no evidence turn among the items; of these, how many had the evidence session retrieved), "
+        "`retrieved, cut by the cap`, `shown, not used` (the reader had it).",
         ["provider (variant)", "scored", "wrong", *CAUSES, "not measured", "of not retrieved: session retrieved"],
     )
     for group, cs in _groups(cases).items():
@@ -306,6 +317,118 @@ def latency_table(cases: Sequence[MemoryCase]) -> Table:
     return t
 
 
+@dataclass(frozen=True)
+class FrontierPoint:
+    """One contestant (a mode, or a memory provider) on the quality–cost–latency frontier; means per question."""
+
+    label: str
+    n: int  # answered (scored) cases
+    quality: float | None  # mean of the headline metric
+    tokens: float  # answer tokens (in + out) + ingest tokens
+    ingest_tokens: float  # the summary's generation tokens, or the provider's ingest LLM tokens (in + out)
+    latency_ms: float | None  # median over questions of ingest time + answer time
+
+
+def _num(v: Any) -> float:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return 0.0
+    return 0.0 if math.isnan(x) else x
+
+
+def frontier_points(
+    df: Any, records: Iterable[Mapping[str, Any]], lead: str | None, run: str | None = None
+) -> list[FrontierPoint]:
+    """Every contestant of a records frame `df` (and its records, for the memory providers' ingest) as a frontier
+    point. Ingest counts: a summary mode's generation (also when shared: the tokens of the summary it used, as the
+    report's `summary_tokens`), a provider's reported ingest LLM tokens; its time: the summary's model time, the
+    provider's ingest and readiness wait. Answer: the record's prompt + completion tokens and its `query_ms`."""
+    by_key = {(str(r.get("question_id")), str(r.get("mode"))): r for r in records}
+    groups: dict[str, list[tuple[float | None, float, float, float | None]]] = {}
+    if df is None or getattr(df, "empty", True) or not lead or lead not in df.columns:
+        return []
+    for row in df[df["status"] == "ok"].to_dict("records"):
+        rec = by_key.get((str(row["question_id"]), str(row["mode"]))) or {}
+        ing = _trace(rec)
+        if ing is not None:
+            usage = ing.get("usage") or {}
+            ingest = rec.get("ingest") or {}
+            label = f"{row['mode']}: {ing['provider']}"
+            ingest_tokens = sum(_num(usage.get(k)) for k in ("input_tokens", "output_tokens")) + sum(
+                _num(ingest.get(k)) for k in ("prompt_tokens", "completion_tokens")
+            )
+            ingest_ms = _num(ing.get("ingest_ms")) + _num(ing.get("ready_wait_ms"))
+        else:
+            label = str(row["mode"])
+            ingest_tokens = _num(row.get("summary_tokens"))
+            ingest_ms = _num((rec.get("summary") or {}).get("generation_ms"))
+        answer_ms = row.get("query_ms")
+        latency = None if answer_ms is None or answer_ms != answer_ms else ingest_ms + float(answer_ms)
+        quality = row.get(lead)
+        tokens = _num(row.get("prompt_tokens_total")) + _num(row.get("completion_tokens_total")) + ingest_tokens
+        groups.setdefault((f"{run} · " if run else "") + label, []).append(
+            (None if quality is None or quality != quality else float(quality), tokens, ingest_tokens, latency)
+        )
+    out = []
+    for label, xs in groups.items():
+        lat = [x[3] for x in xs if x[3] is not None]
+        out.append(
+            FrontierPoint(
+                label,
+                len(xs),
+                _mean(x[0] for x in xs),
+                float(np.mean([x[1] for x in xs])),
+                float(np.mean([x[2] for x in xs])),
+                float(np.median(lat)) if lat else None,
+            )
+        )
+    return out
+
+
+def frontier_table(points: Sequence[FrontierPoint], lead: str | None) -> Table:
+    t = Table(
+        "Quality, cost and latency frontier",
+        f"Every contestant of the run: `{lead}` (mean), tokens per question including ingest (the summary's "
+        "generation, a provider's ingest LLM tokens) and the median per question of ingest + answer time. "
+        "`frontier`: no other contestant has at least its quality with fewer tokens (the plot's dashed line).",
+        [
+            "contestant",
+            "cases",
+            lead or "quality",
+            "tokens / question",
+            "of which ingest",
+            "p50 ingest + answer ms",
+            "frontier",
+        ],
+    )
+    on = set(pareto(points))
+    for p in points:
+        t.rows.append(
+            [
+                p.label,
+                p.n,
+                p.quality,
+                f"{p.tokens:,.0f}",
+                f"{p.ingest_tokens:,.0f}",
+                p.latency_ms,
+                "yes" if p.label in on else "",
+            ]
+        )
+    return t
+
+
+def pareto(points: Sequence[FrontierPoint]) -> list[str]:
+    """The labels on the quality–tokens frontier, cheapest first: each has a higher quality than every cheaper one."""
+    out: list[str] = []
+    best = -math.inf
+    for p in sorted((p for p in points if p.quality is not None), key=lambda p: (p.tokens, -(p.quality or 0))):
+        if p.quality is not None and p.quality > best:
+            out.append(p.label)
+            best = p.quality
+    return out
+
+
 def memory_tables(
     records: Iterable[Mapping[str, Any]], lead: str | None, cost_answer: Mapping[tuple[str, str], float | None]
 ) -> list[Table]:
@@ -334,6 +457,71 @@ def compare_tables(runs: Sequence[Any]) -> list[Table]:
         records = load_records(Path(r.path) / RECORDS_FILE)
         cases += memory_cases(records, headline_metric(r.frame), cost_answer_of(r.df), run=r.label)
     return tables_of(cases)
+
+
+# The memory measurements the gate can check (docs/ci-gate.md), per memory contestant (mode). Directions:
+# reports/metrics.py AGGREGATES.
+PROVIDER_FAILURE = "memory provider '"  # how ProviderError names itself in a failed record's error
+
+
+def _provider_failed(rec: Mapping[str, Any]) -> bool:
+    return rec.get("status") not in ("ok", "scoring_failed") and PROVIDER_FAILURE in str(rec.get("error") or "")
+
+
+def memory_scoreboard(records: Sequence[Mapping[str, Any]], lead: str | None) -> dict[tuple[str, str], float]:
+    """`{(mode, metric): value}` of every memory contestant: `memory_turn_recall` / `memory_session_recall` (mean
+    recall_any at the largest k recorded, abstention left out), `memory_leaked_items` (items dated after the
+    question, summed), `memory_provider_failures` (cases the provider failed or timed out on), `memory_ingest_tokens`
+    (mean ingest LLM tokens per answered case), `memory_ingest_usd` (mean, only when every case reports it), and
+    `<lead>@with_provider_failures` (the headline metric with those cases counted as wrong). Empty without memory
+    contestants."""
+    cases = memory_cases(records, lead, {})
+    modes = {str(r.get("mode")) for r in records if _trace(r) or _provider_failed(r)}
+    out: dict[tuple[str, str], float] = {}
+    for mode in sorted(modes):
+        cs = [c for c in cases if c.mode == mode]
+        failed = sum(_provider_failed(r) for r in records if r.get("mode") == mode)
+        out[(mode, "memory_provider_failures")] = float(failed)
+        measured = [c for c in cs if c.gold and not c.abstention]
+        for level in ("turn", "session"):
+            ks = _ks(measured, level)
+            if ks:
+                out[(mode, f"memory_{level}_recall")] = float(
+                    np.mean([float(c.gold.get(ks[-1]) or 0) for c in measured if c.gold])
+                )
+        rs = [c.retrieval for c in cs if c.retrieval.get("name") == "memory_retrieve"]
+        if rs:
+            out[(mode, "memory_leaked_items")] = float(sum(int(r.get("after_as_of") or 0) for r in rs))
+        if cs:
+            out[(mode, "memory_ingest_tokens")] = float(
+                np.mean(
+                    [
+                        sum(_num(_provider_usage(c).get(k)) for k in ("input_tokens", "output_tokens"))
+                        + sum(_num(c.ingest.get(k)) for k in ("prompt_tokens", "completion_tokens"))
+                        for c in cs
+                    ]
+                )
+            )
+            if (usd := _usd([_provider_usage(c).get("cost_usd") for c in cs])) is not None:
+                out[(mode, "memory_ingest_usd")] = usd / len(cs)
+        scored = [c for c in cs if c.correct is not None]
+        if lead and (scored or failed):
+            out[(mode, f"{lead}@with_provider_failures")] = sum(bool(c.correct) for c in scored) / (
+                len(scored) + failed
+            )
+    return out
+
+
+def compare_frontier(runs: Sequence[Any]) -> list[FrontierPoint]:
+    """Every contestant of several runs as frontier points, labelled by run; none when no run has a memory
+    contestant (compare's output is then as before)."""
+    from harness.records import RECORDS_FILE, load_records
+    from reports.aggregate import headline_metric
+
+    loaded = [(r, load_records(Path(r.path) / RECORDS_FILE)) for r in runs]
+    if not any(_trace(rec) for _, records in loaded for rec in records):
+        return []
+    return [p for r, records in loaded for p in frontier_points(r.df, records, headline_metric(r.frame), run=r.label)]
 
 
 def tables_of(cases: Sequence[MemoryCase]) -> list[Table]:
@@ -385,4 +573,15 @@ def html(tables: Sequence[Table]) -> list[str]:
     return B
 
 
-__all__ = ["MemoryCase", "Table", "html", "markdown", "memory_cases", "memory_tables"]
+__all__ = [
+    "FrontierPoint",
+    "MemoryCase",
+    "Table",
+    "frontier_points",
+    "frontier_table",
+    "html",
+    "markdown",
+    "memory_cases",
+    "memory_tables",
+    "pareto",
+]

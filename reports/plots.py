@@ -208,3 +208,37 @@ def paired_deltas(table: pd.DataFrame, out_base: Path, *, title: str) -> list[Pa
     ax.set_title(title, fontsize=10)
     ax.grid(True, axis="x", alpha=0.3)
     return save(fig, out_base)
+
+
+def frontier(points: Sequence, out_base: Path, *, quality_label: str, pareto: Sequence[str] = ()) -> list[Path]:
+    """Quality against tokens per question including ingest (left, log x) and against the median ingest + answer
+    time (right, log x), one colour per contestant; the quality–tokens frontier (`pareto`, labels cheapest first)
+    dashed. `points`: reports.memory.FrontierPoint."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10.5, 4.5), dpi=120, sharey=True)
+    shown = [p for p in points if p.quality is not None]
+    colors = {p.label: f"C{i % 10}" for i, p in enumerate(shown)}
+    for p in shown:
+        left.scatter(max(p.tokens, 1.0), p.quality, color=colors[p.label], s=60, label=f"{p.label} (n={p.n})")
+        if p.latency_ms is not None:
+            right.scatter(max(p.latency_ms, 1.0), p.quality, color=colors[p.label], s=60)
+    by_label = {p.label: p for p in shown}
+    line = [by_label[lab] for lab in pareto if lab in by_label]
+    if len(line) > 1:
+        left.plot([max(p.tokens, 1.0) for p in line], [p.quality for p in line], ls="--", color="#555", lw=1)
+    for ax, xlabel in (
+        (left, "tokens / question incl. ingest (log)"),
+        (right, "p50 ingest + answer ms / question (log)"),
+    ):
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel(xlabel)
+        ax.grid(True, which="both", alpha=0.3)
+    left.set_ylabel(f"{quality_label} (mean)")
+    left.set_ylim(-0.05, 1.05)
+    fig.suptitle("Quality vs cost vs latency per contestant")
+    if shown:
+        right.legend(
+            *left.get_legend_handles_labels(), loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, frameon=False
+        )
+    return save(fig, out_base)

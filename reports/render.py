@@ -209,7 +209,7 @@ def build_report(run_dir: Path, *, prices: PriceTable | str | Path | None = None
     md = _markdown(ctx)
     # empty for a single-type run: its files stay exactly as before
     type_md, ctx.by_type_html = _by_type(frame, run_dir, out)
-    memory_md, ctx.memory_html = _memory(df, records, lead)  # empty without memory contestants
+    memory_md, ctx.memory_html = _memory(df, records, lead, run_dir, out)  # empty without memory contestants
     out["markdown"].write_text(md + type_md + memory_md)
     out["html"].write_text(_html(ctx))
     return out
@@ -232,12 +232,27 @@ def _by_type(frame: RunFrame, run_dir: Path, out: dict[str, Path]) -> tuple[str,
     )
 
 
-def _memory(df: pd.DataFrame, records: Sequence[dict[str, Any]], lead: str | None) -> tuple[str, list[str]]:
-    """The memory-systems section (reports/memory.py), Markdown and HTML; empty for runs without memory contestants."""
+def _memory(
+    df: pd.DataFrame, records: Sequence[dict[str, Any]], lead: str | None, run_dir: Path, out: dict[str, Path]
+) -> tuple[str, list[str]]:
+    """The memory-systems section (reports/memory.py), Markdown and HTML, with the frontier plot of every contestant
+    (frontier.png/svg); empty for runs without memory contestants."""
     from reports import memory
 
     tables = memory.memory_tables(records, lead, memory.cost_answer_of(df))
-    return memory.markdown(tables), memory.html(tables)
+    if not tables:
+        return "", []
+    points = memory.frontier_points(df, records, lead)
+    if not points:
+        return memory.markdown(tables), memory.html(tables)
+    paths = plots.frontier(points, run_dir / "frontier", quality_label=lead or "quality", pareto=memory.pareto(points))
+    out["plot_frontier"], out["plot_frontier_svg"] = paths[0], paths[1]
+    tables = [memory.frontier_table(points, lead), *tables]
+    md = memory.markdown(tables).replace(
+        "### Retrieval recall", f"![frontier]({paths[0].name}) ([svg]({paths[1].name}))\n\n### Retrieval recall", 1
+    )
+    html = memory.html(tables)
+    return md, [*html[:4], H.image(paths[0], "frontier"), *html[4:]]
 
 
 # --- The first screen: which mode wins, and at what cost ----------------------------------------------------

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from reports import html as H
 from reports import memory, plots
+from reports.aggregate import headline_metric
 from reports.compare import (
     COMPARE_NOTE,
     PairResult,
@@ -67,9 +68,16 @@ def compare_main(run_args: Sequence[str], *, out: str | None = None, pricing: st
         md.append(pair_markdown(p))
         md += [f"![{f.stem}]({f.name})" for f in figs[i] if f.suffix == ".png"] + [""]
     mem = memory.compare_tables(runs)  # the memory systems side by side; none without memory contestants
+    extra_html: list[str] = []
+    if points := memory.compare_frontier(runs):  # every contestant of every run on one frontier plot
+        lead = ", ".join(dict.fromkeys(str(headline_metric(r.frame)) for r in runs))
+        paths = plots.frontier(points, out_dir / "frontier", quality_label=lead, pareto=memory.pareto(points))
+        mem = [memory.frontier_table(points, lead), *mem]
+        md += [f"![frontier]({paths[0].name}) ([svg]({paths[1].name}))", ""]
+        extra_html.append(H.image(paths[0], "frontier"))
     text = "\n".join(md) + memory.markdown(mem)
     (out_dir / "compare.md").write_text(text)
-    (out_dir / "compare.html").write_text(_html(pairs, figs, memory.html(mem)))
+    (out_dir / "compare.html").write_text(_html(pairs, figs, extra_html + memory.html(mem)))
     (out_dir / "compare.json").write_text(dumps_json(pairs))
     print(text)
     print(f"written: {out_dir / 'compare.md'}, {out_dir / 'compare.html'}, {out_dir / 'compare.json'}")

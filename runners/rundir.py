@@ -36,7 +36,7 @@ _INTERPOLATION = re.compile(r"\$\{([^{}]*)\}")
 
 # Config roots whose overrides may name a run directory: the sections of configs/config.yaml and its groups.
 NAMED_ROOTS = frozenset(
-    "dataset model mode prompt summarizer retrieval scorers judge store experiment run wire generation client cache".split()
+    "dataset model mode memory prompt summarizer retrieval scorers judge store experiment run wire generation client cache".split()
 )
 MAX_NAME_BYTES = 255  # one path component (the common filesystem limit); names that fit are kept as they were
 _HASH_CHARS = 16

@@ -65,6 +65,7 @@ UNDECLARED_COMPONENTS: tuple[Setting, ...] = (
     Setting("memory.json_mode", bool),
     Setting("memory.generation.max_tokens", int, 1),
     Setting("memory.generation.temperature", float, **_TEMPERATURE),
+    Setting("memory.search", bool),  # configs/memory/summary*.yaml (harness/memory/summary_provider.py)
     Setting("retrieval.max_embed_tokens", int, 1),
     Setting("retrieval.embedder.dimensions", int, 1),
     Setting("cache.enabled", bool, results=False, named=True),

@@ -112,6 +112,12 @@ def test_mem0_stores_and_retrieves_through_its_own_pipeline(provider: Mem0Provid
     assert top.provenance is not None and (top.provenance.session_id, top.provenance.date) == ("s2", JUNE)
     assert top.provenance.turn_index is None  # a two-turn chunk has no single turn index
     assert got.usage.llm_calls == 0  # mem0's search makes no LLM call
+    # what mem0 stored for the unit (get_all): every extracted memory, with its session and date
+    stored = provider.stored("u1")
+    assert {i.text for i in stored} >= {"I moved to Lisbon in March."} and len(stored) >= 3
+    assert all(i.provenance and i.provenance.session_id in ("s1", "s2") and i.provenance.date for i in stored)
+    provider.setup("u2")
+    assert provider.stored("u2") == ()  # another unit's memories are never listed
 
 
 def test_as_of_hides_memories_dated_after_the_question(provider: Mem0Provider):

@@ -193,7 +193,7 @@ def test_a_failed_ingest_tears_the_unit_down() -> None:
     assert [(k, u.split(".")[0]) for k, u, _ in p.calls] == [("setup", "u"), ("teardown", "u")]
 
 
-@pytest.mark.parametrize("memory", ["bm25", "full_context"])
+@pytest.mark.parametrize("memory", ["bm25", "full_context", "summary", "summary_tools"])
 def test_mode_memory_runs_end_to_end_through_hydra(tmp_path, memory) -> None:
     rc, requests = run_fake(tmp_path, ["mode=memory", f"memory={memory}"])
     assert rc == 0
@@ -208,6 +208,19 @@ def test_mode_memory_runs_end_to_end_through_hydra(tmp_path, memory) -> None:
         assert r["usage"]["answer_calls"] == 1
     readers = [q for q in requests if "History Chats" in json.dumps(q.get("messages"))]
     assert len(readers) == 2  # one reader call per case, with LongMemEval's answer prompt
+    if memory.startswith("summary"):  # the summary engine ran at ingest, its cost the provider's ingest usage
+        for r in recs:
+            usage = r["ingest"]["trace"][0]["usage"]
+            assert usage["llm_calls"] >= 1 and usage["input_tokens"] > 0
+            items = r["tool_calls"][0]["items"]
+            assert "session_id" not in items[0]  # item 1: the summary, dated by the newest session it covers
+            assert items[0]["date"]
+        summaries = [
+            q
+            for q in requests
+            if "[Session date:" in (text := json.dumps(q.get("messages"))) and "History Chats" not in text
+        ]
+        assert len(summaries) == 2  # one generation per case
 
 
 def test_memory_configs_compose_into_fair_contestants() -> None:
@@ -313,3 +326,13 @@ def test_a_provider_with_its_own_llm_gets_the_runs_model_once_before_its_first_u
     assert provider.bound == [reader] and provider.calls[0][0] == "bind_model"
     assert [k for k, _, _ in provider.calls].count("setup") == 2
     ProviderContestant(Recorder(), ready_poll_s=0).ingest(CaseHistory.of(case, s), _kit(reader))  # no hook: fine
+
+
+def test_providers_of_one_multirun_get_their_own_run_directories() -> None:
+    """`-m memory=bm25,full_context` runs each provider in its own directory, named by its provider (the memory
+    group is result-bearing): they never collide on one directory's records."""
+    from runners.rundir import overrides_dirname
+
+    names = {m: overrides_dirname(["mode=memory", f"memory={m}"], []) for m in ("bm25", "full_context", "summary")}
+    assert names["bm25"] == "memory=bm25,mode=memory"
+    assert len(set(names.values())) == 3

@@ -113,6 +113,40 @@ def test_the_retrieval_trace_holds_gold_recall_and_whether_evidence_reached_the_
     assert first.tool_trace[0]["gold"]["shown_evidence_turn"] is True
 
 
+class Storing(BlackBox):
+    """A system that stores derived memories and lists them (as mem0's `get_all`): `keeps` says what it kept."""
+
+    def __init__(self, keeps: tuple[str, ...]) -> None:
+        super().__init__()
+        self.keeps = keeps
+
+    def stored(self, unit: str) -> tuple[MemoryItem, ...]:
+        return tuple(MemoryItem(t) for t in self.keeps)
+
+
+def test_what_a_storing_provider_kept_is_checked_against_the_evidence_after_ingest() -> None:
+    from reports.memory import _cause, memory_cases
+
+    forgot, _, _ = _run(Storing(("User wants a lentil soup recipe with cumin and carrots.",)))
+    assert forgot.trace[0]["stored"] == {"items": 1, "evidence_turn": False, "evidence_session": False}
+    kept, _, _ = _run(Storing(("User adopted a grey cat called Biscuit from the Oslo shelter.",)))
+    assert kept.trace[0]["stored"] == {"items": 1, "evidence_turn": True, "evidence_session": True}
+    plain, _, _ = _run(BlackBox())
+    assert "stored" not in plain.trace[0]  # a provider that cannot list what it stored: not measured
+
+    # a wrong answer with no evidence retrieved: "not stored" when the evidence was never kept, else "not retrieved"
+    def case(stored):
+        rec = _rec("q1", correct=0.0, gold=_g(False))
+        if stored is not None:
+            rec["ingest"]["trace"][0]["stored"] = stored
+        (c,) = memory_cases([rec], "lme_acc", {})
+        return _cause(c)
+
+    assert case(forgot.trace[0]["stored"]) == "not stored"
+    assert case(kept.trace[0]["stored"]) == "not retrieved"
+    assert case(None) == "not retrieved"
+
+
 def test_a_native_answer_is_measured_on_the_items_it_says_it_used_and_not_at_all_when_it_says_none() -> None:
     from harness.memory.provider import REQUIRED_CALLS, ProviderAnswer
 
@@ -201,6 +235,7 @@ def test_the_memory_section_tells_causes_leakage_costs_and_phase_percentiles_apa
         "provider (variant)": "memory: p (fair)",
         "scored": 6,
         "wrong": 5,
+        "not stored": 0,
         "not retrieved": 1,
         "retrieved, cut by the cap": 1,
         "shown, not used": 1,
@@ -247,9 +282,134 @@ def test_memory_run_reports_and_compare_hold_the_memory_section(tmp_path) -> Non
     for title in ("Wrong answers by cause", "Leakage audits", "Ingest apart from answer", "Latency per phase"):
         assert f"### {title}" in section and title in page
     assert 'id="memory"' in page
+    assert out["plot_frontier"].exists() and out["plot_frontier_svg"].exists()
+    assert "### Quality, cost and latency frontier" in section and "![frontier](frontier.png)" in section
+    assert "| memory: bm25 | 2 |" in section and 'alt="frontier"' in page
 
     assert compare_main([str(tmp_path / "bm25"), str(tmp_path / "full_context")], out=str(tmp_path / "cmp")) == 0
     cmp = (tmp_path / "cmp" / "compare.md").read_text()
     side = cmp[cmp.index("## Memory systems") :]
     assert "· memory: bm25 (fair) | all | 2 |" in side and "· memory: full_context (fair) | all | 2 |" in side
     assert "Memory systems" in (tmp_path / "cmp" / "compare.html").read_text()
+    # one frontier over both runs' contestants, each labelled by its run
+    assert (tmp_path / "cmp" / "frontier.png").exists() and "![frontier](frontier.png)" in cmp
+    front = side[side.index("### Quality, cost and latency frontier") :].split("###")[1]
+    assert front.count("· memory: bm25 | 2 |") == 1 and front.count("· memory: full_context | 2 |") == 1
+
+
+def test_the_frontier_counts_ingest_in_cost_and_time_for_modes_and_providers() -> None:
+    import pandas as pd
+
+    from reports.memory import frontier_points, frontier_table, pareto
+
+    mem = _rec("q1", correct=1.0, gold=_g(True), ingest_ms=1000.0)  # provider ingest: 400 + 100 tokens, 1 s
+    summ = {"question_id": "q1", "mode": "summary", "summary": {"generation_ms": 3000.0}}
+    cheap = {"question_id": "q1", "mode": "long_context"}
+    df = pd.DataFrame(
+        [
+            {
+                "question_id": "q1",
+                "mode": "memory",
+                "status": "ok",
+                "lme_acc": 1.0,
+                "prompt_tokens_total": 100,
+                "completion_tokens_total": 5,
+                "summary_tokens": None,
+                "query_ms": 200.0,
+            },
+            {
+                "question_id": "q1",
+                "mode": "summary",
+                "status": "ok",
+                "lme_acc": 1.0,
+                "prompt_tokens_total": 50,
+                "completion_tokens_total": 5,
+                "summary_tokens": 2000,
+                "query_ms": 100.0,
+            },
+            {
+                "question_id": "q1",
+                "mode": "long_context",
+                "status": "ok",
+                "lme_acc": 0.0,
+                "prompt_tokens_total": 10,
+                "completion_tokens_total": 5,
+                "summary_tokens": None,
+                "query_ms": 50.0,
+            },
+            {
+                "question_id": "q2",
+                "mode": "long_context",
+                "status": "failed",
+                "lme_acc": None,
+                "prompt_tokens_total": 0,
+                "completion_tokens_total": 0,
+                "summary_tokens": None,
+                "query_ms": None,
+            },
+        ]
+    )
+    points = {p.label: p for p in frontier_points(df, [mem, summ, cheap], "lme_acc")}
+    assert set(points) == {"memory: p", "summary", "long_context"}
+    m, s, lc = points["memory: p"], points["summary"], points["long_context"]
+    assert (m.tokens, m.ingest_tokens, m.latency_ms) == (605.0, 500.0, 1200.0)
+    assert (s.tokens, s.ingest_tokens, s.latency_ms) == (2055.0, 2000.0, 3100.0)
+    assert (lc.n, lc.quality, lc.tokens, lc.latency_ms) == (1, 0.0, 15.0, 50.0)  # the failed case left out
+    # the cheapest first; summary is as good as memory but dearer: not on the frontier
+    assert pareto(list(points.values())) == ["long_context", "memory: p"]
+    rows = {r[0]: r for r in frontier_table(list(points.values()), "lme_acc").rows}
+    assert rows["summary"][-1] == "" and rows["memory: p"][-1] == "yes"
+
+
+def test_the_memory_scoreboard_holds_recall_leaks_provider_failures_and_ingest_cost() -> None:
+    from reports.memory import memory_scoreboard
+
+    failed = {"question_id": "q9", "mode": "memory", "status": "failed", "error": "memory provider 'p': ingest failed"}
+    other = {"question_id": "q9", "mode": "summary", "status": "failed", "error": "timeout"}  # not a memory mode
+    records = [
+        _rec("q1", correct=1.0, gold=_g(True)),
+        _rec("q2", correct=0.0, gold=_g(False, session=True), after=2),
+        _rec("q3_abs", correct=1.0, gold=_g(False)),  # abstention: left out of recall, scored
+        failed,
+        other,
+    ]
+    board = memory_scoreboard(records, "lme_acc")
+    assert board == {
+        ("memory", "memory_provider_failures"): 1.0,
+        ("memory", "memory_turn_recall"): 0.5,
+        ("memory", "memory_session_recall"): 1.0,
+        ("memory", "memory_leaked_items"): 2.0,
+        ("memory", "memory_ingest_tokens"): 500.0,
+        ("memory", "memory_ingest_usd"): 0.002,
+        ("memory", "lme_acc@with_provider_failures"): 0.5,  # 2 right of 3 scored + 1 failed
+    }
+    assert memory_scoreboard([other], "lme_acc") == {}
+
+
+def test_the_gate_checks_the_memory_measurements_of_a_run(tmp_path) -> None:
+    from harness.testing.fake_openai import FakeOpenAIServer
+    from harness.testing.faults import FakeModel
+    from reports.gate import baseline_from_run, run_gate, write_baseline
+    from runners.cli import main
+    from tests.test_memory_contestant import FlakyBM25
+
+    conf = tmp_path / "conf" / "memory"
+    conf.mkdir(parents=True)
+    (conf / "flaky.yaml").write_text("_target_: tests.test_memory_contestant.FlakyBM25\nname: flaky\n")
+    FlakyBM25.failures = 0
+    args = [f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "mode=memory", "memory=flaky", "model=endpoint"]
+    args += ["model.model=fake-model", f"cache.path={tmp_path / 'c.sqlite'}", "run.progress=false", "dataset.limit=2"]
+    with FakeOpenAIServer(FakeModel()) as srv:
+        assert main(["run", f"hydra.run.dir={tmp_path / 'run'}", f"model.base_url={srv.base_url}", *args]) == 3
+    doc = baseline_from_run(tmp_path / "run")
+    checks = {c["metric"]: c for c in doc["checks"] if c["mode"] == "memory"}
+    assert checks["memory_provider_failures"] == {"mode": "memory", "metric": "memory_provider_failures", "max": 0}
+    assert checks["memory_leaked_items"]["max"] == 0
+    assert checks["memory_turn_recall"]["baseline"] == 1.0  # BM25 finds the oracle evidence turn
+    assert checks["memory_ingest_tokens"]["baseline"] == 0.0  # BM25 spends no LLM tokens ingesting
+    doc["checks"].append({"mode": "memory", "metric": "llm_score@with_provider_failures", "min": 0.9})
+    result = run_gate(write_baseline(doc, tmp_path / "base.yaml"), tmp_path / "run")
+    failed = {o.check.key for o in result.outcomes if o.failed}
+    # the provider's failed case fails its own check, and counts as wrong in the accuracy with those cases
+    assert failed == {"memory_provider_failures", "failed", "llm_score@with_provider_failures"}
+    assert {o.check.key for o in result.outcomes} >= {"memory_turn_recall", "memory_leaked_items"}

@@ -124,12 +124,16 @@ class ProviderContestant:
         """A provider that runs an LLM of its own while ingesting (mem0's fact extraction) gets the run's answer
         model once, before its first unit: its calls then go through the run's client (cache, accounting), and no
         second model server is needed. Optional: providers without `bind_model` are left alone."""
+        bind_kit = getattr(self.provider, "bind_toolkit", None)  # the summary engine's providers: the whole kit
         bind = getattr(self.provider, "bind_model", None)
-        if bind is None:
+        if bind is None and bind_kit is None:
             return
         with self._lock:
             if not self._bound:
-                bind(kit.model)
+                if bind_kit is not None:
+                    bind_kit(kit)
+                elif bind is not None:
+                    bind(kit.model)
                 self._bound = True
 
     @property
@@ -192,9 +196,31 @@ class ProviderContestant:
             "ready_wait_ms": round((time.perf_counter() - t0 - t_ingest) * 1000, 1),
             "ready_polls": polls,
         }
+        gold = Gold.of(history)
         with self._lock:
-            self._gold[unit] = Gold.of(history)
+            self._gold[unit] = gold
+        if (stored := self._stored(unit, gold)) is not None:
+            trace["stored"] = stored
         return Ingested(memory=unit, trace=[trace])
+
+    def _stored(self, unit: str, gold: Gold) -> dict[str, Any] | None:
+        """For a provider that stores derived memories and can list them (`stored(unit)`, e.g. mem0's `get_all`):
+        did any stored memory hold an evidence turn (session), by the gold mapping rule (harness/memory/gold.py)?
+        A wrong answer whose evidence was never stored is then `not stored` rather than `not retrieved`."""
+        listing = getattr(self.provider, "stored", None)
+        if listing is None:
+            return None
+        try:
+            items = self._call(lambda: listing(unit))
+        except ProviderError as e:  # not knowing what was stored loses that measurement only, never the case
+            log.warning("%s", e)
+            return {"error": str(e)}
+        labels = [gold.label(i.text, i.provenance) for i in items]
+        return {
+            "items": len(items),
+            "evidence_turn": any(gold.hits_turn(x) for x in labels) if gold.evidence_turns else None,
+            "evidence_session": any(gold.hits_session(x) for x in labels) if gold.evidence_sessions else None,
+        }
 
     def answer(self, memory: Any, question: Question, kit: Toolkit) -> Answer:
         try:

@@ -122,7 +122,10 @@ def usage_of(d: Any, where: str) -> Usage:
         return Usage()
     if not isinstance(d, dict):
         raise ShapeError(f"{where}: expected an object, got {type(d).__name__}")
-    ints = {k: _opt(d, k, int, where) or 0 for k in ("input_tokens", "output_tokens", "embedding_tokens", "llm_calls")}
+    ints = {
+        k: _opt(d, k, int, where) or 0
+        for k in ("input_tokens", "output_tokens", "embedding_tokens", "llm_calls", "cached_llm_calls")
+    }
     cost = _opt(d, "cost_usd", (int, float), where)
     return Usage(**ints, cost_usd=None if cost is None else float(cost))
 

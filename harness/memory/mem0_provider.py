@@ -147,7 +147,31 @@ def _usage(calls: Sequence[ChatResult], embeddings: Sequence[dict[str, Any]]) ->
         output_tokens=sum(c.usage.completion_tokens for c in calls),
         embedding_tokens=sum(int((e.get("usage") or {}).get("prompt_tokens") or 0) for e in embeddings),
         llm_calls=len(calls),
+        cached_llm_calls=sum(c.cached for c in calls),
     )
+
+
+STORED_LIMIT = 10_000  # memories listed per unit by `stored` (an oracle unit holds tens)
+
+
+def _items(found: Any) -> tuple[MemoryItem, ...]:
+    """mem0's results as contract items: the memory text, its score, its session, turn and date."""
+    items = []
+    for r in (found or {}).get("results", []):
+        meta = r.get("metadata") or {}
+        single = meta.get("turn_start") is not None and meta.get("turn_start") == meta.get("turn_end")
+        items.append(
+            MemoryItem(
+                text=r["memory"],
+                score=r.get("score"),
+                provenance=Provenance(
+                    session_id=meta.get("session_id"),
+                    turn_index=meta["turn_start"] if single else None,  # a chunk of turns has no one index
+                    date=meta.get("session_date"),
+                ),
+            )
+        )
+    return tuple(items)
 
 
 def _epoch(date: str) -> int:
@@ -288,22 +312,15 @@ class Mem0Provider(ProviderBase):
         filters: dict[str, Any] = {**scope, "session_ts": {"lte": _epoch(as_of)}}
         with self._counted("retrieve", unit) as (calls, embeddings):
             found = self.memory.search(query, top_k=top_k, filters=filters, threshold=self.threshold)
-        items = []
-        for r in found.get("results", []):
-            meta = r.get("metadata") or {}
-            single = meta.get("turn_start") is not None and meta.get("turn_start") == meta.get("turn_end")
-            items.append(
-                MemoryItem(
-                    text=r["memory"],
-                    score=r.get("score"),
-                    provenance=Provenance(
-                        session_id=meta.get("session_id"),
-                        turn_index=meta["turn_start"] if single else None,  # a chunk of turns has no one index
-                        date=meta.get("session_date"),
-                    ),
-                )
-            )
-        return Retrieval(tuple(items), usage=_usage(calls, embeddings))
+        return Retrieval(_items(found), usage=_usage(calls, embeddings))
+
+    def stored(self, unit: str) -> tuple[MemoryItem, ...]:
+        """Every memory mem0 stored for the unit (`get_all`), with provenance: what ingest kept, for the failure
+        breakdown's "not stored" (harness/memory/contestant.py). Not a contract call: a Python provider's option."""
+        scope = self._scope("stored", unit)
+        with self._counted("stored", unit):
+            found = self.memory.get_all(filters=dict(scope), top_k=STORED_LIMIT)
+        return _items(found)
 
     def teardown(self, unit: str) -> None:
         if self._runs.pop(unit, None) is None:

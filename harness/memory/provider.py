@@ -94,6 +94,8 @@ class Usage:
     embedding_tokens: int = 0
     llm_calls: int = 0
     cost_usd: float | None = None
+    # of `llm_calls`, those served from a cache (a resumed run replaying what it had paid for): not spent again
+    cached_llm_calls: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         cost = (
@@ -105,6 +107,7 @@ class Usage:
             self.embedding_tokens + other.embedding_tokens,
             self.llm_calls + other.llm_calls,
             cost,
+            self.cached_llm_calls + other.cached_llm_calls,
         )
 
 
