@@ -158,9 +158,10 @@ def test_every_package_is_type_checked():
 
 
 def test_the_checks_find_a_planted_upward_import_and_cycle(tmp_path):
+    # module names that tests/relayout never renames, so a re-applied layout leaves this fixture as it is
     files = {
         "harness/__init__.py": "",
-        "harness/low.py": "def f():\n    from runners.cli import main  # upward, and lazy\n",
+        "harness/low.py": "def f():\n    from runners.replay import run  # upward, and lazy\n",
         "harness/a.py": "from harness import b\n",
         "harness/b.py": "import harness.a\n",
         "harness/testing/__init__.py": "",
@@ -168,11 +169,11 @@ def test_the_checks_find_a_planted_upward_import_and_cycle(tmp_path):
         "reports/__init__.py": "",
         "reports/render.py": "from harness.testing.fake import f\n",
         "runners/__init__.py": "",
-        "runners/cli.py": "from reports.render import f\nfrom harness.a import _private\n",
-        "runners/replay.py": "from commands.cli import main  # the pipeline never drives a command\n",
+        "runners/replay.py": "from reports.render import f\nfrom harness.a import _private\n",
+        "runners/components.py": "from commands.cli import main  # the pipeline never drives a command\n",
         "commands/__init__.py": "",
-        "commands/cli.py": "from runners.cli import f\nfrom harness.testing import fake\n",
-        "scripts/tool.py": "from runners.cli import main\n",
+        "commands/cli.py": "from runners.replay import f\nfrom harness.testing import fake\n",
+        "scripts/tool.py": "from commands.cli import main\n",
         "studies/study.py": "from harness.testing import fake\n",
     }
     for rel, text in files.items():
@@ -182,12 +183,12 @@ def test_the_checks_find_a_planted_upward_import_and_cycle(tmp_path):
     assert _upward(edges) == [
         ("commands.cli", "harness.testing"),
         ("commands.cli", "harness.testing.fake"),
-        ("harness.low", "runners.cli"),
+        ("harness.low", "runners.replay"),
         ("reports.render", "harness.testing.fake"),
-        ("runners.replay", "commands.cli"),
+        ("runners.components", "commands.cli"),
     ]
     assert _cycles(edges) == [frozenset({"harness.a", "harness.b"})]
-    assert private == {("runners.cli", "harness.a", "_private")}
+    assert private == {("runners.replay", "harness.a", "_private")}
     assert _kit_imports(edges) == [  # the studies may use it
         ("commands.cli", "harness.testing"),
         ("commands.cli", "harness.testing.fake"),
