@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import importlib
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("harness",),  # the library: dataset, sessions, retrieval, LLM client, records, scorers, settings
     ("reports",),  # records → aggregates → report files
-    ("runners",),  # the run pipeline and the command line that drives it
+    ("runners",),  # the run pipeline: config → components → (case, contestant) pairs → records → scores
+    ("commands",),  # the `lme-harness` commands (commands/cli.py), each driving the pipeline or the reports
     ("harness.testing",),  # test doubles built on the production code (the tests' and the studies' fakes)
     ("scripts", "studies"),  # tooling and measurement studies, on top of everything
 )
@@ -127,25 +129,39 @@ def test_no_private_names_imported_across_modules():
     assert private <= KNOWN_PRIVATE, f"private cross-module imports: {sorted(private - KNOWN_PRIVATE)}"
 
 
+KIT = "harness.testing"
+
+
+def _kit_imports(edges: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """(production module, test-kit module) pairs: production is every layer below the kit's."""
+    return sorted(
+        (m, d)
+        for m, deps in edges.items()
+        if _layer(m) < _layer(KIT)
+        for d in deps
+        if d == KIT or d.startswith(KIT + ".")
+    )
+
+
 def test_production_code_never_imports_the_test_kit():
     """harness/testing/ holds test doubles built on production code (the loopback server is production:
     harness/llm/loopback.py, used by the replay gate); no production module may depend on them."""
     edges, _ = _imports(_modules())
-    kit = "harness.testing"
-    bad = sorted(
-        (m, d)
-        for m, deps in edges.items()
-        if _layer(m) < _layer(kit)
-        for d in deps
-        if d == kit or d.startswith(kit + ".")
-    )
-    assert not bad, f"production modules import the test kit: {bad}"
+    assert not _kit_imports(edges), f"production modules import the test kit: {_kit_imports(edges)}"
+
+
+def test_every_package_is_type_checked():
+    """mypy's `files` (pyproject.toml) name every package of LAYERS that exists: no package escapes the types."""
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        files = set(tomllib.load(f)["tool"]["mypy"]["files"])
+    assert {p for p in PACKAGES if (ROOT / p).is_dir()} <= files
 
 
 def test_the_checks_find_a_planted_upward_import_and_cycle(tmp_path):
+    # module names that tests/relayout never renames, so a re-applied layout leaves this fixture as it is
     files = {
         "harness/__init__.py": "",
-        "harness/low.py": "def f():\n    from runners.cli import main  # upward, and lazy\n",
+        "harness/low.py": "def f():\n    from runners.replay import run  # upward, and lazy\n",
         "harness/a.py": "from harness import b\n",
         "harness/b.py": "import harness.a\n",
         "harness/testing/__init__.py": "",
@@ -153,17 +169,31 @@ def test_the_checks_find_a_planted_upward_import_and_cycle(tmp_path):
         "reports/__init__.py": "",
         "reports/render.py": "from harness.testing.fake import f\n",
         "runners/__init__.py": "",
-        "runners/cli.py": "from reports.render import f\nfrom harness.a import _private\n",
-        "scripts/tool.py": "from runners.cli import main\n",
+        "runners/replay.py": "from reports.render import f\nfrom harness.a import _private\n",
+        "runners/components.py": "from commands.cli import main  # the pipeline never drives a command\n",
+        "commands/__init__.py": "",
+        "commands/cli.py": "from runners.replay import f\nfrom harness.testing import fake\n",
+        "scripts/tool.py": "from commands.cli import main\n",
         "studies/study.py": "from harness.testing import fake\n",
     }
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
     edges, private = _imports(_modules(tmp_path))
-    assert _upward(edges) == [("harness.low", "runners.cli"), ("reports.render", "harness.testing.fake")]
+    assert _upward(edges) == [
+        ("commands.cli", "harness.testing"),
+        ("commands.cli", "harness.testing.fake"),
+        ("harness.low", "runners.replay"),
+        ("reports.render", "harness.testing.fake"),
+        ("runners.components", "commands.cli"),
+    ]
     assert _cycles(edges) == [frozenset({"harness.a", "harness.b"})]
-    assert private == {("runners.cli", "harness.a", "_private")}
+    assert private == {("runners.replay", "harness.a", "_private")}
+    assert _kit_imports(edges) == [  # the studies may use it
+        ("commands.cli", "harness.testing"),
+        ("commands.cli", "harness.testing.fake"),
+        ("reports.render", "harness.testing.fake"),
+    ]
 
 
 def _path_hacks(mods: dict[str, Path]) -> list[str]:
