@@ -8,7 +8,7 @@ from setuptools import find_namespace_packages, find_packages, setup
 CONFIG_GROUPS = [f"lme_configs.{p}" for p in find_namespace_packages(where="configs")]
 
 setup(
-    packages=[*find_packages(include=["harness*", "runners*", "reports*"]), "lme_configs", *CONFIG_GROUPS],
+    packages=[*find_packages(include=["harness*", "runners*", "commands*", "reports*"]), "lme_configs", *CONFIG_GROUPS],
     package_dir={"lme_configs": "configs"},
     package_data={"lme_configs": ["*.yaml"], **{g: ["*.yaml"] for g in CONFIG_GROUPS}},
 )

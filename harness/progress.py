@@ -2,7 +2,7 @@
 (CI logs), at least every NON_TTY_INTERVAL_S.
 
 `Ticker` writes the lines; `step` shows a one-time step's elapsed time while it blocks (model load, embedder
-distillation). The run's pairs line is runners/progress.py. A command turns the console progress on or off once
+distillation). The run's pairs line is runners/progress_line.py. A command turns the console progress on or off once
 (`configure`, from `run.progress`); the clock, interval and stream are injectable so tests are not timed.
 """
 

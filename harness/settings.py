@@ -10,7 +10,7 @@ The rule, one default per setting:
 - a setting the yaml does not list (or lists as null, "the built-in default") has its default on the
   dataclass field here (or on `RecordBounds`), and the yaml does not restate it.
 Each setting is declared once (`Setting`: type, valid values, whether results depend on it), as `setting(...)`
-metadata on its dataclass field here (or in the component's dataclass), or as one line in runners/settings.py for
+metadata on its dataclass field here (or in the component's dataclass), or as one line in runners/setting_rules.py for
 components that are not such dataclasses. Validation before a run (one error naming the bad key), the run
 fingerprint's non-result keys and the run directory's name exclusions are computed from those declarations.
 """
@@ -36,7 +36,7 @@ class RunConfigError(ValueError):
 
 
 def _typed(key: str, value: Any, kind: type) -> Any:
-    """`value` as `kind`, or one RunConfigError naming `key` (a program that skipped runners/settings.py)."""
+    """`value` as `kind`, or one RunConfigError naming `key` (a program that skipped runners/setting_rules.py)."""
     if (
         value is None
         or (kind in (int, float) and isinstance(value, bool))
@@ -97,7 +97,7 @@ TEMPERATURE_MAX = 2.0  # the OpenAI API's range; llama.cpp accepts it too
 @dataclass(frozen=True)
 class Setting:
     """One setting's declaration: its key, type, valid values and whether it changes results. Validation
-    (runners/settings.py), the run fingerprint's non-result keys (runners/fingerprint.py) and the run directory's
+    (runners/setting_rules.py), the run fingerprint's non-result keys (runners/fingerprint.py) and the run directory's
     name exclusions (runners/rundir.py) are all computed from these; the default is the YAML's (or, for a key the
     YAML does not list, the dataclass field's), never restated here."""
 
@@ -294,7 +294,7 @@ class RunSettings:
     concurrency: int = field(metadata=setting(minimum=1, required=True, results=False))
     progress: bool = field(metadata=setting(results=False))
     share_summary: bool = field(metadata=setting())
-    reference_latency: Any = field(metadata=setting())  # auto, true or false: runners/settings.py checks it
+    reference_latency: Any = field(metadata=setting())  # auto, true or false: runners/setting_rules.py checks it
     max_consecutive_failures: int | None = field(metadata=setting(minimum=0, results=False))
     max_reply_chars: int | None = field(metadata=setting(minimum=1))
     max_record_field_chars: int | None = field(metadata=setting(minimum=1))

@@ -337,7 +337,7 @@ DEFAULT_POLICY: dict[str, dict[str, Any]] = {
     "long_context/prompt_tokens_total": {"exact": True},
     "long_context/answer_calls": {"exact": True},
     "summary/answer_calls": {"exact": True},
-    # memory contestants (reports/memory.py memory_scoreboard): no provider failure, no leak; recall and ingest
+    # memory contestants (reports/memory_systems.py memory_scoreboard): no provider failure, no leak; recall and ingest
     # tokens with the tolerances of the quality and token figures
     "memory_provider_failures": {"max": 0},
     "memory_leaked_items": {"max": 0},
@@ -420,9 +420,9 @@ POLICIES: dict[str, Mapping[str, Mapping[str, Any]]] = {
 
 
 def memory_board(run: Any) -> dict[tuple[str, str], float]:
-    """The memory measurements of a run's memory contestants (reports/memory.py), gated like any metric."""
+    """The memory measurements of a run's memory contestants (reports/memory_systems.py), gated like any metric."""
     from reports.aggregate import headline_metric
-    from reports.memory import memory_scoreboard
+    from reports.memory_systems import memory_scoreboard
 
     return memory_scoreboard(run.records, headline_metric(run.frame))
 

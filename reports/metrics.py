@@ -125,7 +125,7 @@ AGGREGATES: tuple[MetricSpec, ...] = (
     _m("load_case_share", True, "cases with a load", COUNT, "share of cases with >= 1 load"),
     _m("n_search_total", False, "searches", TOKENS, "searches in the run"),
     _m("n_load_total", False, "loads", TOKENS, "loads in the run"),
-    # memory contestants (reports/memory.py memory_scoreboard)
+    # memory contestants (reports/memory_systems.py memory_scoreboard)
     _m("memory_turn_recall", True, "memory: turn recall", COUNT, "gold evidence turn among the retrieved items"),
     _m("memory_session_recall", True, "memory: session recall", COUNT, "gold evidence session among the items"),
     _m("memory_leaked_items", False, "memory: items after the question", TOKENS, "items dated after the question"),

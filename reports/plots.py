@@ -213,7 +213,7 @@ def paired_deltas(table: pd.DataFrame, out_base: Path, *, title: str) -> list[Pa
 def frontier(points: Sequence, out_base: Path, *, quality_label: str, pareto: Sequence[str] = ()) -> list[Path]:
     """Quality against tokens per question including ingest (left, log x) and against the median ingest + answer
     time (right, log x), one colour per contestant; the quality–tokens frontier (`pareto`, labels cheapest first)
-    dashed. `points`: reports.memory.FrontierPoint."""
+    dashed. `points`: reports.memory_systems.FrontierPoint."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(10.5, 4.5), dpi=120, sharey=True)
     shown = [p for p in points if p.quality is not None]
     colors = {p.label: f"C{i % 10}" for i, p in enumerate(shown)}

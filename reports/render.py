@@ -235,9 +235,9 @@ def _by_type(frame: RunFrame, run_dir: Path, out: dict[str, Path]) -> tuple[str,
 def _memory(
     df: pd.DataFrame, records: Sequence[dict[str, Any]], lead: str | None, run_dir: Path, out: dict[str, Path]
 ) -> tuple[str, list[str]]:
-    """The memory-systems section (reports/memory.py), Markdown and HTML, with the frontier plot of every contestant
+    """The memory-systems section (reports/memory_systems.py), Markdown and HTML, with the frontier plot of every contestant
     (frontier.png/svg); empty for runs without memory contestants."""
-    from reports import memory
+    from reports import memory_systems as memory
 
     tables = memory.memory_tables(records, lead, memory.cost_answer_of(df))
     if not tables:

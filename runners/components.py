@@ -26,8 +26,8 @@ from harness.storage import StorageError
 from runners.modes import contestants_from_config
 from runners.reference_latency import reference_latency_setting
 from runners.run_config import RunConfig
-from runners.settings import RunConfigError
-from runners.stores import open_pg_cache, retrieval_overrides, session_store
+from runners.setting_rules import RunConfigError
+from runners.store_backend import open_pg_cache, retrieval_overrides, session_store
 from runners.summaries import SummaryProvider
 from runners.wire import WireShape
 

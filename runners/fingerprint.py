@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness import secrets
 from harness.records import RECORDS_FILE
 from harness.storage import write_text_atomic
-from runners.settings import ENDPOINT_KEYS, RunConfigError, non_result_keys
+from runners.setting_rules import ENDPOINT_KEYS, RunConfigError, non_result_keys
 
 # Keys that do not change results (a run directory may be resumed when only these differ): from the declarations.
 NON_RESULT_KEYS = non_result_keys()

@@ -20,7 +20,7 @@ def contestants_from_config(mode_cfg: Mapping[str, Any]) -> list[Contestant]:
     rows). Any class with `name`, `ingest` and `answer` (harness/contestants/base.py) can be a `_target_`."""
     from hydra.utils import instantiate
 
-    from runners.settings import RunConfigError
+    from runners.setting_rules import RunConfigError
 
     out = []
     for key, node in mode_cfg.items():

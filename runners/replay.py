@@ -53,12 +53,12 @@ from runners.console import log_failure
 from runners.fingerprint import check_fingerprint, fingerprint
 from runners.interrupt import RunInterrupted, StopRequest
 from runners.lifecycle import FAILURE_NOTE, RunStopped, RunSummary
-from runners.progress import PairProgress
+from runners.pair_scoring import apply_scores, rescore_pending
+from runners.progress_line import PairProgress
 from runners.provenance import host_info, invocations, provenance, utc_now
 from runners.reference_latency import appended_event_texts, embed_appended, latency_fields, should_measure
 from runners.run_config import RunConfig
-from runners.scoring import apply_scores, rescore_pending
-from runners.settings import RunConfigError
+from runners.setting_rules import RunConfigError
 from runners.skeleton import Clients, RunSkeleton, run_skeleton
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 `RunConfig.build(cfg)` runs right after composition (in the run skeleton, so an invalid config leaves the failure
 note like any failure before the run starts; the plan builds it before loading data): it validates every declared
-setting once (runners/settings.py), builds each settings object once, and from then on the pipeline receives it
+setting once (runners/setting_rules.py), builds each settings object once, and from then on the pipeline receives it
 instead of the raw config. What it holds:
 
 - typed settings for what the pipeline itself reads (`run`, `client`, `generation`, `wire`, `bounds`, `cache`,
@@ -24,7 +24,7 @@ from omegaconf import DictConfig
 from harness.bounds import RecordBounds
 from harness.settings import ClientSettings, GenerationSettings, RunSettings, judge_model
 from runners.fingerprint import fingerprint
-from runners.settings import RunConfigError, validate_settings
+from runners.setting_rules import RunConfigError, validate_settings
 from runners.wire import WireShape
 
 STORE_KINDS = ("sqlite", "postgres")
@@ -46,7 +46,7 @@ class CacheSettings:
 
 @dataclass(frozen=True)
 class StoreSettings:
-    """`store:`: where shared state lives (runners/stores.py; docs/cluster.md). Absent: SQLite files."""
+    """`store:`: where shared state lives (runners/store_backend.py; docs/cluster.md). Absent: SQLite files."""
 
     kind: str = "sqlite"
     dsn: str = ""

@@ -3,7 +3,7 @@
 configs/config.yaml names a run `runs/${lme.run_name:${run.name}}/${lme.run_dirname:}`. Hydra's own
 override_dirname is the raw override text (so any value, a key included, became a path). This resolver names
 a run by the overrides of declared result-bearing settings only (`NAMED_ROOTS`, minus the declared exclusions
-of runners/settings.py `dirname_exclusions`, secret and `*_env` fields and URLs), with plain values (no interpolation, no URL); every other override is represented by
+of runners/setting_rules.py `dirname_exclusions`, secret and `*_env` fields and URLs), with plain values (no interpolation, no URL); every other override is represented by
 a hash of its *key* alone (`other=<hash>`), never its value. For ordinary overrides the name is the one Hydra
 wrote, so existing runs resume in their directory. A name over `MAX_NAME_BYTES` is cut and ends with a hash of
 the whole, so it is always one valid path component.
@@ -23,7 +23,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf
 
 from harness import secrets
-from runners.settings import dirname_exclusions
+from runners.setting_rules import dirname_exclusions
 
 
 class RunNameError(ValueError):
@@ -156,7 +156,7 @@ def _run_dirname(*, _root_: Any) -> str:
     hydra = _root_.hydra
     conf = hydra.job.config.override_dirname
     task = OmegaConf.to_container(hydra.overrides.task, resolve=False)
-    # The declarations' exclusions (runners/settings.py); configs/config.yaml's exclude_keys states the same list
+    # The declarations' exclusions (runners/setting_rules.py); configs/config.yaml's exclude_keys states the same list
     # for Hydra's own override_dirname (tests/test_settings_declared.py keeps the two equal).
     assert isinstance(task, list)  # a Hydra list of strings
     return overrides_dirname(list(task), list(dirname_exclusions()), str(conf.item_sep), str(conf.kv_sep))

@@ -5,10 +5,10 @@ work, in one place. `run` (and so the replay gate, which is a `run` against the 
 - the run directory's lock (one process at a time writes it: harness/runlock.py);
 - the failure note: anything raised before the run started leaves only FAILED.txt, after it the note says the
   run stopped (runners/lifecycle.py); an interrupted run leaves none (run.json says "interrupted");
-- the response cache (runners/stores.py picks SQLite or PostgreSQL), closed with the skeleton;
+- the response cache (runners/store_backend.py picks SQLite or PostgreSQL), closed with the skeleton;
 - the answer and judge clients: the endpoints opened (an embedded server started) and closed with the skeleton,
   one client each through `make_client`, and their preflight; for a plan, the same clients with the stand-in
-  in place of the endpoint (runners/plan.py `planning_client`), so requests and cache keys are the client's own;
+  in place of the endpoint (commands/plan.py `planning_client`), so requests and cache keys are the client's own;
 - `start`: the point after which the run has started (the note of an earlier failed start removed, the
   fingerprint written) and the record writer;
 - the server watch over the clients' embedded servers, the progress ticker, and the stop signals.

@@ -114,7 +114,7 @@ def _quiet() -> Iterator[None]:
 
 
 def _cli(*argv: str) -> int:
-    from runners.cli import main
+    from commands.cli import main
 
     with _quiet():
         return main(list(argv))
@@ -186,7 +186,7 @@ def produce(work: Path) -> dict[str, Path]:
     )
     _expect(code, 0, "replay")
     gate_out = io.StringIO()
-    from runners.cli import main
+    from commands.cli import main
 
     with contextlib.redirect_stdout(gate_out), contextlib.redirect_stderr(io.StringIO()):
         code = main(["gate", "--baseline", str(ROOT / "baselines" / "ci_replay.yaml"), str(out["gate_replay"])])
@@ -301,7 +301,7 @@ def identities(work: Path) -> dict[str, str]:
 
     from hydra import compose, initialize_config_dir
 
-    from runners.cli import CONFIG_DIR
+    from commands.cli import CONFIG_DIR
     from runners.fingerprint import fingerprint
     from runners.rundir import register_resolvers
 

@@ -14,9 +14,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from commands.cli import main as cli
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
-from runners.cli import main as cli
 
 
 def _timed(argv: list[str]) -> tuple[float, float]:

@@ -7,7 +7,7 @@ set -u
 RUN=${1:-/tmp/lme-sigint-stop}; shift || true
 rm -rf "$RUN"
 PY=${PYTHON:-.venv/bin/python}
-$PY -m runners.cli run model=smollm2_135m dataset.limit=2 generation.max_tokens=48 judge=longmemeval \
+$PY -m commands.cli run model=smollm2_135m dataset.limit=2 generation.max_tokens=48 judge=longmemeval \
   cache.enabled=false "hydra.run.dir=$RUN" "$@" >"$RUN.out" 2>"$RUN.err" &
 PID=$!
 until grep -q "^pairs " "$RUN.err" 2>/dev/null; do

@@ -66,7 +66,7 @@ def fake_server(*, latency_s: float = 0.0, usage: str = "chars4", mix: str | Non
 
 def run_harness(args: Sequence[str], *, env: dict[str, str] | None = None, log: Path | None = None) -> dict[str, Any]:
     """`lme-harness ARGS` as a child process: exit code, wall seconds, peak RSS (MiB) of the harness process."""
-    cmd = [sys.executable, "-m", "runners.cli", *args]
+    cmd = [sys.executable, "-m", "commands.cli", *args]
     out = open(log, "wb") if log else None
     t0 = time.perf_counter()
     proc = subprocess.Popen(

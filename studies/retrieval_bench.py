@@ -3,7 +3,7 @@
     python -m studies.retrieval_bench                       # all presets, the 64 answerable _s cases
     python -m studies.retrieval_bench --presets bm25 default --limit 10 --out runs/retrieval_bench
 
-Part 1 is `lme-harness retrieval-eval dataset=s` (runners/retrieval_eval.py). Part 2 times, per preset,
+Part 1 is `lme-harness retrieval-eval dataset=s` (commands/retrieval_eval.py). Part 2 times, per preset,
 a cold index build of every case (median of `--repeats` for the largest case) and `--queries` searches per
 case (the question plus its keyword form and two-word slices) after indexing; numbers are wall time on
 this machine, single process.
@@ -27,9 +27,9 @@ def timing(presets: list[str], cases, repeats: int, n_queries: int) -> dict[str,
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
+    from commands.retrieval_eval import preset_config
     from harness.retrieval import text as tx
     from harness.retrieval.evaluation import hidden_session
-    from runners.retrieval_eval import preset_config
 
     out: dict[str, dict[str, float]] = {}
     largest = max(cases, key=lambda c: c.n_turns)
@@ -71,7 +71,7 @@ def timing(presets: list[str], cases, repeats: int, n_queries: int) -> dict[str,
 def main(argv: list[str] | None = None) -> None:
     from hydra import compose, initialize_config_dir
 
-    from runners.retrieval_eval import DEFAULT_PRESETS, run_retrieval_eval
+    from commands.retrieval_eval import DEFAULT_PRESETS, run_retrieval_eval
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--presets", nargs="+", default=list(DEFAULT_PRESETS))
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
         print(md.read_text())
     from hydra.utils import instantiate
 
-    from runners.retrieval_eval import answerable
+    from commands.retrieval_eval import answerable
 
     cases, _ = instantiate(cfg.dataset).load()
     cases = answerable(cases)[: args.limit or None]

@@ -312,9 +312,9 @@ def main(argv: list[str] | None = None) -> None:
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
+    from commands.retrieval_eval import answerable
     from harness.data.longmemeval import LongMemEvalSource
     from harness.retrieval.evaluation import evaluate_case
-    from runners.retrieval_eval import answerable
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="runs/retrieval_ceiling")

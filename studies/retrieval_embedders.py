@@ -28,12 +28,12 @@ def make_embedder(name: str):
 
 
 def main(argv: list[str] | None = None) -> None:
+    from commands.retrieval_eval import answerable
     from harness.data.longmemeval import LongMemEvalSource
     from harness.retrieval.config import preset
     from harness.retrieval.evaluation import evaluate_case, summarize
     from harness.retrieval.retriever import Retriever
     from harness.session.tokens import o200k_counter
-    from runners.retrieval_eval import answerable
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--embedders", nargs="+", default=["static"])

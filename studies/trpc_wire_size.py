@@ -38,8 +38,8 @@ def search_tokens(preset: str, cases, counter) -> dict[str, list[int]]:
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
+    from commands.retrieval_eval import preset_config
     from harness.session.boundary import SummaryBoundary
-    from runners.retrieval_eval import preset_config
     from runners.wire import WireShape
 
     retriever = instantiate(OmegaConf.merge(preset_config(preset, OmegaConf.create({})), {"store": None}))

@@ -18,9 +18,9 @@ def conf_dir(tmp_path: Path, group: str, files: dict[str, str]) -> Path:
 
 def run_fake(tmp_path: Path, overrides: list[str], *, conf: Path | None = None) -> tuple[int, list[dict[str, Any]]]:
     """(exit code, the requests the fake endpoint received) of `lme-harness run` with `overrides`."""
+    from commands.cli import main
     from harness.testing.fake_openai import FakeOpenAIServer
     from harness.testing.faults import FakeModel
-    from runners.cli import main
 
     search = [f"hydra.searchpath=[file://{conf}]"] if conf is not None else []
     with FakeOpenAIServer(FakeModel()) as srv:

@@ -110,7 +110,7 @@ def test_every_package_is_checked():
     on_disk = {p.name for p in ROOT.iterdir() if p.is_dir() and any(p.glob("*.py"))} - {"tests", "configs"}
     assert on_disk <= set(PACKAGES), f"packages in no layer: {sorted(on_disk - set(PACKAGES))}"
     mods = _modules()
-    assert {"harness.records", "reports.render", "runners.cli", "harness.testing.faults"} <= mods.keys()
+    assert {"harness.records", "reports.render", "commands.cli", "harness.testing.faults"} <= mods.keys()
     assert any(m.startswith("studies.") for m in mods) and any(m.startswith("scripts.") for m in mods)
 
 

@@ -10,9 +10,9 @@ import socket
 
 import pytest
 
+from commands.cli import main
 from harness.testing.fake_openai import FakeOpenAIServer, Reply
 from harness.testing.faults import FakeModel
-from runners.cli import main
 from tests.conftest import make_row
 
 HYDRA_OWN = {".hydra", "cli.log"}

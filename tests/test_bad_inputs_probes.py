@@ -8,11 +8,11 @@ import math
 import pytest
 import yaml
 
+from commands.cli import main
 from harness.llm.client import LLMClient
 from harness.testing.fake_openai import FakeOpenAIServer, Reply, completion, scripted
 from harness.testing.faults import FakeModel
 from reports.render import build_report
-from runners.cli import main
 from tests.conftest import make_row
 from tests.report_fixtures import meta, rec, standard_run, write_run
 from tests.test_bad_inputs import left_behind, one_error_line, run

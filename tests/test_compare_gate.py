@@ -9,11 +9,11 @@ import pytest
 import yaml
 from report_fixtures import meta, standard_run, write_run
 
+from commands.cli import main
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, completion
 from reports.compare import compare_runs, expand_run_dirs, load_runs
 from reports.gate import Check, GateError, evaluate, load_baseline
-from runners.cli import main
 
 # --- compare ---------------------------------------------------------------------------------------------------
 

@@ -13,10 +13,10 @@ import time
 import warnings
 from pathlib import Path
 
+from commands.cli import main
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, Reply
 from harness.testing.faults import FakeModel, request_kind
-from runners.cli import main
 from tests.conftest import RERUN_VOLATILE, make_row, without_keys
 
 REPO = Path(__file__).resolve().parents[1]
@@ -111,7 +111,7 @@ def test_sigkill_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path):
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         with open(tmp_path / "stderr.txt", "wb") as stderr:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "runners.cli", *args(tmp_path, srv.base_url, data, "run")],
+                [sys.executable, "-m", "commands.cli", *args(tmp_path, srv.base_url, data, "run")],
                 cwd=REPO,
                 env=env,
                 stdout=subprocess.DEVNULL,

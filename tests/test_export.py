@@ -2,7 +2,7 @@
 
 import json
 
-from runners.cli import main
+from commands.cli import main
 from tests.report_fixtures import rec, write_run
 
 

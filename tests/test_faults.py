@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from commands.cli import main
 from harness.llm.client import LLMClient
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer
@@ -25,7 +26,6 @@ from harness.testing.faults import (
     FaultMix,
     request_identity,
 )
-from runners.cli import main
 from tests.conftest import RERUN_VOLATILE, without_keys
 
 MODES = ("long_context", "summary", "summary_ondemand")

@@ -6,8 +6,8 @@ import pytest
 import yaml
 from report_fixtures import standard_run
 
+from commands.cli import main
 from reports.gate import GateError, load_baseline
-from runners.cli import main
 
 GOOD = {"mode": "summary", "metric": "em", "baseline": 0.0, "abs": 0.0}
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from commands.cli import main
+from commands.replay_gate import replay_main
 from harness.llm.fixture import FixtureError, ResponseFixture, request_key
 from harness.testing.fake_openai import FakeOpenAIServer, completion
-from runners.cli import main
-from runners.gate_replay import replay_main
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGS = [

@@ -6,7 +6,7 @@ not have, and the same command resumes. A second signal exits at once (130). A m
 
 The embedded server is a stand-in process (an OpenAI-compatible fake that ignores SIGTERM, worse than llama.cpp's
 uvicorn, which waits for the requests in flight) started through the real `LlamaServer` by a driver that calls
-`runners.cli.main`; the plain endpoint runs `python -m runners.cli` itself.
+`commands.cli.main`; the plain endpoint runs `python -m commands.cli` itself.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import textwrap
 import time
 from pathlib import Path
 
+from commands.cli import EXIT_INTERRUPTED, main
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, Reply
 from harness.testing.faults import FakeModel
-from runners.cli import EXIT_INTERRUPTED, main
 from tests.test_crash_resume import MODES, N_CASES, answer, attribute
 from tests.test_crash_resume import args as endpoint_args
 from tests.test_crash_resume import dataset as tagged_dataset
@@ -66,7 +66,7 @@ DRIVER = textwrap.dedent("""
             super().__init__(spec, command=lambda port: [sys.executable, script, str(port), flag], **kw)
 
     local_server.LlamaServer = StandIn
-    from runners.cli import main
+    from commands.cli import main
 
     sys.argv = [sys.argv[0], *sys.argv[3:]]
     sys.exit(main())  # as the `lme-harness` entry point calls it
@@ -147,7 +147,7 @@ def test_sigint_stops_in_order_abandons_the_hung_calls_and_the_same_command_resu
     run_dir = tmp_path / "run"
     with FakeOpenAIServer(responder) as srv:
         args = _with(endpoint_args(tmp_path, srv.base_url, data, "run"), run__concurrency="2")
-        proc, err = _spawn([sys.executable, "-m", "runners.cli", *args], tmp_path)
+        proc, err = _spawn([sys.executable, "-m", "commands.cli", *args], tmp_path)
         try:
             _wait(lambda: _lines(run_dir / "records.jsonl") >= 2, proc, err)
             hang["on"] = True
@@ -244,7 +244,7 @@ def test_sigint_stops_a_multirun_sweep(tmp_path):
     sweep = tmp_path / "sweep"
     with FakeOpenAIServer(responder) as srv:
         args = [a for a in endpoint_args(tmp_path, srv.base_url, data, "run") if not a.startswith("hydra.run.dir=")]
-        cmd = [sys.executable, "-m", "runners.cli", "run", "-m", *args[1:]]
+        cmd = [sys.executable, "-m", "commands.cli", "run", "-m", *args[1:]]
         cmd += [f"hydra.sweep.dir={sweep}", "prompt=trpc_default,state_recovery"]
         proc, err = _spawn(cmd, tmp_path)
         try:

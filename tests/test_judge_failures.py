@@ -4,10 +4,10 @@ and the next run (or rescore) asks the judge again for exactly those pairs, neve
 import json
 from collections import Counter
 
+from commands.cli import main
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, Reply, completion
 from harness.testing.faults import FakeModel, request_kind
-from runners.cli import main
 from tests.report_fixtures import rec, write_run
 from tests.test_crash_resume import MODES, N_CASES, answer, args, dataset
 

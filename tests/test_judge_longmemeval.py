@@ -155,7 +155,7 @@ def test_hydra_config_instantiates_the_judge():
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
-    from runners.cli import CONFIG_DIR
+    from commands.cli import CONFIG_DIR
 
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose(config_name="config", overrides=["judge=longmemeval"])
@@ -168,9 +168,9 @@ def test_a_separate_judge_endpoint_gets_the_judge_calls(tmp_path):
     """`+model@judge.endpoint=...`: answers from one server, verdicts from another; provenance names both."""
     import json
 
+    from commands.cli import main
     from harness.records import load_records
     from harness.testing.fake_openai import FakeOpenAIServer, completion
-    from runners.cli import main
 
     def answers(req):
         return completion("You went to Paris.", prompt_tokens=50)

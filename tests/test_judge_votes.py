@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from commands.cli import main
 from harness.llm.types import LLMError, Usage
 from harness.records import load_records
 from harness.scoring import ScoreInput
@@ -21,7 +22,6 @@ from harness.testing.faults import FakeModel, request_kind
 from reports.aggregate import load_run, scoreboard
 from reports.cost import judge_calls
 from reports.gate import run_gate
-from runners.cli import main
 from tests.report_fixtures import rec, write_run
 from tests.test_crash_resume import MODES, N_CASES, answer, args, dataset, stable_records
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from commands.cli import main
 from harness.llm.loopback import LoopbackServer, Reply
 from harness.memory.builtin import FullContextProvider, IndexProvider
 from harness.memory.check import check_provider
@@ -22,7 +23,6 @@ from harness.memory.provider import (
     ProviderBase,
     Retrieval,
 )
-from runners.cli import main
 
 
 class Leaky(ProviderBase):

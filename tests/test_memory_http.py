@@ -92,9 +92,9 @@ def test_a_bearer_token_comes_from_the_named_environment_variable(monkeypatch) -
 
 
 def test_mode_memory_over_http_runs_end_to_end(tmp_path) -> None:
+    from commands.cli import main
     from harness.testing.fake_openai import FakeOpenAIServer
     from harness.testing.faults import FakeModel
-    from runners.cli import main
 
     with MemoryServer(IndexProvider()) as mem, FakeOpenAIServer(FakeModel()) as srv:
         rc = main(

@@ -125,7 +125,7 @@ class Storing(BlackBox):
 
 
 def test_what_a_storing_provider_kept_is_checked_against_the_evidence_after_ingest() -> None:
-    from reports.memory import _cause, memory_cases
+    from reports.memory_systems import _cause, memory_cases
 
     forgot, _, _ = _run(Storing(("User wants a lentil soup recipe with cumin and carrots.",)))
     assert forgot.trace[0]["stored"] == {"items": 1, "evidence_turn": False, "evidence_session": False}
@@ -169,7 +169,7 @@ def test_a_native_answer_is_measured_on_the_items_it_says_it_used_and_not_at_all
 
 
 def _rec(qid: str, *, correct: float, gold, after: int = 0, dated: bool = True, **kw) -> dict:
-    """A record as a memory contestant writes it (the fields reports/memory.py reads)."""
+    """A record as a memory contestant writes it (the fields reports/memory_systems.py reads)."""
     item = {"chars": 10, "score": 1.0, **({"date": "2023-05-01T00:00:00Z"} if dated else {})}
     return {
         "question_id": qid,
@@ -215,7 +215,7 @@ def _g(hit: bool, shown: bool | None = None, session: bool | None = None, turns:
 
 
 def test_the_memory_section_tells_causes_leakage_costs_and_phase_percentiles_apart() -> None:
-    from reports.memory import markdown, memory_tables
+    from reports.memory_systems import markdown, memory_tables
 
     records = [
         _rec("q1", correct=1.0, gold=_g(True), ingest_ms=10.0),
@@ -259,7 +259,7 @@ def test_the_memory_section_tells_causes_leakage_costs_and_phase_percentiles_apa
 
 
 def _memory_run(run_dir, memory: str, base_url: str, cache) -> None:
-    from runners.cli import main
+    from commands.cli import main
 
     args = [f"hydra.run.dir={run_dir}", "mode=memory", f"memory={memory}", "model=endpoint"]
     args += [f"model.base_url={base_url}", "model.model=fake-model", f"cache.path={cache}", "run.progress=false"]
@@ -267,10 +267,10 @@ def _memory_run(run_dir, memory: str, base_url: str, cache) -> None:
 
 
 def test_memory_run_reports_and_compare_hold_the_memory_section(tmp_path) -> None:
+    from commands.compare_runs import compare_main
     from harness.testing.fake_openai import FakeOpenAIServer
     from harness.testing.faults import FakeModel
     from reports.render import build_report
-    from runners.compare import compare_main
 
     with FakeOpenAIServer(FakeModel()) as srv:
         for memory in ("bm25", "full_context"):
@@ -300,7 +300,7 @@ def test_memory_run_reports_and_compare_hold_the_memory_section(tmp_path) -> Non
 def test_the_frontier_counts_ingest_in_cost_and_time_for_modes_and_providers() -> None:
     import pandas as pd
 
-    from reports.memory import frontier_points, frontier_table, pareto
+    from reports.memory_systems import frontier_points, frontier_table, pareto
 
     mem = _rec("q1", correct=1.0, gold=_g(True), ingest_ms=1000.0)  # provider ingest: 400 + 100 tokens, 1 s
     summ = {"question_id": "q1", "mode": "summary", "summary": {"generation_ms": 3000.0}}
@@ -362,7 +362,7 @@ def test_the_frontier_counts_ingest_in_cost_and_time_for_modes_and_providers() -
 
 
 def test_the_memory_scoreboard_holds_recall_leaks_provider_failures_and_ingest_cost() -> None:
-    from reports.memory import memory_scoreboard
+    from reports.memory_systems import memory_scoreboard
 
     failed = {"question_id": "q9", "mode": "memory", "status": "failed", "error": "memory provider 'p': ingest failed"}
     other = {"question_id": "q9", "mode": "summary", "status": "failed", "error": "timeout"}  # not a memory mode
@@ -387,10 +387,10 @@ def test_the_memory_scoreboard_holds_recall_leaks_provider_failures_and_ingest_c
 
 
 def test_the_gate_checks_the_memory_measurements_of_a_run(tmp_path) -> None:
+    from commands.cli import main
     from harness.testing.fake_openai import FakeOpenAIServer
     from harness.testing.faults import FakeModel
     from reports.gate import baseline_from_run, run_gate, write_baseline
-    from runners.cli import main
     from tests.test_memory_contestant import FlakyBM25
 
     conf = tmp_path / "conf" / "memory"

@@ -43,7 +43,7 @@ def _reader(req) -> bool:
 
 
 def test_a_run_killed_between_ingest_and_answer_resumes_without_paying_for_the_ingest_again(tmp_path) -> None:
-    from runners.cli import main
+    from commands.cli import main
 
     model = FakeModel()
     proc: dict[str, subprocess.Popen] = {}
@@ -56,7 +56,7 @@ def test_a_run_killed_between_ingest_and_answer_resumes_without_paying_for_the_i
     with FakeOpenAIServer(responder) as srv:
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         p = subprocess.Popen(
-            [sys.executable, "-m", "runners.cli", *_args(tmp_path, srv.base_url)],
+            [sys.executable, "-m", "commands.cli", *_args(tmp_path, srv.base_url)],
             cwd=REPO,
             env=env,
             stdout=subprocess.DEVNULL,

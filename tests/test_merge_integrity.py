@@ -7,10 +7,10 @@ import shutil
 
 import pytest
 
+from commands.cli import main
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, completion
 from harness.testing.faults import FakeModel
-from runners.cli import main
 from tests.report_fixtures import rec, write_run
 from tests.test_bad_inputs import one_error_line
 from tests.test_crash_resume import answer, args, dataset

@@ -11,13 +11,13 @@ import pytest
 import yaml
 from report_fixtures import meta, rec, write_run
 
+from commands.cli import main
 from harness.scoring.base import MetricSpec, ScoreInput, ScoreResult, specs_json
 from harness.scoring.lexical import LexicalScorer
 from reports.aggregate import judge_table, load_run, scoreboard
 from reports.compare import compare_runs, load_runs
 from reports.gate import run_gate
 from reports.metrics import BUILTIN, catalog_of
-from runners.cli import main
 
 
 class HallucinationScorer:

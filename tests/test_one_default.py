@@ -12,7 +12,7 @@ from harness.llm.endpoint import Endpoint, make_client
 from harness.llm.models import ModelSpec
 from harness.settings import ClientSettings, GenerationSettings, RunSettings
 from runners.modes import SummaryMode, modes_from_config
-from runners.settings import RunConfigError
+from runners.setting_rules import RunConfigError
 from tests.test_bad_inputs import one_error_line, run
 
 CONFIG = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs" / "config.yaml").read_text())

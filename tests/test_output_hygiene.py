@@ -3,10 +3,10 @@
 import csv
 import json
 
+from commands.cli import main
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, Reply
 from harness.testing.faults import FakeModel, request_kind
-from runners.cli import main
 from tests.conftest import make_row
 
 FORMULA_LEAD = ("=", "+", "-", "@", "\t", "\r")
@@ -173,7 +173,7 @@ def test_a_run_directory_of_the_previous_release_still_resumes(tmp_path, monkeyp
     """Fingerprints written before endpoint URLs left the identity are accepted (nothing computed is lost)."""
     from hydra import compose, initialize_config_dir
 
-    from runners.cli import CONFIG_DIR
+    from commands.cli import CONFIG_DIR
     from runners.replay import RunConfigError, check_fingerprint, fingerprint
     from runners.rundir import register_resolvers
 

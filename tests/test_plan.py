@@ -5,11 +5,11 @@ import json
 
 import pytest
 
+from commands.cli import main
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
 from reports.cost import Endpoints, embedding_calls, judge_calls, load_price_table, record_costs, summary_calls
-from runners.cli import main
 
 TOLERANCE = 0.15
 PRICES = """date: "2026-06-20"

@@ -9,12 +9,12 @@ import re
 import threading
 import time
 
+from commands.cli import main
 from harness import progress as console_progress
 from harness.progress import Ticker, duration, step
 from harness.testing.fake_openai import FakeOpenAIServer, Reply
 from harness.testing.faults import FakeModel
-from runners.cli import main
-from runners.progress import PairProgress
+from runners.progress_line import PairProgress
 from tests.test_crash_resume import MODES, N_CASES, answer
 from tests.test_crash_resume import args as endpoint_args
 from tests.test_crash_resume import dataset as tagged_dataset

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from commands.cli import main
 from harness.data.longmemeval import QUESTION_TYPES, DataError, LongMemEvalSource, find_local, parse_cases
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
-from runners.cli import main
 from runners.wire import WireShape
 
 ORACLE = find_local("longmemeval_oracle.json.gz")

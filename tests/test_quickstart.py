@@ -7,8 +7,8 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
+from commands.cli import CONFIG_DIR
 from harness.data.longmemeval import history_chars
-from runners.cli import CONFIG_DIR
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,10 +8,10 @@ import logging
 
 import pandas as pd
 
+from commands.cli import EXIT_FAILED_CASES, main
 from harness.testing.fake_openai import FakeOpenAIServer, Reply, completion
 from reports.failures import group_failures
 from reports.render import build_report
-from runners.cli import EXIT_FAILED_CASES, main
 from runners.console import quiet_console
 from tests.conftest import make_row
 from tests.report_fixtures import rec, write_run

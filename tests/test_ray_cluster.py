@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from commands.cli import main
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
 from harness.testing.pg_server import free_port
-from runners import stores
-from runners.cli import main
+from runners import store_backend as stores
 from tests.test_crash_resume import MODES, N_CASES, answer, args, dataset, stable_records
 
 pytestmark = [pytest.mark.postgres, pytest.mark.ray]

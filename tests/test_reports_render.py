@@ -6,8 +6,8 @@ import re
 
 from report_fixtures import rec, standard_run, write_run
 
+from commands.cli import main
 from reports.render import build_report
-from runners.cli import main
 
 PLOTS = ("quality_vs_tokens", "metrics", "latency", "win_loss_tie")
 

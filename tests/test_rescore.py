@@ -2,9 +2,9 @@
 
 import json
 
+from commands.cli import main
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, completion
-from runners.cli import main
 from tests.report_fixtures import rec, write_run
 
 

@@ -6,8 +6,8 @@ The judge server is the stand-in process of tests/test_server_death.py (the same
 
 from __future__ import annotations
 
+from commands.cli import EXIT_STOPPED, main
 from harness.records import load_records
-from runners.cli import EXIT_STOPPED, main
 from tests.report_fixtures import rec, write_run
 from tests.test_server_death import sigsegv_after_records, stand_in, stop_took_s, weights  # noqa: F401 (fixtures)
 

@@ -79,7 +79,7 @@ def _write_two_cases(write_dataset):
 
 
 def test_retrieval_eval_budget_column_and_curve(tmp_path, write_dataset):
-    from runners.retrieval_eval import run_retrieval_eval
+    from commands.retrieval_eval import run_retrieval_eval
 
     def run(budget, out):
         cfg = OmegaConf.create(
@@ -111,7 +111,7 @@ def test_retrieval_eval_budget_column_and_curve(tmp_path, write_dataset):
     [({"budget": "default"}, "not one of the evaluated presets"), ({"fold": "C"}, "fold must be one of")],
 )
 def test_retrieval_eval_rejects_a_bad_budget_or_fold_before_writing(tmp_path, write_dataset, opts, match):
-    from runners.retrieval_eval import run_retrieval_eval
+    from commands.retrieval_eval import run_retrieval_eval
 
     cfg = OmegaConf.create(
         {

@@ -249,7 +249,7 @@ def test_openai_embedder_retries_transient_errors_and_rejects_malformed_replies(
 def test_retrieval_eval_runner_on_a_tiny_dataset(tmp_path, write_dataset):
     from conftest import make_row
 
-    from runners.retrieval_eval import run_retrieval_eval
+    from commands.retrieval_eval import run_retrieval_eval
 
     filler = [{"role": "user", "content": f"Tell me about topic {i} please."} for i in range(6)]
     sessions = [
@@ -299,7 +299,7 @@ def test_retrieval_eval_runner_on_a_tiny_dataset(tmp_path, write_dataset):
 
 
 def test_keyword_query_form_is_what_a_model_would_type():
-    from runners.retrieval_eval import query_for
+    from commands.retrieval_eval import query_for
 
     assert query_for("What breed is my dog?", "question") == "What breed is my dog?"
     assert query_for("What breed is my dog?", "keywords") == "breed dog"

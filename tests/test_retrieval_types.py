@@ -174,7 +174,7 @@ def test_summarize_by_type_groups_cases_and_names_a_missing_type():
 def test_retrieval_eval_writes_per_type_figures(tmp_path, write_dataset):
     from conftest import make_row
 
-    from runners.retrieval_eval import run_retrieval_eval
+    from commands.retrieval_eval import run_retrieval_eval
 
     filler = [{"role": "user", "content": f"Tell me about topic {i} please."} for i in range(6)]
     user_fact = [

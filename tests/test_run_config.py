@@ -11,7 +11,7 @@ from hydra import compose, initialize_config_dir
 from harness.config_files import CONFIG_DIR
 from runners import run_config
 from runners.run_config import RunConfig, StoreSettings
-from runners.settings import RunConfigError
+from runners.setting_rules import RunConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -19,17 +19,17 @@ ROOT = Path(__file__).resolve().parents[1]
 # composed (or as run.json recorded it) is genuinely its input: the command entries that build the run's settings
 # from it, the builders of typed settings, and the writers that record or check the config as given.
 TAKE_THE_COMPOSED_CONFIG = {
-    # command entries (runners/cli.py and the commands it calls right after composition)
-    "runners/cli.py": {"_main", "_run_task", "_retrieval_task", "task"},
+    # command entries (commands/cli.py and the commands it calls right after composition)
+    "commands/cli.py": {"_main", "_run_task", "_retrieval_task", "task"},
     "runners/replay.py": {"run_benchmark"},
-    "runners/rescore.py": {"rescore_run", "_write_meta"},  # _write_meta: run.json's config as given
-    "runners/plan.py": {"plan_run"},
-    "runners/retrieval_eval.py": {"run_retrieval_eval"},
-    "runners/merge.py": {"selection"},  # the shards' run.json config
+    "commands/rescore.py": {"rescore_run", "_write_meta"},  # _write_meta: run.json's config as given
+    "commands/plan.py": {"plan_run"},
+    "commands/retrieval_eval.py": {"run_retrieval_eval"},
+    "commands/merge.py": {"selection"},  # the shards' run.json config
     # composition into typed settings (validated once)
     "runners/run_config.py": {"build"},
     "runners/skeleton.py": {"configure"},
-    "runners/settings.py": {"validate_settings"},
+    "runners/setting_rules.py": {"validate_settings"},
     "harness/settings.py": {"judge_model", "_plain", "_merged", "from_config"},
     "harness/bounds.py": {"from_config"},
     "harness/llm/models.py": {"from_config", "_to_plain"},
@@ -49,7 +49,7 @@ def _compose(*overrides: str):
 
 def _taking_cfg() -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
-    for pkg in ("harness", "runners", "reports"):
+    for pkg in ("harness", "runners", "commands", "reports"):
         for path in sorted((ROOT / pkg).rglob("*.py")):
             for n in ast.walk(ast.parse(path.read_text())):
                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):

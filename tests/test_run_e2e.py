@@ -5,9 +5,9 @@ import json
 
 import pytest
 
+from commands.cli import main
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, Reply, completion
-from runners.cli import main
 from tests.conftest import CACHED_RERUN_VOLATILE, without_keys
 
 MODES = ("long_context", "summary", "summary_ondemand")

@@ -14,11 +14,11 @@ import threading
 import time
 from pathlib import Path
 
+from commands.cli import main
 from harness.llm.local_server import perf_summary
 from harness.testing.fake_openai import FakeOpenAIServer, Reply
 from harness.testing.faults import FakeModel
 from reports.render import build_report
-from runners.cli import main
 from runners.provenance import host_info
 from tests.report_fixtures import meta, standard_run
 from tests.test_crash_resume import answer
@@ -94,7 +94,7 @@ def test_run_json_exists_before_the_first_answer_and_a_killed_run_still_reports(
         err = tmp_path / "stderr.txt"
         with open(err, "wb") as f:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "runners.cli", *args],
+                [sys.executable, "-m", "commands.cli", *args],
                 cwd=REPO,
                 env={**os.environ, "PYTHONPATH": str(REPO)},
                 stdout=subprocess.DEVNULL,

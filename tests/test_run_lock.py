@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from commands.cli import main
 from harness.records import RecordWriter, load_records
 from harness.runlock import RunDirLocked, run_dir_lock
 from harness.testing.fake_openai import FakeOpenAIServer, Reply
 from harness.testing.faults import FakeModel, request_kind
-from runners.cli import main
 from tests.test_crash_resume import MODES, N_CASES, answer, args, dataset
 
 REPO = Path(__file__).resolve().parents[1]
@@ -74,7 +74,7 @@ def test_two_runs_on_one_directory_one_refuses_and_every_pair_is_run_and_recorde
 
     with FakeOpenAIServer(slow) as srv:
         argv = args(tmp_path, srv.base_url, data, "run") + ["judge=none"]
-        first = _spawn(["-m", "runners.cli", *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        first = _spawn(["-m", "commands.cli", *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             # a hang guard, not a bound: on a loaded 2-core host a subprocess run took 119 s to its first records
             deadline = time.monotonic() + 450

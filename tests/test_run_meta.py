@@ -122,7 +122,7 @@ def test_no_module_but_run_meta_opens_run_json_by_name():
 
     root = Path(__file__).resolve().parents[1]
     named = []
-    for package in ("harness", "runners", "reports"):
+    for package in ("harness", "runners", "commands", "reports"):
         for path in sorted((root / package).rglob("*.py")):
             if path == root / "harness" / "run_meta.py":
                 continue

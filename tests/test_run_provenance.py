@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 
+from commands.cli import main
 from harness.run_meta import GitState, RunMeta
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
 from runners import provenance
-from runners.cli import main
 from tests.test_bad_inputs import run
 
 

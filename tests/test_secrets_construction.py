@@ -9,9 +9,9 @@ import secrets as stdlib_secrets
 
 import pytest
 
+from commands.cli import main
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
-from runners.cli import main
 
 
 def _key() -> str:
@@ -253,7 +253,7 @@ def test_the_shipped_model_configs_moved_to_api_key_env_without_changing_a_run_f
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf, open_dict
 
-    from runners.cli import CONFIG_DIR
+    from commands.cli import CONFIG_DIR
     from runners.fingerprint import fingerprint
     from runners.rundir import register_resolvers
 

@@ -10,9 +10,9 @@ import secrets as stdlib_secrets
 
 import pytest
 
+from commands.cli import main
 from harness.testing.fake_openai import FakeOpenAIServer, Reply
 from harness.testing.faults import FakeModel, request_kind
-from runners.cli import main
 
 ENV_KEY = "LME_TEST_CANARY_KEY"
 
@@ -252,7 +252,7 @@ import random  # noqa: E402
 import string  # noqa: E402
 from urllib.parse import quote, quote_plus  # noqa: E402
 
-from runners.cli import main as cli_main  # noqa: E402
+from commands.cli import main as cli_main  # noqa: E402
 
 
 def _secret(rng: random.Random) -> str:

@@ -4,10 +4,10 @@ import json
 import logging
 import secrets
 
+from commands.cli import main
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, Reply, completion
 from harness.testing.faults import FakeModel, request_kind
-from runners.cli import main
 from tests.conftest import make_row
 
 

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from commands.cli import EXIT_STOPPED, main
 from harness.llm import local_server
 from harness.llm.client import LLMClient
 from harness.llm.liveness import ServerDied, describe_exit
 from harness.llm.local_server import LlamaServer
 from harness.llm.models import ModelSpec
 from harness.records import load_records
-from runners.cli import EXIT_STOPPED, main
 from tests.conftest import make_row
 
 MODES = ("long_context", "summary", "summary_ondemand")

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runners.settings import SETTINGS, RunConfigError, check, validate_settings
+from runners.setting_rules import SETTINGS, RunConfigError, check, validate_settings
 from tests.test_bad_inputs import left_behind, one_error_line, run
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"

@@ -14,9 +14,9 @@ from harness.retrieval.embedders import OpenAIEmbedder
 from harness.scoring.judges import LongMemEvalJudge
 from harness.settings import ClientSettings, RunSettings, declared, judge_model, setting
 from runners import fingerprint as fp_module
-from runners import settings as run_settings
+from runners import setting_rules as run_settings
 from runners.components import embedder_with_client
-from runners.settings import SETTINGS, RunConfigError, dirname_exclusions, non_result_keys, validate_settings
+from runners.setting_rules import SETTINGS, RunConfigError, dirname_exclusions, non_result_keys, validate_settings
 from runners.wire import WireShape
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"

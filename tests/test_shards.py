@@ -3,10 +3,10 @@ records equal the serial run's."""
 
 import pytest
 
+from commands.cli import main
 from harness.data.longmemeval import DataError, parse_shard, shard_cases
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
-from runners.cli import main
 from tests.test_crash_resume import MODES, N_CASES, answer, args, dataset, stable_records
 
 

@@ -15,7 +15,7 @@ from runners.run_config import RunConfig
 from runners.skeleton import Clients, run_skeleton
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMANDS = ("runners/replay.py", "runners/rescore.py", "runners/plan.py")
+COMMANDS = ("runners/replay.py", "commands/rescore.py", "commands/plan.py")
 # what only the skeleton assembles: lock, failure note, cache, endpoints and clients, preflight, writer, watch,
 # progress ticker, stop signals
 SKELETON_PARTS = {

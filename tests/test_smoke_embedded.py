@@ -2,9 +2,9 @@
 
 import pytest
 
+from commands.cli import main
 from harness.llm.models import load_spec
 from harness.records import load_records
-from runners.cli import main
 
 pytestmark = pytest.mark.slow
 

@@ -16,6 +16,7 @@ import numpy as np
 import psycopg
 import pytest
 
+from commands.cli import main
 from harness.records import load_records
 from harness.retrieval.index import build_docs
 from harness.session.events import Event
@@ -24,8 +25,7 @@ from harness.stores.pg_index import PgIndexStore
 from harness.stores.postgres import PgDatabase, safe_dsn
 from harness.testing.fake_openai import FakeOpenAIServer, Reply
 from harness.testing.faults import FakeModel
-from runners import stores
-from runners.cli import main
+from runners import store_backend as stores
 from tests.test_crash_resume import MODES, N_CASES, answer, args, dataset, stable_records
 
 pytestmark = pytest.mark.postgres
@@ -85,7 +85,7 @@ def test_two_processes_sharing_one_database_make_each_model_call_once(tmp_path, 
                 [
                     sys.executable,
                     "-m",
-                    "runners.cli",
+                    "commands.cli",
                     *pg_args(tmp_path, srv.base_url, data, f"p{i}", db_dsn),
                     "run.concurrency=2",
                 ],
@@ -251,7 +251,7 @@ def test_safe_dsn_names_allowlisted_parts_only_and_a_password_is_refused_in_ever
 
 def test_store_selection_reaches_the_index_store_and_rejects_unknown_kinds(db_dsn):
     from runners.run_config import CacheSettings, StoreSettings
-    from runners.settings import RunConfigError
+    from runners.setting_rules import RunConfigError
 
     store = StoreSettings.from_config({"kind": "postgres", "dsn": db_dsn, "fts": True})
     assert stores.retrieval_overrides(store, {"store": None})["store"].fts is True
@@ -264,7 +264,7 @@ def test_store_selection_reaches_the_index_store_and_rejects_unknown_kinds(db_ds
 
 def test_store_postgres_without_the_driver_is_one_error_naming_the_extra(monkeypatch):
     from runners.run_config import StoreSettings
-    from runners.settings import RunConfigError
+    from runners.setting_rules import RunConfigError
 
     monkeypatch.setitem(sys.modules, "psycopg", None)  # as if not installed
     with pytest.raises(RunConfigError, match=r"store=postgres needs psycopg and pgvector .*\[cluster\]"):

@@ -11,12 +11,12 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from commands.cli import main
 from harness.data.longmemeval import BASE_TIMESTAMP, Case, Turn
 from harness.records import load_records
 from harness.session.detailed_prompt import strip_detailed_summary_output
 from harness.session.summary import keep_summary_tag
 from harness.testing.fake_openai import FakeOpenAIServer, completion
-from runners.cli import main
 from runners.wire import WireShape
 from tests.test_run_e2e import responder
 

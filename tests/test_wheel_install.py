@@ -15,7 +15,7 @@ from harness.testing.fake_openai import FakeOpenAIServer
 from tests.test_run_e2e import MODES, responder
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = ("pyproject.toml", "setup.py", "README.md", "harness", "runners", "reports", "configs")
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "harness", "runners", "commands", "reports", "configs")
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,7 @@ def test_an_installed_harness_runs_from_another_directory(installed, tmp_path):
         [
             sys.executable,
             "-c",
-            "import runners.cli, harness.config_files as c; print(runners.cli.__file__, c.CONFIG_DIR)",
+            "import commands.cli, harness.config_files as c; print(commands.cli.__file__, c.CONFIG_DIR)",
         ],
         cwd=elsewhere,
         env=env,

@@ -1,6 +1,6 @@
 """The contestant interface: what a context-management strategy or memory system gives the benchmark.
 
-A contestant answers one case in two steps, driven by the pipeline (runners/replay.py, runners/plan.py):
+A contestant answers one case in two steps, driven by the pipeline (runners/replay.py, commands/plan.py):
 
 1. `ingest(history, kit)`: it receives the case's sessions (`CaseHistory`: the events with their dates and
    session ids) and builds whatever memory it keeps (a summary, a search index, the events themselves, a
@@ -78,7 +78,7 @@ class Question:
 
 @dataclass
 class Toolkit:
-    """What the run lends every contestant; built once per run (runners/components.py, runners/plan.py)."""
+    """What the run lends every contestant; built once per run (runners/components.py, commands/plan.py)."""
 
     model: ChatModel  # the answer model (the same client, cache and accounting for every contestant)
     generation: dict[str, Any]

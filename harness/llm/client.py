@@ -233,7 +233,7 @@ class LLMClient:
         self.max_tokens_param = s.max_tokens_param
         self.max_retries = s.max_retries
         self.liveness = liveness  # None while the server process behind base_url runs (see harness/llm/liveness.py)
-        # What answers a request the cache does not hold: the endpoint, or the plan's stand-in (runners/plan.py),
+        # What answers a request the cache does not hold: the endpoint, or the plan's stand-in (commands/plan.py),
         # so a plan's requests, cache keys and accounting are this class's own.
         self._respond: Responder = responder or self._call_once
         self.observer = observer  # told of every chat result, replayed or not (the plan's per-call log)

@@ -90,7 +90,7 @@ def make_client(
 ) -> LLMClient:
     """An `LLMClient` for `endpoint` with the retry/timeout/concurrency settings of `client_cfg`
     (a `ClientSettings`, or a `client:` config node: a key it lacks takes configs/config.yaml's value).
-    `responder`/`observer`: a stand-in for the endpoint and a per-call log (the plan's, runners/plan.py)."""
+    `responder`/`observer`: a stand-in for the endpoint and a per-call log (the plan's, commands/plan.py)."""
     settings = client_cfg if isinstance(client_cfg, ClientSettings) else ClientSettings.from_config(client_cfg)
     return LLMClient(
         base_url=endpoint.base_url,

@@ -1,6 +1,6 @@
 """An OpenAI-compatible HTTP server on loopback that answers through a `responder(request_json) -> Reply`.
 
-Production code: the replay gate (runners/gate_replay.py) serves recorded responses through it and records
+Production code: the replay gate (commands/replay_gate.py) serves recorded responses through it and records
 through it as a proxy (harness/llm/fixture.py). The test doubles in harness/testing/ build on it too: real HTTP
 through the real openai SDK, with every request kept (unless `record=False`). Only 127.0.0.1 is ever bound.
 Transport faults (a connection reset mid-body, a hang past the client's timeout) are `Reply` fields, so a test

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from reports import html as H
-from reports import memory, plots
+from reports import memory_systems as memory
+from reports import plots
 from reports.aggregate import headline_metric
 from reports.compare import (
     COMPARE_NOTE,

@@ -164,7 +164,7 @@ def _run_task(cfg, run_dir: Path) -> int:
 
 
 def _retrieval_task(cfg, run_dir: Path) -> int:
-    from runners.retrieval_eval import run_retrieval_eval
+    from commands.retrieval_eval import run_retrieval_eval
 
     out = run_retrieval_eval(cfg, run_dir)
     print(f"retrieval report: {out}")
@@ -173,10 +173,10 @@ def _retrieval_task(cfg, run_dir: Path) -> int:
 
 def _rescore_task(src: Path):
     def task(cfg, run_dir: Path) -> int:
+        from commands.rescore import rescore_run
         from harness.records import RECORDS_FILE
         from reports.render import build_report
         from runners.replay import RunStopped
-        from runners.rescore import rescore_run
 
         try:
             summary = rescore_run(cfg, src, run_dir)
@@ -200,7 +200,7 @@ def _rescore_task(src: Path):
 
 def _plan_task(out: str | None, pricing: str | None):
     def task(cfg, run_dir: Path) -> int:
-        from runners.plan import PLAN_FILE, plan_run, render_table, write_plan
+        from commands.plan import PLAN_FILE, plan_run, render_table, write_plan
 
         plan = plan_run(cfg, run_dir, pricing=pricing)
         print(render_table(plan))
@@ -242,7 +242,7 @@ def _print_scoring_failed(summary) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    if argv is None:  # the command itself (`lme-harness`, `python -m runners.cli`), not a caller in this process
+    if argv is None:  # the command itself (`lme-harness`, `python -m commands.cli`), not a caller in this process
         return _exit_interrupted_at_once(_main(list(sys.argv[1:])))
     return _main(list(argv))
 
@@ -368,7 +368,7 @@ def _main(argv: list[str]) -> int:
                 file=sys.stderr,
             )
             return 2
-        from runners.gate_replay import replay_main
+        from commands.replay_gate import replay_main
 
         logging.basicConfig(level=logging.WARNING)
         return _guard(lambda: replay_main(rest[0], rest[1:], run=main, record="--record" in argv[1:]))
@@ -396,8 +396,8 @@ def _main(argv: list[str]) -> int:
 
         return _guard(report)
     if args.cmd == "merge":
+        from commands.merge import merge_runs
         from reports.render import build_report
-        from runners.merge import merge_runs
 
         def merge() -> int:
             merge_runs(Path(args.out), [Path(d) for d in args.run_dirs], allow_partial=args.allow_partial)
@@ -407,11 +407,11 @@ def _main(argv: list[str]) -> int:
 
         return _guard(merge)
     if args.cmd == "compare":
-        from runners.compare import compare_main
+        from commands.compare_runs import compare_main
 
         return _guard(lambda: compare_main(args.runs, out=args.out, pricing=args.pricing))
     if args.cmd == "gate":
-        from runners.gate import gate_main
+        from commands.check_gate import gate_main
 
         return _guard(
             lambda: gate_main(

@@ -59,7 +59,7 @@ def replay_main(
     fixture_path: str | Path, overrides: Sequence[str], *, run: Callable[[list[str]], int], record: bool = False
 ) -> int:
     """`run(["run", *OVERRIDES])` against the replay (or recording) endpoint; the run's exit code. `run` is the
-    command line's `main` (runners/cli.py), passed in: the command line calls this module, not the reverse."""
+    command line's `main` (commands/cli.py), passed in: the command line calls this module, not the reverse."""
     with _endpoint(Path(fixture_path), overrides, record) as (url, fixture, outcome):
         # `++`: local model configs have no base_url key to override
         own = [o for o in overrides if o.lstrip("+~").split("=", 1)[0] not in ("model.base_url", "model.kind")]

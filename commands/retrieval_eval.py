@@ -383,7 +383,7 @@ def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Pa
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m runners.retrieval_eval [overrides]` (same as `lme-harness retrieval-eval`)."""
+    """`python -m commands.retrieval_eval [overrides]` (same as `lme-harness retrieval-eval`)."""
     import sys
 
     from hydra import compose, initialize_config_dir

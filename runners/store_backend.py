@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from runners.run_config import STORE_KINDS, CacheSettings, StoreSettings
-from runners.settings import RunConfigError
+from runners.setting_rules import RunConfigError
 
 KINDS = STORE_KINDS
 _DATABASES: dict[str, Any] = {}  # one PgDatabase per DSN in this process (its connections are per thread)

@@ -200,7 +200,7 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
     from harness.session.store import SQLiteStore
     from harness.session.tokens import o200k_counter
     from runners.components import build_modes, build_scorers
-    from runners.scoring import score_all
+    from runners.pair_scoring import score_all
     from runners.skeleton import run_skeleton
     from runners.summaries import SummaryProvider
 

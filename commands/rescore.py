@@ -45,9 +45,9 @@ from harness.scoring.base import specs_json
 from runners.components import build_scorers
 from runners.fingerprint import check_fingerprint, fingerprint, read_fingerprint
 from runners.lifecycle import RunStopped, RunSummary
+from runners.pair_scoring import apply_scores
 from runners.provenance import MODEL_KEYS, git_state, redacted_config, utc_now
 from runners.run_config import RunConfig
-from runners.scoring import apply_scores
 from runners.skeleton import Clients, RunSkeleton, run_skeleton
 
 log = logging.getLogger(__name__)
