@@ -265,3 +265,25 @@ def test_every_study_imports_as_a_module(name):
         if (e.name or "").split(".")[0] in PACKAGES:
             raise
         pytest.skip(f"optional dependency {e.name} not installed")
+
+
+def _homonyms(mods: dict[str, Path]) -> list[tuple[str, tuple[str, ...]]]:
+    """Names that two packages both give a module or subpackage directly inside them (`runners/x.py` beside
+    `harness/x.py` or `harness/x/`): the reader cannot tell from the name which one a file means."""
+    owners: dict[str, set[str]] = {}
+    for m in mods:
+        top, _, rest = m.partition(".")
+        if rest:
+            owners.setdefault(rest.split(".")[0], set()).add(top)
+    return sorted((name, tuple(sorted(tops))) for name, tops in owners.items() if len(tops) > 1)
+
+
+def test_no_two_packages_name_a_module_alike():
+    assert not _homonyms(_modules()), f"homonym modules across packages (rename one): {_homonyms(_modules())}"
+
+
+def test_the_homonym_check_finds_a_planted_pair(tmp_path):
+    for rel in ("harness/wire.py", "harness/scoring/base.py", "runners/wire.py", "reports/scoring.py", "reports/x.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    assert _homonyms(_modules(tmp_path)) == [("scoring", ("harness", "reports")), ("wire", ("harness", "runners"))]
