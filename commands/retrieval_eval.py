@@ -60,6 +60,8 @@ TABLE_COLUMNS = (
 def preset_config(name: str, current: Any) -> DictConfig:
     """The retrieval node of preset `name` (configs/retrieval/<name>.yaml), or `current` (the run's) for "current"."""
     if name == "current":
+        if current is None:
+            raise ValueError("retrieval preset 'current': the composed config has no retrieval node")
         return current
     path = CONFIG_DIR / f"{name}.yaml"
     if not path.exists():
@@ -326,7 +328,7 @@ def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Pa
     with tempfile.TemporaryDirectory(prefix="lme-retrieval-eval-") as tmp:
         for name in presets:
             s, r = evaluate_preset(
-                name, preset_config(name, cfg.retrieval), cases, events, counter, Path(tmp), query_form
+                name, preset_config(name, cfg.get("retrieval")), cases, events, counter, Path(tmp), query_form
             )
             summaries[name] = s
             rows += r
