@@ -369,6 +369,13 @@ LIVE_POLICY: dict[str, dict[str, Any]] = {
     "judge_tokens": {"rel": 0.15},  # measured: 5.9 %
     "summary_ondemand/final_prompt_tokens": {"rel": 1.5},  # measured: search or not, 2.1x
     "summary_ondemand/prompt_tokens_total": {"rel": 1.5},
+    # the two runtimes (prebuilt xllamacpp, the default; compiled llama-cpp-python, opt-in) write different summaries
+    # of the same sessions: measured summary_tokens +14 % and the summary mode's prompt 3.1x (222.5 vs 698.5 tokens)
+    "summary_tokens": {"rel": 0.25},
+    "summary/final_prompt_tokens": {"rel": 3.0},
+    "summary/prompt_tokens_total": {"rel": 3.0},
+    # hosts of our kind differ ~5x in prefill speed (issue 21) and a shared CPU adds up to 3.4x: only 10x fails
+    "query_ms": {"rel": 9.0},
 }
 
 # The replay gate: responses are fixed, so every figure is a pure function of the harness code. Latency is
