@@ -364,13 +364,13 @@ LIVE_POLICY: dict[str, dict[str, Any]] = {
     "bleu1": {"abs": 0.05},  # measured: up to 0.019
     "final_prompt_tokens": {"rel": 0.15},
     "prompt_tokens_total": {"rel": 0.15},  # measured: summary 3.1 %
-    "summary_tokens": {"rel": 0.05},  # measured: 0.2 %
     "completion_tokens_total": {"rel": 0.6},  # measured: 31 %, 50 %
     "judge_tokens": {"rel": 0.15},  # measured: 5.9 %
     "summary_ondemand/final_prompt_tokens": {"rel": 1.5},  # measured: search or not, 2.1x
     "summary_ondemand/prompt_tokens_total": {"rel": 1.5},
     # the two runtimes (prebuilt xllamacpp, the default; compiled llama-cpp-python, opt-in) write different summaries
-    # of the same sessions: measured summary_tokens +14 % and the summary mode's prompt 3.1x (222.5 vs 698.5 tokens)
+    # of the same sessions: measured summary_tokens +14 % (portable vs native build: 0.2 %) and the summary mode's
+    # prompt 3.1x (222.5 vs 698.5 tokens)
     "summary_tokens": {"rel": 0.25},
     "summary/final_prompt_tokens": {"rel": 3.0},
     "summary/prompt_tokens_total": {"rel": 3.0},
