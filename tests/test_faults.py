@@ -40,6 +40,9 @@ N_CASES = 3
 
 
 def run(tmp_path, base_url, *overrides, name="run"):
+    # an override of a FAST_CLIENT key replaces it (Hydra takes one value per key)
+    given = {o.split("=", 1)[0].lstrip("+") for o in overrides}
+    client = [o for o in FAST_CLIENT if o.split("=", 1)[0].lstrip("+") not in given]
     args = [
         "run",
         f"hydra.run.dir={tmp_path / name}",
@@ -51,7 +54,7 @@ def run(tmp_path, base_url, *overrides, name="run"):
         f"dataset.limit={N_CASES}",
         "run.concurrency=3",
         "retrieval=bm25",
-        *FAST_CLIENT,
+        *client,
         *overrides,
     ]
     return main(args)
@@ -198,7 +201,7 @@ def test_persistent_failures_are_recorded_listed_and_retried_next_run(tmp_path, 
     model = FakeModel()
     inj = FaultInjector(model, mix)
     with FakeOpenAIServer(inj) as srv:
-        code = run(tmp_path, srv.base_url)
+        code = run(tmp_path, srv.base_url, "client.timeout_s=30")  # exact attempt counts below: no attempt may time out
         out = capsys.readouterr().out
         recs = check_outcomes(tmp_path / "run", code)
         failed = [r for r in recs if r["status"] != "ok"]
@@ -211,7 +214,7 @@ def test_persistent_failures_are_recorded_listed_and_retried_next_run(tmp_path, 
         # the same command again, the endpoint healthy: only the failed pairs run, then everything is scored
         srv.responder = model
         n_before = len(srv.requests)
-        assert run(tmp_path, srv.base_url) == 0
+        assert run(tmp_path, srv.base_url, "client.timeout_s=30") == 0
     lines = raw_records(tmp_path / "run")
     assert len(lines) == len(recs) + len(failed)  # the retried pairs appended once each, nothing else
     final = load_records(tmp_path / "run" / "records.jsonl")
@@ -300,7 +303,8 @@ def test_every_card_of_the_cycle_is_injected_whatever_order_requests_arrive_in()
 def test_all_modes_fail_cleanly_when_every_call_fails(tmp_path):
     inj = FaultInjector(FakeModel(), FaultMix(persistent=1.0, persistent_fault="500"))
     with FakeOpenAIServer(inj) as srv:
-        code = run(tmp_path, srv.base_url, "judge=none")
+        # no attempt may time out: a timed-out attempt under CPU load can be abandoned before the server counts it
+        code = run(tmp_path, srv.base_url, "judge=none", "client.timeout_s=30")
     recs = check_outcomes(tmp_path / "run", code)
     assert code == 3 and all(r["status"] == "failed" and "InternalServerError" in r["error"] for r in recs)
     assert "Failed or errored cases" in (tmp_path / "run" / "report.md").read_text()
