@@ -254,10 +254,19 @@ def _mask(value: Any) -> Any:
 def _mask_machine(value: Any) -> Any:
     """run.json with every MACHINE_KEYS entry masked, at any depth (a rescore names its own commit)."""
     if isinstance(value, dict):
-        return {k: _mask(v) if k in MACHINE_KEYS else _mask_machine(v) for k, v in value.items()}
+        return {
+            k: _installed(v) if k == "packages" else _mask(v) if k in MACHINE_KEYS else _mask_machine(v)
+            for k, v in value.items()
+        }
     if isinstance(value, list):
         return [_mask_machine(v) for v in value]
     return value
+
+
+def _installed(packages: Any) -> Any:
+    """Every package's version, installed or not (null), as one stand-in: which optional extras a venv holds
+    (the compiled runtime in a dev venv, none in CI) is the machine's, not the harness's behaviour."""
+    return {k: "<machine>" for k in packages} if isinstance(packages, dict) else _mask(packages)
 
 
 def _normalise_run_dir(d: Path, work: str) -> None:

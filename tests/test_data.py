@@ -40,9 +40,12 @@ def test_numeric_answer_keeps_its_json_text():
     "raw, message",
     [
         (b"\x1f\x8b\x08\x00garbage", "corrupt gzip"),
-        (gzip.compress(b"[{not json"), "invalid JSON"),
-        (gzip.compress(b'{"a": 1}'), "expected a JSON array"),
+        # mtime=0: the bytes (and so the test ids) must not depend on the clock, or
+        # pytest-xdist workers that collect a second apart disagree and abort the run
+        (gzip.compress(b"[{not json", mtime=0), "invalid JSON"),
+        (gzip.compress(b'{"a": 1}', mtime=0), "expected a JSON array"),
     ],
+    ids=["corrupt-gzip", "invalid-json", "not-an-array"],
 )
 def test_bad_files_give_one_clear_error(write_dataset, raw, message):
     p = write_dataset(None, raw=raw)
