@@ -63,14 +63,9 @@ def preset_config(name: str, current: Any) -> DictConfig:
         if current is None:
             raise ValueError("retrieval preset 'current': the composed config has no retrieval node")
         return current
-    path = CONFIG_DIR / f"{name}.yaml"
-    if not path.exists():
-        known = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
-        raise ValueError(f"retrieval preset {name!r}: no {path} (known: {known})")
-    loaded = OmegaConf.load(path)
-    if not isinstance(loaded, DictConfig):
-        raise ValueError(f"retrieval preset {name!r}: {path} is not a mapping")
-    return loaded
+    from harness.retrieval.config import preset_node
+
+    return preset_node(name)
 
 
 def answerable(cases):

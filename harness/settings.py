@@ -170,6 +170,12 @@ def config_field(section: str, key: str, **spec: Any) -> Any:
     return field(default_factory=lambda: yaml_defaults(section)[key], metadata=setting(name=key, **spec))
 
 
+def group_field(group: str, option: str, key: str, **spec: Any) -> Any:
+    """A dataclass field declaring a setting whose default is `key` of configs/<group>/<option>.yaml (read when an
+    object is built): the file Hydra composes is the one place the default is stated."""
+    return field(default_factory=lambda: group_default(group, option, key), metadata=setting(**spec))
+
+
 _ANNOTATION_KINDS: dict[str, type | None] = {"float": float, "int": int, "str": str, "bool": bool, "Any": None}
 
 

@@ -6,6 +6,7 @@ not change results (concurrency, timeouts, the cache, where a model is served) a
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -32,14 +33,119 @@ def _drop_nulls(obj: Any) -> Any:
     return obj
 
 
-def fingerprint(cfg: DictConfig, *, legacy: bool = False) -> str:
+# Identity versions, newest first. 3: a declared component's setting at its declared default is left out (a
+# preset that restates a default, or one that does not, is the same configuration). 2: every value as given.
+# 1 (`legacy`): as 2, with endpoint URLs in and every `*api_key*` key masked. A run directory written under an
+# earlier version still resumes (`earlier_fingerprints`); it is an identity, not a secret test.
+IDENTITY = 3
+EARLIER_IDENTITIES = (2, 1)
+
+
+def _declared_components() -> dict[str, type]:
+    """`_target_` -> dataclass for the components whose settings are declared with defaults (harness.settings)."""
+    from harness.retrieval.config import SearchConfig
+
+    return {f"{SearchConfig.__module__}.{SearchConfig.__qualname__}": SearchConfig}
+
+
+def _drop_declared_defaults(obj: Any, components: dict[str, type]) -> Any:
+    """Every node instantiating a declared component, without the settings equal to the field's default."""
+    if isinstance(obj, list):
+        return [_drop_declared_defaults(v, components) for v in obj]
+    if not isinstance(obj, dict):
+        return obj
+    target = obj.get("_target_")
+    cls = components.get(target) if isinstance(target, str) else None
+    defaults = {} if cls is None else _field_defaults(cls)
+    return {
+        k: _drop_declared_defaults(v, components)
+        for k, v in obj.items()
+        if not (k in defaults and _same_value(defaults[k], v))
+    }
+
+
+def _field_defaults(cls: type) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+    return out
+
+
+def _same_value(default: Any, value: Any) -> bool:
+    """Equal as the dataclass would hold it (1 and 1.0 are one float setting; True is not 1)."""
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(default, bool) and isinstance(value, bool) and default == value
+    return bool(default == value)
+
+
+# The defaults each shipped retrieval preset (by its `name`, itself always stated) restated until identity
+# version 3: the earlier identities hash them back in, so a run directory written then is found again.
+_FORMER_PRESET_KEYS: dict[str, tuple[str, ...]] = {
+    "bm25": ("name", "stopwords", "response_style", "wire_exact_schema"),
+    "default": ("name", "stopwords", "default_mode", "alpha", "budget_chars", "hit_chars"),
+    "hybrid": (
+        "name",
+        "stopwords",
+        "default_mode",
+        "fusion",
+        "candidate_ratio",
+        "rrf_k",
+        "response_style",
+        "wire_exact_schema",
+    ),
+    "speaker_neutral": ("name", "stopwords", "default_mode", "alpha", "budget_chars", "hit_chars", "recall_cues"),
+    "trpc_parity": (
+        "name",
+        "default_mode",
+        "visible_events",
+        "lexical_fallback",
+        "response_style",
+        "wire_exact_schema",
+    ),
+    "trpc_parity_openai": (
+        "name",
+        "default_mode",
+        "visible_events",
+        "lexical_fallback",
+        "response_style",
+        "wire_exact_schema",
+    ),
+}
+
+
+def _restate_former_defaults(obj: Any, components: dict[str, type]) -> Any:
+    """A shipped preset's node as its file read before version 3 (the defaults it restated, filled in)."""
+    if isinstance(obj, list):
+        return [_restate_former_defaults(v, components) for v in obj]
+    if not isinstance(obj, dict):
+        return obj
+    out = {k: _restate_former_defaults(v, components) for k, v in obj.items()}
+    target = obj.get("_target_")
+    cls = components.get(target) if isinstance(target, str) else None
+    if cls is not None:
+        defaults = _field_defaults(cls)
+        for key in _FORMER_PRESET_KEYS.get(obj.get("name", defaults["name"]), ()):
+            out.setdefault(key, defaults[key])
+    return out
+
+
+def fingerprint(cfg: DictConfig, *, version: int = IDENTITY) -> str:
     """Identity of the result-bearing configuration. Null settings are left out, so a release that adds an
-    optional key (defaulting to null) does not orphan the run directories of the previous one. Endpoint URLs
-    are not result-bearing (a restarted server on a new port is the same model; the model name is kept).
-    Secrets are masked through `harness.secrets` (the one secret-key test).
-    `legacy`: the identity before that change (URLs in, every `*api_key*` key masked, api_key_env included),
-    still accepted so that older run directories resume; it is an identity, not a secret test."""
+    optional key (defaulting to null) does not orphan the run directories of the previous one; so are a declared
+    component's settings at their default (version 3). Endpoint URLs are not result-bearing (a restarted server
+    on a new port is the same model; the model name is kept). Secrets are masked through `harness.secrets` (the
+    one secret-key test). `version`: an earlier identity (`IDENTITY` above), to find older run directories."""
+    if version not in (IDENTITY, *EARLIER_IDENTITIES):
+        raise ValueError(f"fingerprint version {version!r}: known {IDENTITY, *EARLIER_IDENTITIES}")
+    legacy = version == 1
     c = _drop_nulls(OmegaConf.to_container(cfg, resolve=True))
+    components = _declared_components()
+    c = _drop_declared_defaults(c, components)
+    if version < 3:
+        c = _restate_former_defaults(c, components)
     _key_env_as_key(c)
     for dotted in NON_RESULT_KEYS + (() if legacy else ENDPOINT_KEYS):
         node = c
@@ -102,11 +208,17 @@ def write_fingerprint(run_dir: Path, fp: str, **extra: Any) -> None:
     write_text_atomic(Path(run_dir) / FINGERPRINT_FILE, json.dumps({"fingerprint": fp, **extra}))
 
 
-def check_fingerprint(run_dir: Path, fp: str, legacy: str | None = None) -> None:
-    """Refuse a directory holding records of another configuration (read-only: nothing is written here)."""
+def earlier_fingerprints(cfg: DictConfig) -> tuple[str, ...]:
+    """The identities earlier releases computed for this configuration (their run directories still resume)."""
+    return tuple(fingerprint(cfg, version=v) for v in EARLIER_IDENTITIES)
+
+
+def check_fingerprint(run_dir: Path, fp: str, earlier: tuple[str, ...] = ()) -> None:
+    """Refuse a directory holding records of another configuration (read-only: nothing is written here).
+    `earlier`: this configuration's identities under earlier versions, accepted as the same configuration."""
     old = read_fingerprint(run_dir)
     if old is not None:
-        if old not in (fp, legacy) and (Path(run_dir) / RECORDS_FILE).exists():
+        if old != fp and old not in earlier and (Path(run_dir) / RECORDS_FILE).exists():
             raise RunConfigError(
                 f"{run_dir}: holds records of a different configuration (fingerprint {old} != {fp}); "
                 f"use another run.name or hydra.run.dir=... so results are never mixed"

@@ -100,7 +100,7 @@ def _run_benchmark(config: RunConfig, skeleton: RunSkeleton) -> tuple[int, int, 
     """(pairs failed, pairs skipped as already done, the clients' totals)."""
     run_dir = skeleton.run_dir
     fp = config.fingerprint  # computed once: the directory check, the session store, run.json
-    check_fingerprint(run_dir, fp, config.legacy_fingerprint)
+    check_fingerprint(run_dir, fp, config.earlier_fingerprints)
     run_settings = config.run
     dataset = instantiate(config.dataset, _convert_="all")
     cases, data_prov = dataset.load()

@@ -23,7 +23,7 @@ from omegaconf import DictConfig
 
 from harness.bounds import RecordBounds
 from harness.settings import ClientSettings, GenerationSettings, RunSettings, judge_model
-from runners.fingerprint import fingerprint
+from runners.fingerprint import earlier_fingerprints, fingerprint
 from runners.setting_rules import RunConfigError, validate_settings
 from runners.wire import WireShape
 
@@ -123,9 +123,9 @@ class RunConfig:
         return fingerprint(self.composed)
 
     @functools.cached_property
-    def legacy_fingerprint(self) -> str:
-        """The identity older releases computed (their run directories still resume)."""
-        return fingerprint(self.composed, legacy=True)
+    def earlier_fingerprints(self) -> tuple[str, ...]:
+        """The identities older releases computed (their run directories still resume)."""
+        return earlier_fingerprints(self.composed)
 
     @property
     def judged(self) -> bool:

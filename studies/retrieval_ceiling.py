@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from harness.config_files import CONFIG_DIR
+from harness.retrieval.config import preset_node
 
 KS = (1, 3, 5)
 BM25_PARAMS = ((1.5, 0.75), (0.9, 0.9), (1.2, 0.5), (2.0, 0.9))
@@ -328,7 +329,7 @@ def main(argv: list[str] | None = None) -> None:
     t0 = time.perf_counter()
     cases, _ = LongMemEvalSource(filename="longmemeval_s_single_session_user.json.gz").load()
     cases = answerable(cases)[: args.limit or None]
-    retriever = instantiate(OmegaConf.merge(OmegaConf.load(CONFIG_DIR / "retrieval/default.yaml"), {"store": None}))
+    retriever = instantiate(OmegaConf.merge(preset_node("default"), {"store": None}))
     sigs = [case_signals(retriever, c) for c in cases]
     rows: list[tuple[str, dict[str, Any]]] = []
 

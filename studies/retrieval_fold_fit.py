@@ -30,7 +30,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from harness import config_files
-from harness.retrieval.config import preset
+from harness.retrieval.config import preset, preset_node
 from harness.retrieval.evaluation import case_metrics, evidence_tokens, hidden_session
 from harness.retrieval.folds import assign_folds
 from harness.retrieval.tools import SessionTools
@@ -170,7 +170,7 @@ def prepare(store: str) -> tuple[list, dict[str, str], dict[str, Any], Any]:
     """(cases, their folds, each case's index under the default retriever, the token counter)."""
     cases = load_cases()
     folds = assign_folds((qid, qt) for qid, qt, _, _ in cases)
-    rcfg = OmegaConf.merge(OmegaConf.load(config_files.CONFIG_DIR / "retrieval" / "default.yaml"), {"store": store})
+    rcfg = OmegaConf.merge(preset_node("default"), {"store": store})
     retr = instantiate(rcfg)
     indexes = {qid: retr.index(ev) for qid, _, _, ev in cases}  # kept in memory: every setting reuses them
     return cases, folds, indexes, o200k_counter()

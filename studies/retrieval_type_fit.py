@@ -27,7 +27,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from harness.config_files import CONFIG_DIR
-from harness.retrieval.config import preset
+from harness.retrieval.config import preset, preset_node
 from harness.retrieval.evaluation import case_metrics, evidence_in_response, hidden_session
 from harness.retrieval.tools import SessionTools
 from harness.session.tokens import o200k_counter
@@ -48,7 +48,7 @@ STORE = os.environ.get("LME_TYPE_FIT_STORE", "/tmp/lme-retrieval-type-fit.sqlite
 @functools.cache
 def prepared():
     """(retriever, cases, token counter), built on first use: importing the module loads nothing."""
-    rcfg = OmegaConf.merge(OmegaConf.load(CONFIG_DIR / "retrieval/default.yaml"), {"store": STORE})
+    rcfg = OmegaConf.merge(preset_node("default"), {"store": STORE})
     cases = []
     for ds in ("s_dev", "s"):
         for c in load(ds):

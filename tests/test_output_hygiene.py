@@ -183,11 +183,11 @@ def test_a_run_directory_of_the_previous_release_still_resumes(tmp_path, monkeyp
             config_name="config", overrides=["model=endpoint", "model.base_url=http://127.0.0.1:1/v1", "model.model=m"]
         )
     (tmp_path / "records.jsonl").write_text("")
-    (tmp_path / "fingerprint.json").write_text(json.dumps({"fingerprint": fingerprint(cfg, legacy=True)}))
-    check_fingerprint(tmp_path, fingerprint(cfg), fingerprint(cfg, legacy=True))
+    (tmp_path / "fingerprint.json").write_text(json.dumps({"fingerprint": fingerprint(cfg, version=1)}))
+    check_fingerprint(tmp_path, fingerprint(cfg), (fingerprint(cfg, version=1),))
     (tmp_path / "fingerprint.json").write_text(json.dumps({"fingerprint": "0" * 16}))
     try:
-        check_fingerprint(tmp_path, fingerprint(cfg), fingerprint(cfg, legacy=True))
+        check_fingerprint(tmp_path, fingerprint(cfg), (fingerprint(cfg, version=1),))
     except RunConfigError:
         pass
     else:

@@ -10,6 +10,7 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from harness.retrieval.config import preset_node
 from harness.retrieval.embedders import HashingEmbedder
 from harness.retrieval.evaluation import case_metrics, evidence_in_response, ndcg, recall_all, recall_any
 from harness.retrieval.index import build_docs, content_hash, event_text
@@ -162,7 +163,7 @@ def test_evidence_in_response_checks_full_text_and_ids():
 
 @pytest.mark.parametrize("name", ["bm25", "hybrid", "trpc_parity", "trpc_parity_openai", "default", "speaker_neutral"])
 def test_preset_configs_instantiate(name, tmp_path, monkeypatch):
-    cfg = OmegaConf.load(CONFIGS / f"{name}.yaml")
+    cfg = preset_node(name)  # the file with its defaults list applied, as Hydra composes it
     monkeypatch.setenv("LME_HARNESS_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     # No model files in unit tests: swap any real embedder for the hashing one, keep everything else.

@@ -35,7 +35,7 @@ TAKE_THE_COMPOSED_CONFIG = {
     "harness/llm/models.py": {"from_config", "_to_plain"},
     "runners/wire.py": {"from_config"},
     # what records or checks the config as given
-    "runners/fingerprint.py": {"fingerprint"},
+    "runners/fingerprint.py": {"fingerprint", "earlier_fingerprints"},
     "runners/provenance.py": {"redacted_config", "provenance"},
     "harness/secrets.py": {"_resolved_leaves", "config_secrets", "check_config"},
     "runners/rundir.py": {"refuse_secrets"},
@@ -85,7 +85,9 @@ def test_the_fingerprint_is_computed_once(monkeypatch):
     real = run_config.fingerprint
     monkeypatch.setattr(run_config, "fingerprint", lambda cfg, **kw: calls.append(kw) or real(cfg, **kw))
     first = config.fingerprint
-    assert config.fingerprint == first and config.legacy_fingerprint and calls == [{}, {"legacy": True}]
+    assert config.fingerprint == first and calls == [{}]
+    earlier = config.earlier_fingerprints
+    assert config.earlier_fingerprints == earlier and len(earlier) == 2 and len(calls) == 1  # its own module's
     assert first == real(config.composed)  # the run's identity, as runners/fingerprint.py computes it
 
 

@@ -270,4 +270,4 @@ def test_the_shipped_model_configs_moved_to_api_key_env_without_changing_a_run_f
         else:
             monkeypatch.setenv("OPENAI_API_KEY", value)
         assert fingerprint(new) == fingerprint(old)
-        assert fingerprint(new, legacy=True) == fingerprint(old, legacy=True)
+        assert fingerprint(new, version=1) == fingerprint(old, version=1)

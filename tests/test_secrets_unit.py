@@ -190,4 +190,4 @@ def test_run_json_and_fingerprint_keep_an_env_var_name(monkeypatch):
     assert redacted_config(cfg)["retrieval"]["embedder"] == {"api_key_env": "OPENAI_API_KEY", "api_key": "***"}
     other = OmegaConf.create({"retrieval": {"embedder": {"api_key_env": "OTHER_KEY", "api_key": "sk-lit-987654"}}})
     assert fingerprint(cfg) != fingerprint(other)
-    assert fingerprint(cfg, legacy=True) == fingerprint(other, legacy=True)  # the old identity masked the name
+    assert fingerprint(cfg, version=1) == fingerprint(other, version=1)  # the old identity masked the name

@@ -6,82 +6,91 @@ The Hydra files in configs/retrieval/ instantiate these; `preset(name)` reads th
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from harness.retrieval import text as tx
-from harness.settings import CONFIG_FILE, check_fields, group_default, setting
+from omegaconf import DictConfig, OmegaConf
+
+from harness.settings import CONFIG_FILE, check_fields, group_default, group_field
 
 MODES = ("dense", "hybrid", "keyword")
 NEUTRAL_RANKINGS = ("propagate", "plain", "pair", "interleave_assistant", "interleave_user")
 
 
+def _default(key: str, **spec: Any) -> Any:
+    """A setting whose default is configs/search/default.yaml's (every preset starts from that file)."""
+    return group_field("search", "default", key, **spec)
+
+
 @dataclass(frozen=True)
 class SearchConfig:
-    """How `session_search` retrieves and what it returns. Presets live in configs/retrieval/."""
+    """How `session_search` retrieves and what it returns. Each setting's default is configs/search/default.yaml's;
+    the presets in configs/retrieval/ start from that file and list only what they set otherwise (the run
+    fingerprint leaves out a setting at its default: runners/fingerprint.py)."""
 
-    name: str = field(default="hybrid", metadata=setting())
+    name: str = _default("name")
     # used when the model omits or garbles search_mode
-    default_mode: str = field(default="hybrid", metadata=setting(choices=MODES))
+    default_mode: str = _default("default_mode", choices=MODES)
     # False: "keyword" maps to the default, as in the reference
-    allow_keyword_mode: bool = field(default=True, metadata=setting())
+    allow_keyword_mode: bool = _default("allow_keyword_mode")
     # hybrid mode: "rrf" (reference) or "score" (BM25/max + alpha·cosine)
-    fusion: str = field(default="rrf", metadata=setting(choices=("rrf", "score")))
-    alpha: float = field(default=1.0, metadata=setting(minimum=0))
+    fusion: str = _default("fusion", choices=("rrf", "score"))
+    alpha: float = _default("alpha", minimum=0)
     # Speaker prior for first-person queries ("what did I ..."): weight of assistant messages, and the
     # share of an assistant reply's score credited to the user message before it. 1.0 / 0.0 = off.
-    assistant_weight: float = field(default=1.0, metadata=setting(minimum=0))
-    propagate: float = field(default=0.0, metadata=setting(minimum=0))
+    assistant_weight: float = _default("assistant_weight", minimum=0)
+    propagate: float = _default("propagate", minimum=0)
     # When the prior applies: "pronouns" = only for first-person queries; "user" = also for queries with no
     # person cue (keyword queries such as "yoga classes"), the second person still flipping it.
-    speaker_prior: str = field(default="pronouns", metadata=setting(choices=("pronouns", "user")))
+    speaker_prior: str = _default("speaker_prior", choices=("pronouns", "user"))
     # Recall cues ("you mentioned", "our previous chat"): the query asks what the assistant said, even when it
     # also says "I"/"me" ("can you remind me what you recommended"); such queries flip the prior to the
     # assistant and get no reply→question propagation. Off in the reference presets.
-    recall_cues: bool = field(default=False, metadata=setting())
+    recall_cues: bool = _default("recall_cues")
     # Turn-pair scoring: share of a user message's score credited to the assistant reply right after it (the
     # mirror of `propagate`), so a reply is found through the question it answers. 0.0 = off.
-    propagate_back: float = field(default=0.0, metadata=setting(minimum=0))
+    propagate_back: float = _default("propagate_back", minimum=0)
     # A query that favours neither speaker (speaker_weights gives equal weights, e.g. "can you remind me what
     # you said" without a recall cue, or "can you suggest ... for me"): "propagate" = reply→question credit as
     # for a first-person query; "plain" = no credit; "pair" = a question and its reply each credited with the
     # other's full score; "interleave_assistant" / "interleave_user" = the best assistant messages (own score)
     # and the best user messages (with reply credit) alternate, that speaker first: the query does not say
     # whose words hold the answer, so the response carries the best of both.
-    neutral_ranking: str = field(default="propagate", metadata=setting(choices=NEUTRAL_RANKINGS))
+    neutral_ranking: str = _default("neutral_ranking", choices=NEUTRAL_RANKINGS)
     # compact, for such a query: how many top hits go out whole (None: `top_hits`)
-    neutral_top_hits: int | None = field(default=None, metadata=setting(minimum=0))
+    neutral_top_hits: int | None = _default("neutral_top_hits", minimum=0)
     # Recency: scores × (1 + recency · t), t the message's time scaled to [0, 1] over the searched messages,
     # so of two near-equal hits the later one (the updated fact) ranks first. 0.0 = off.
-    recency: float = field(default=0.0, metadata=setting(minimum=0))
-    candidate_ratio: int = field(default=3, metadata=setting(minimum=1))
-    rrf_k: int = field(default=60, metadata=setting(minimum=1))
+    recency: float = _default("recency", minimum=0)
+    candidate_ratio: int = _default("candidate_ratio", minimum=1)
+    rrf_k: int = _default("rrf_k", minimum=1)
     # True: plainto_tsquery AND semantics (reference FTS)
-    keyword_require_all: bool = field(default=False, metadata=setting())
-    # keyword analyzer's list: "lucene" (bm25s) or "snowball" (PostgreSQL english)
-    stopwords: str = field(default="lucene", metadata=setting())
+    keyword_require_all: bool = _default("keyword_require_all")
+    # keyword analyzer's list: "lucene" (bm25s' English list; keeps pronouns: measured better) or "snowball"
+    # (PostgreSQL english)
+    stopwords: str = _default("stopwords")
     # reference quirk: keep only hits among the last `visible_events` events
-    tail_filter: bool = field(default=False, metadata=setting())
-    visible_events: int = field(default=20, metadata=setting(minimum=1))
+    tail_filter: bool = _default("tail_filter")
+    visible_events: int = _default("visible_events", minimum=1)
     # substring scan when the (filtered) search found nothing
-    lexical_fallback: bool = field(default=True, metadata=setting())
-    expand_top: int = field(default=2, metadata=setting(minimum=0))  # hits that carry a context window
-    window: int = field(default=2, metadata=setting(minimum=0))  # messages before/after in that window
+    lexical_fallback: bool = _default("lexical_fallback")
+    expand_top: int = _default("expand_top", minimum=0)  # hits that carry a context window
+    window: int = _default("window", minimum=0)  # messages before/after in that window
     # None: full text (reference); else cut each window message
-    context_chars: int | None = field(default=None, metadata=setting(minimum=1))
-    snippet_chars: int = field(default=tx.MAX_SNIPPET, metadata=setting(minimum=1))
-    wire_exact_schema: bool = field(default=True, metadata=setting())  # send the schema exactly as the reference did
+    context_chars: int | None = _default("context_chars", minimum=1)
+    snippet_chars: int = _default("snippet_chars", minimum=1)
+    wire_exact_schema: bool = _default("wire_exact_schema")  # send the schema exactly as the reference did
     # "reference": the reference's response shape. "compact": hits only (event_id, role, score, snippet),
     # each snippet the hit's full text or, when long, a query-focused excerpt, within `budget_chars` in all.
-    response_style: str = field(default="reference", metadata=setting(choices=("reference", "compact")))
-    budget_chars: int = field(default=1800, metadata=setting(minimum=80))
-    hit_chars: int = field(default=700, metadata=setting(minimum=80))
+    response_style: str = _default("response_style", choices=("reference", "compact"))
+    budget_chars: int = _default("budget_chars", minimum=80)
+    hit_chars: int = _default("hit_chars", minimum=80)
     # compact: the first `top_hits` hits whole up to this length (None: off)
-    top_hit_chars: int | None = field(default=None, metadata=setting(minimum=80))
-    top_hits: int = field(default=1, metadata=setting(minimum=0))
+    top_hit_chars: int | None = _default("top_hit_chars", minimum=80)
+    top_hits: int = _default("top_hits", minimum=0)
     # compact, for a query with a recall cue (what the assistant said: long replies, and the evidence is the
     # reply itself): budget and per-hit cap become this (None: unchanged).
-    recall_chars: int | None = field(default=None, metadata=setting(minimum=80))
+    recall_chars: int | None = _default("recall_chars", minimum=80)
 
     def __post_init__(self) -> None:
         check_fields(self, "SearchConfig")  # ranges and choices: the declarations above
@@ -126,6 +135,32 @@ def speaker_weights(
     if first and not second or (mode == "user" and not first and not second):
         return 1.0, assistant_weight
     return 1.0, 1.0
+
+
+def preset_node(name: str) -> DictConfig:
+    """configs/retrieval/<name>.yaml as Hydra composes it into `retrieval` (its defaults list applied), for code
+    that instantiates a preset outside a composed run (retrieval-eval, studies)."""
+    path = CONFIG_FILE.parent / "retrieval" / f"{name}.yaml"
+    if not path.exists():
+        known = sorted(p.stem for p in path.parent.glob("*.yaml"))
+        raise ValueError(f"unknown retrieval preset {name!r}; known: {known}")
+    node = OmegaConf.load(path)
+    if not isinstance(node, DictConfig):
+        raise ValueError(f"retrieval preset {name!r}: {path} is not a mapping")
+    entries = node.pop("defaults", [])
+    base: dict[str, Any] = {}
+    for entry in entries:
+        if entry == "_self_":
+            continue
+        # the one form the presets use: `/<group>@<key>: <option>` (that file placed under `key`)
+        (spec, option), *rest = dict(entry).items() if isinstance(entry, DictConfig) else [(None, None)]
+        group, _, key = str(spec).lstrip("/").partition("@")
+        if rest or not key or "/" in group + key:
+            raise ValueError(f"{path}: defaults entry {entry!r} is not of the form '/<group>@<key>: <option>'")
+        base[key] = OmegaConf.load(CONFIG_FILE.parent / group / f"{option}.yaml")
+    out = OmegaConf.merge(base, node)
+    assert isinstance(out, DictConfig)
+    return out
 
 
 def preset(name: str, /, **overrides: Any) -> SearchConfig:
