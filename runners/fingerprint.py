@@ -83,6 +83,7 @@ def _same_value(default: Any, value: Any) -> bool:
 
 # The defaults each shipped retrieval preset (by its `name`, itself always stated) restated until identity
 # version 3: the earlier identities hash them back in, so a run directory written then is found again.
+_FORMER_TRPC = ("name", "default_mode", "visible_events", "lexical_fallback", "response_style", "wire_exact_schema")
 _FORMER_PRESET_KEYS: dict[str, tuple[str, ...]] = {
     "bm25": ("name", "stopwords", "response_style", "wire_exact_schema"),
     "default": ("name", "stopwords", "default_mode", "alpha", "budget_chars", "hit_chars"),
@@ -97,22 +98,8 @@ _FORMER_PRESET_KEYS: dict[str, tuple[str, ...]] = {
         "wire_exact_schema",
     ),
     "speaker_neutral": ("name", "stopwords", "default_mode", "alpha", "budget_chars", "hit_chars", "recall_cues"),
-    "trpc_parity": (
-        "name",
-        "default_mode",
-        "visible_events",
-        "lexical_fallback",
-        "response_style",
-        "wire_exact_schema",
-    ),
-    "trpc_parity_openai": (
-        "name",
-        "default_mode",
-        "visible_events",
-        "lexical_fallback",
-        "response_style",
-        "wire_exact_schema",
-    ),
+    "trpc_parity": _FORMER_TRPC,
+    "trpc_parity_openai": _FORMER_TRPC,
 }
 
 
