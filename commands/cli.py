@@ -9,6 +9,7 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from harness import config_files
 
@@ -153,12 +154,7 @@ def _run_task(cfg, run_dir: Path) -> int:
         return EXIT_STOPPED
     paths = build_report(run_dir)
     print(f"run directory: {run_dir}")
-    print(f"records: {summary.n_records} ({summary.n_skipped} already done, {summary.n_failed} failed this run)")
-    _print_scoring_failed(summary)
-    print(
-        f"model calls: {summary.stats.get('network_calls', 0)} network, {summary.stats.get('cache_hits', 0)} from cache"
-    )
-    print(f"report: {paths['markdown']}")
+    _print_outcome(summary, paths, failed="failed this run", calls="model")
     print(Path(paths["markdown"]).read_text())
     return EXIT_FAILED_CASES if summary.n_failed else 0
 
@@ -187,12 +183,7 @@ def _rescore_task(src: Path):
             return EXIT_STOPPED
         paths = build_report(run_dir)
         print(f"rescored {src} -> {run_dir}")
-        print(f"records: {summary.n_records} ({summary.n_skipped} already done, {summary.n_failed} not scored)")
-        _print_scoring_failed(summary)
-        print(
-            f"judge calls: {summary.stats.get('network_calls', 0)} network, {summary.stats.get('cache_hits', 0)} from cache"
-        )
-        print(f"report: {paths['markdown']}")
+        _print_outcome(summary, paths, failed="not scored", calls="judge")
         return EXIT_FAILED_CASES if summary.n_failed else 0
 
     return task
@@ -230,6 +221,15 @@ def _split_plan_options(argv: list[str]) -> tuple[list[str], str | None, str | N
         elif a != "--plan":
             rest.append(a)
     return rest, opts["--out"], opts["--pricing"]
+
+
+def _print_outcome(summary, paths: dict[str, Any], *, failed: str, calls: str) -> None:
+    """The closing lines of a run or a rescore: records, scoring failures, model calls, the report's path."""
+    print(f"records: {summary.n_records} ({summary.n_skipped} already done, {summary.n_failed} {failed})")
+    _print_scoring_failed(summary)
+    stats = summary.stats
+    print(f"{calls} calls: {stats.get('network_calls', 0)} network, {stats.get('cache_hits', 0)} from cache")
+    print(f"report: {paths['markdown']}")
 
 
 def _print_scoring_failed(summary) -> None:

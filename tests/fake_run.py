@@ -30,12 +30,20 @@ def run_fake(tmp_path: Path, overrides: list[str], *, conf: Path | None = None) 
                 f"hydra.run.dir={tmp_path / 'run'}",
                 *search,
                 *overrides,
-                "model=endpoint",
-                f"model.base_url={srv.base_url}",
-                "model.model=fake-model",
-                f"cache.path={tmp_path / 'cache.sqlite'}",
-                "run.progress=false",
-                "dataset.limit=2",
+                *fake_endpoint_args(srv.base_url, tmp_path),
             ]
         )
         return rc, list(srv.requests)
+
+
+def fake_endpoint_args(base_url: str, tmp_path: Path) -> list[str]:
+    """The overrides every fake-endpoint run shares: the answer model at `base_url`, a cache of the test's own,
+    no progress line, two cases."""
+    return [
+        "model=endpoint",
+        f"model.base_url={base_url}",
+        "model.model=fake-model",
+        f"cache.path={tmp_path / 'cache.sqlite'}",
+        "run.progress=false",
+        "dataset.limit=2",
+    ]

@@ -14,6 +14,7 @@ from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, completion
 from reports.compare import compare_runs, expand_run_dirs, load_runs
 from reports.gate import Check, GateError, evaluate, load_baseline
+from tests.fake_run import fake_endpoint_args
 
 # --- compare ---------------------------------------------------------------------------------------------------
 
@@ -227,12 +228,7 @@ def test_sweep_over_prompt_variants_then_compare_and_gate(tmp_path, capsys, monk
                 "judge=longmemeval",
                 f"hydra.sweep.dir={tmp_path / 'sweep'}",
                 "hydra.sweep.subdir=${hydra.job.num}",
-                "model=endpoint",
-                f"model.base_url={srv.base_url}",
-                "model.model=fake-model",
-                f"cache.path={tmp_path / 'cache.sqlite'}",
-                "run.progress=false",
-                "dataset.limit=2",
+                *fake_endpoint_args(srv.base_url, tmp_path),
             ]
         )
     assert code == 0

@@ -13,6 +13,7 @@ from harness.memory.builtin import IndexProvider
 from harness.memory.http import HttpProvider, MemoryServer, ShapeError, items_of, sessions_json, sessions_of
 from harness.memory.provider import MemorySession, MemoryTurn, Provenance, ProviderError
 from harness.records import load_records
+from tests.fake_run import fake_endpoint_args
 
 SESSIONS = (
     MemorySession(
@@ -104,12 +105,7 @@ def test_mode_memory_over_http_runs_end_to_end(tmp_path) -> None:
                 "mode=memory",
                 "memory=http",
                 f"memory.url={mem.base_url}",
-                "model=endpoint",
-                f"model.base_url={srv.base_url}",
-                "model.model=fake-model",
-                f"cache.path={tmp_path / 'cache.sqlite'}",
-                "run.progress=false",
-                "dataset.limit=2",
+                *fake_endpoint_args(srv.base_url, tmp_path),
             ]
         )
     assert rc == 0

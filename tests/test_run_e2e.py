@@ -9,6 +9,7 @@ from commands.cli import main
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, Reply, completion
 from tests.conftest import CACHED_RERUN_VOLATILE, without_keys
+from tests.fake_run import fake_endpoint_args
 
 MODES = ("long_context", "summary", "summary_ondemand")
 
@@ -43,12 +44,7 @@ def run(tmp_path, *overrides, base_url):
     args = [
         "run",
         f"hydra.run.dir={tmp_path / 'run'}",
-        "model=endpoint",
-        f"model.base_url={base_url}",
-        "model.model=fake-model",
-        f"cache.path={tmp_path / 'cache.sqlite'}",
-        "run.progress=false",
-        "dataset.limit=2",
+        *fake_endpoint_args(base_url, tmp_path),
         *overrides,
     ]
     return main(args)
