@@ -17,6 +17,7 @@ def test_one_oracle_case_through_all_three_modes_on_the_embedded_model(tmp_path)
         "run",
         "model=smollm2_135m",
         "dataset.limit=1",
+        "dataset.shortest=true",  # the shortest history (~1.3K tokens, not the first case's ~3.1K): any case will do
         f"hydra.run.dir={tmp_path / 'run'}",
         f"cache.path={tmp_path / 'cache.sqlite'}",
         "run.progress=false",
