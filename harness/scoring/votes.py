@@ -73,6 +73,10 @@ def vote_salt(i: int) -> str | None:
 
 
 def check_votes(votes: Any) -> int:
+    """The vote count as an int: an odd number >= 1, an integral float (`9.0`) accepted as every integer
+    setting accepts it (harness.settings.Setting.problem)."""
+    if isinstance(votes, float) and votes.is_integer():
+        votes = int(votes)
     if isinstance(votes, bool) or not isinstance(votes, int) or votes < 1 or votes % 2 == 0:
         raise VotesConfigError(f"judge.votes must be an odd number >= 1 (a majority needs an odd count), got {votes!r}")
     return votes
