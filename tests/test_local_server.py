@@ -353,3 +353,46 @@ def test_real_server_answers_and_calls_tools(tmp_path):
             model=srv.model, messages=msgs, tools=CITY_TOOL, tool_choice="auto", temperature=0, max_tokens=16
         )
         assert r.choices[0].finish_reason in ("stop", "length", "tool_calls")
+
+
+def _held_port():
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    return s, s.getsockname()[1]
+
+
+def test_a_chosen_port_taken_before_the_server_binds_it_is_chosen_again(model, fake, tmp_path, monkeypatch):
+    holder, taken = _held_port()  # another process got there first
+    ports = iter([taken])
+    real = ls.free_port
+    monkeypatch.setattr(ls, "free_port", lambda: next(ports, None) or real())
+    try:
+        with LlamaServer(model, log_path=tmp_path / "s.log", command=fake("ok")) as srv:
+            assert srv.port != taken
+            with urllib.request.urlopen(srv.base_url + "/models", timeout=5) as r:
+                assert r.status == 200
+        assert f"port {taken} was taken before the server bound it" in (tmp_path / "s.log").read_text()
+    finally:
+        holder.close()
+
+
+def test_a_named_port_that_is_taken_is_one_error_not_another_port(model, fake, tmp_path):
+    holder, taken = _held_port()
+    try:
+        with pytest.raises(LocalServerError, match="exited with code") as e:
+            LlamaServer(model, log_path=tmp_path / "s.log", command=fake("ok"), port=taken).start()
+        assert "address already in use" in str(e.value).lower()
+    finally:
+        holder.close()
+
+
+def test_a_server_that_fails_otherwise_is_not_started_again(model, fake, tmp_path, monkeypatch):
+    calls = []
+    real = ls.free_port
+    monkeypatch.setattr(ls, "free_port", lambda: calls.append(1) or real())
+    with pytest.raises(LocalServerError, match="boom"):
+        LlamaServer(model, log_path=tmp_path / "s.log", command=fake("crash")).start()
+    assert len(calls) == 1 and (tmp_path / "s.log").read_text().count("fake server starting") == 1

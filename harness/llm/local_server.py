@@ -43,6 +43,9 @@ class LocalServerError(ModelError):
     """The local server could not start (the message carries the tail of its log)."""
 
 
+PORT_ATTEMPTS = 3  # a chosen port taken by another process before the server bound it: choose again, twice
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -122,6 +125,7 @@ class LlamaServer:
         self.log_path = Path(log_path)
         self.n_threads = n_threads or default_threads()
         self.port = port or free_port()
+        self._port_chosen = port is None  # ours to change when another process took it first
         self.startup_timeout_s = startup_timeout_s
         self.stop_grace_s = stop_grace_s
         self._command = command
@@ -164,6 +168,26 @@ class LlamaServer:
         if self._verify_model:
             verify(self.spec.path, self.spec.sha256, size=self.spec.size)  # type: ignore[arg-type]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        # A free port is free when chosen, not when the server binds it: another process (a parallel test
+        # worker, a second run) may take it in between. Then the server exits at once saying so, and a port we
+        # chose is chosen again; a port the caller named is theirs, and the error says who holds it.
+        for attempt in range(PORT_ATTEMPTS):
+            try:
+                return self._start_once()
+            except LocalServerError:
+                if not (self._port_chosen and attempt + 1 < PORT_ATTEMPTS and self._port_taken()):
+                    raise
+                taken = self.port
+                self.port = free_port()
+                with open(self.log_path, "ab") as log:
+                    log.write(f"port {taken} was taken before the server bound it: trying port {self.port}\n".encode())
+        raise AssertionError("unreachable")
+
+    def _port_taken(self) -> bool:
+        """Whether the server's log ends saying its port was already in use (EADDRINUSE)."""
+        return "address already in use" in self.log_tail().lower()
+
+    def _start_once(self) -> LlamaServer:
         env = dict(os.environ)
         env[_PARENT_ENV] = str(os.getpid())
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)

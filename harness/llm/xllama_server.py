@@ -237,8 +237,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parent = os.environ.get(_PARENT_ENV)
     if parent:
         watch_parent(int(parent))
+    # Bind first, load after: the port the harness chose is held from the first second, not only once the weights
+    # are in (seconds in which another process could take it). Requests wait in the backlog until then.
+    httpd = ThreadingHTTPServer((args.host, args.port), BaseHTTPRequestHandler)
     engine = ChatEngine(args.model, args.model_alias, args.n_ctx, args.n_threads)
-    httpd = ThreadingHTTPServer((args.host, args.port), _handler(engine))
+    httpd.RequestHandlerClass = _handler(engine)
     sys.stderr.write(f"xllama_server: serving {args.model_alias} on http://{args.host}:{args.port}/v1\n")
     sys.stderr.flush()
     httpd.serve_forever()
