@@ -41,27 +41,24 @@ IDENTITY = 3
 EARLIER_IDENTITIES = (2, 1)
 
 
-def _declared_components() -> dict[str, type]:
-    """`_target_` -> dataclass for the components whose settings are declared with defaults (harness.settings)."""
+def _declared_defaults() -> dict[str, dict[str, Any]]:
+    """`_target_` -> its dataclass's field defaults, for the components whose settings are declared with defaults
+    (harness.settings)."""
     from harness.retrieval.config import SearchConfig
 
-    return {f"{SearchConfig.__module__}.{SearchConfig.__qualname__}": SearchConfig}
+    return {f"{SearchConfig.__module__}.{SearchConfig.__qualname__}": _field_defaults(SearchConfig)}
 
 
-def _drop_declared_defaults(obj: Any, components: dict[str, type]) -> Any:
-    """Every node instantiating a declared component, without the settings equal to the field's default."""
+def _rewrite_components(obj: Any, declared: dict[str, dict[str, Any]], rewrite: Any) -> Any:
+    """`obj` with every node instantiating a declared component replaced by `rewrite(node, its defaults)`."""
     if isinstance(obj, list):
-        return [_drop_declared_defaults(v, components) for v in obj]
+        return [_rewrite_components(v, declared, rewrite) for v in obj]
     if not isinstance(obj, dict):
         return obj
+    out = {k: _rewrite_components(v, declared, rewrite) for k, v in obj.items()}
     target = obj.get("_target_")
-    cls = components.get(target) if isinstance(target, str) else None
-    defaults = {} if cls is None else _field_defaults(cls)
-    return {
-        k: _drop_declared_defaults(v, components)
-        for k, v in obj.items()
-        if not (k in defaults and _same_value(defaults[k], v))
-    }
+    defaults = declared.get(target) if isinstance(target, str) else None
+    return out if defaults is None else rewrite(out, defaults)
 
 
 def _field_defaults(cls: type) -> dict[str, Any]:
@@ -103,20 +100,18 @@ _FORMER_PRESET_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _restate_former_defaults(obj: Any, components: dict[str, type]) -> Any:
-    """A shipped preset's node as its file read before version 3 (the defaults it restated, filled in)."""
-    if isinstance(obj, list):
-        return [_restate_former_defaults(v, components) for v in obj]
-    if not isinstance(obj, dict):
-        return obj
-    out = {k: _restate_former_defaults(v, components) for k, v in obj.items()}
-    target = obj.get("_target_")
-    cls = components.get(target) if isinstance(target, str) else None
-    if cls is not None:
-        defaults = _field_defaults(cls)
-        for key in _FORMER_PRESET_KEYS.get(obj.get("name", defaults["name"]), ()):
-            out.setdefault(key, defaults[key])
-    return out
+def _canonical_components(obj: Any, version: int) -> Any:
+    """Each declared component's node without the settings at their default; before version 3, with the defaults
+    its shipped preset restated then (a shipped preset's node as its file read)."""
+
+    def rewrite(node: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+        out = {k: v for k, v in node.items() if not (k in defaults and _same_value(defaults[k], v))}
+        if version < 3:
+            for key in _FORMER_PRESET_KEYS.get(out.get("name", defaults["name"]), ()):
+                out.setdefault(key, defaults[key])
+        return out
+
+    return _rewrite_components(obj, _declared_defaults(), rewrite)
 
 
 def fingerprint(cfg: DictConfig, *, version: int = IDENTITY) -> str:
@@ -129,10 +124,7 @@ def fingerprint(cfg: DictConfig, *, version: int = IDENTITY) -> str:
         raise ValueError(f"fingerprint version {version!r}: known {IDENTITY, *EARLIER_IDENTITIES}")
     legacy = version == 1
     c = _drop_nulls(OmegaConf.to_container(cfg, resolve=True))
-    components = _declared_components()
-    c = _drop_declared_defaults(c, components)
-    if version < 3:
-        c = _restate_former_defaults(c, components)
+    c = _canonical_components(c, version)
     _key_env_as_key(c)
     for dotted in NON_RESULT_KEYS + (() if legacy else ENDPOINT_KEYS):
         node = c

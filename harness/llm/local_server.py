@@ -171,17 +171,16 @@ class LlamaServer:
         # A free port is free when chosen, not when the server binds it: another process (a parallel test
         # worker, a second run) may take it in between. Then the server exits at once saying so, and a port we
         # chose is chosen again; a port the caller named is theirs, and the error says who holds it.
-        for attempt in range(PORT_ATTEMPTS):
+        for _ in range(PORT_ATTEMPTS - 1):
             try:
                 return self._start_once()
             except LocalServerError:
-                if not (self._port_chosen and attempt + 1 < PORT_ATTEMPTS and self._port_taken()):
+                if not (self._port_chosen and self._port_taken()):
                     raise
-                taken = self.port
-                self.port = free_port()
-                with open(self.log_path, "ab") as log:
-                    log.write(f"port {taken} was taken before the server bound it: trying port {self.port}\n".encode())
-        raise AssertionError("unreachable")
+            taken, self.port = self.port, free_port()
+            with open(self.log_path, "ab") as log:
+                log.write(f"port {taken} was taken before the server bound it: trying port {self.port}\n".encode())
+        return self._start_once()  # the last try: its error is the caller's
 
     def _port_taken(self) -> bool:
         """Whether the server's log ends saying its port was already in use (EADDRINUSE)."""
