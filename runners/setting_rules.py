@@ -19,8 +19,14 @@ from runners.wire import WireShape
 
 # Where a model is served (not which model) and how its key is given: never part of a run's name; the URLs
 # are also out of its fingerprint (runners/fingerprint.py), the keys masked there (harness/secrets.py).
-ENDPOINT_KEYS = ("model.base_url", "judge.endpoint.base_url")
-SECRET_KEYS = ("model.api_key", "judge.endpoint.api_key", "model.api_key_env", "judge.endpoint.api_key_env")
+ENDPOINT_KEYS = ("model.base_url", "judge.endpoint.base_url", "memory.base_url")
+SECRET_KEYS = (
+    "model.api_key",
+    "judge.endpoint.api_key",
+    "model.api_key_env",
+    "judge.endpoint.api_key_env",
+    "memory.api_key_env",
+)
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +71,12 @@ UNDECLARED_COMPONENTS: tuple[Setting, ...] = (
     Setting("memory.json_mode", bool),
     Setting("memory.generation.max_tokens", int, 1),
     Setting("memory.generation.temperature", float, **_TEMPERATURE),
-    Setting("memory.search", bool),  # configs/memory/summary*.yaml (harness/memory/summary_provider.py)
+    Setting("memory.search", bool),
+    # configs/memory/{mem0_platform,zep,supermemory,letta}.yaml (harness/memory/hosted.py)
+    Setting("memory.concurrency", int, 1, results=False),
+    Setting(
+        "memory.scope_prefix", str, results=False
+    ),  # configs/memory/summary*.yaml (harness/memory/summary_provider.py)
     Setting("retrieval.max_embed_tokens", int, 1),
     Setting("retrieval.embedder.dimensions", int, 1),
     Setting("cache.enabled", bool, results=False, named=True),
