@@ -158,3 +158,114 @@ def test_the_hydra_config_builds_it(replay: Replay) -> None:
     assert caps.supports("ready")
     with pytest.raises(ValueError, match="search_mode"):
         SupermemoryProvider(search_mode="graph")
+
+
+class _FakeSupermemory:
+    """A stateful stand-in for the service on loopback (for the run through Hydra): documents per namespace, done at
+    once; search ranks the namespace's documents by words shared with the query, honouring the session_ts filter."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.docs: dict[str, dict[str, dict]] = {}
+        self.ingested: list[str] = []  # every document's content, kept past teardown
+        self.deleted: list[str] = []
+        self.auth: set[str] = set()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _reply(self, body: object) -> None:
+                import json as _json
+
+                data = _json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _body(self) -> dict:
+                import json as _json
+
+                n = int(self.headers.get("Content-Length") or 0)
+                return _json.loads(self.rfile.read(n) or b"{}")
+
+            def do_POST(self) -> None:
+                fake.auth.add(self.headers.get("Authorization", ""))
+                parts = self.path.strip("/").split("/")
+                ns, body = parts[1], self._body()
+                if parts[2] == "document":
+                    fake.docs.setdefault(ns, {})[body["id"]] = body
+                    fake.ingested.append(body["content"])
+                    return self._reply({"id": body["id"], "status": "queued"})
+                words = set(body["query"].lower().split())
+                cut = body["filter"]["value"]
+                found = [d for d in fake.docs.get(ns, {}).values() if d["metadata"]["session_ts"] <= cut]
+                found.sort(key=lambda d: -len(words & set(d["content"].lower().split())))
+                results = [
+                    {
+                        "id": d["id"],
+                        "chunk": d["content"],
+                        "metadata": d["metadata"],
+                        "similarity": 0.5,
+                        "isLatest": True,
+                        "isInference": False,
+                        "system": {"updatedAt": "2026-12-02T00:00:00Z"},
+                    }
+                    for d in found[: body["limit"]]
+                ]
+                self._reply({"searchTime": 1.0, "results": results})
+
+            def do_GET(self) -> None:
+                doc_id = self.path.strip("/").split("/")[3]
+                system = {
+                    "status": "done",
+                    "dreamingStatus": "done",
+                    "createdAt": "2026-12-02T00:00:00Z",
+                    "updatedAt": "2026-12-02T00:00:00Z",
+                }
+                self._reply({"id": doc_id, "type": "text", "metadata": {}, "system": system})
+
+            def do_DELETE(self) -> None:
+                ns = self.path.strip("/").split("/")[1].split("?")[0]
+                fake.deleted.append(ns)
+                fake.docs.pop(ns, None)
+                self._reply(
+                    {"status": "deleted", "namespace": ns, "deletedDocumentsCount": 1, "deletedMemoriesCount": 0}
+                )
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def test_mode_memory_runs_supermemory_end_to_end_through_hydra(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from harness.records import load_records
+    from tests.fake_run import run_fake
+
+    monkeypatch.setenv("SUPERMEMORY_API_KEY", KEY)
+    fake = _FakeSupermemory()
+    try:
+        rc, requests = run_fake(tmp_path, ["mode=memory", "memory=supermemory", f"memory.base_url={fake.url}"])
+    finally:
+        fake.server.shutdown()
+    assert rc == 0
+    recs = load_records(tmp_path / "run" / "records.jsonl")
+    assert len(recs) == 2 and all(r["status"] == "ok" for r in recs), [r.get("error") for r in recs]
+    for r in recs:
+        (trace,) = r["ingest"]["trace"]
+        assert trace["provider"] == "supermemory" and trace["variant"] == "fair"
+        (rt,) = r["tool_calls"]
+        assert rt["name"] == "memory_retrieve" and rt["returned"] >= 1 and rt["after_as_of"] == 0
+        assert fake.ingested and not any(r["question"] in text for text in fake.ingested)  # never the question
+    assert len(fake.deleted) == 2 and len(set(fake.deleted)) == 2  # one namespace per unit, each torn down
+    assert fake.auth == {f"Bearer {KEY}"}
+    run_json = (tmp_path / "run" / "run.json").read_text()
+    assert KEY not in run_json and KEY not in json.dumps(recs)
+    assert len([q for q in requests if "History Chats" in json.dumps(q.get("messages"))]) == 2

@@ -37,11 +37,16 @@ EARLIER_DIRNAME_EXCLUSIONS = {
     "model.base_url", "judge.endpoint.base_url", "model.api_key", "judge.endpoint.api_key", "model.api_key_env",
     "judge.endpoint.api_key_env", "store.dsn", "store.password_env",
 }  # fmt: skip
+# Added with the hosted memory adapters (harness/memory/hosted.py): no earlier run set them, so no earlier name or
+# identity moves.
+HOSTED_NON_RESULT_KEYS = {"memory.concurrency", "memory.scope_prefix"}
+HOSTED_DIRNAME_EXCLUSIONS = HOSTED_NON_RESULT_KEYS | {"memory.base_url", "memory.api_key_env"}
 
 
 def test_the_derived_key_sets_are_those_earlier_run_directories_were_made_with():
-    assert set(non_result_keys()) == set(fp_module.NON_RESULT_KEYS) == EARLIER_NON_RESULT_KEYS
-    assert set(dirname_exclusions()) == EARLIER_DIRNAME_EXCLUSIONS
+    expected = EARLIER_NON_RESULT_KEYS | HOSTED_NON_RESULT_KEYS
+    assert set(non_result_keys()) == set(fp_module.NON_RESULT_KEYS) == expected
+    assert set(dirname_exclusions()) == EARLIER_DIRNAME_EXCLUSIONS | HOSTED_DIRNAME_EXCLUSIONS
 
 
 def test_hydras_exclude_keys_are_the_declared_exclusions():
