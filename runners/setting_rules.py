@@ -74,6 +74,9 @@ UNDECLARED_COMPONENTS: tuple[Setting, ...] = (
     Setting("memory.search", bool),
     # configs/memory/{mem0_platform,zep,supermemory,letta}.yaml (harness/memory/hosted.py)
     Setting("memory.concurrency", int, 1, results=False),
+    Setting("memory.max_retries", int, 0, results=False),  # configs/memory/letta.yaml
+    Setting("memory.agent_model", str),  # Letta's agent handles (harness/memory/letta.py)
+    Setting("memory.agent_embedding", str),
     Setting(
         "memory.scope_prefix", str, results=False
     ),  # configs/memory/summary*.yaml (harness/memory/summary_provider.py)
