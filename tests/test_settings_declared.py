@@ -39,7 +39,7 @@ EARLIER_DIRNAME_EXCLUSIONS = {
 }  # fmt: skip
 # Added with the hosted memory adapters (harness/memory/hosted.py): no earlier run set them, so no earlier name or
 # identity moves.
-HOSTED_NON_RESULT_KEYS = {"memory.concurrency", "memory.scope_prefix"}
+HOSTED_NON_RESULT_KEYS = {"memory.concurrency", "memory.scope_prefix", "memory.max_retries"}
 HOSTED_DIRNAME_EXCLUSIONS = HOSTED_NON_RESULT_KEYS | {"memory.base_url", "memory.api_key_env"}
 
 
