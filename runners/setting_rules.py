@@ -75,6 +75,9 @@ UNDECLARED_COMPONENTS: tuple[Setting, ...] = (
     # configs/memory/{mem0_platform,zep,supermemory,letta}.yaml (harness/memory/hosted.py)
     Setting("memory.concurrency", int, 1, results=False),
     Setting(
+        "memory.reranker", str, choices=("rrf", "episode_mentions", "cross_encoder")
+    ),  # configs/memory/zep.yaml (harness/memory/zep.py)
+    Setting(
         "memory.scope_prefix", str, results=False
     ),  # configs/memory/summary*.yaml (harness/memory/summary_provider.py)
     Setting("retrieval.max_embed_tokens", int, 1),
