@@ -78,6 +78,9 @@ UNDECLARED_COMPONENTS: tuple[Setting, ...] = (
     Setting("memory.agent_model", str),  # Letta's agent handles (harness/memory/letta.py)
     Setting("memory.agent_embedding", str),
     Setting(
+        "memory.reranker", str, choices=("rrf", "episode_mentions", "cross_encoder")
+    ),  # configs/memory/zep.yaml (harness/memory/zep.py)
+    Setting(
         "memory.scope_prefix", str, results=False
     ),  # configs/memory/summary*.yaml (harness/memory/summary_provider.py)
     Setting("retrieval.max_embed_tokens", int, 1),
