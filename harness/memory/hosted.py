@@ -177,4 +177,3 @@ class HostedProvider(ProviderBase):
 
     def _teardown(self, sdk: Any, unit: str) -> None:
         raise NotImplementedError
-
