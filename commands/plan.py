@@ -208,6 +208,7 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
     table = load_price_table(pricing)
     cases, _ = instantiate(config.dataset, _convert_="all").load()
     modes = build_modes(config)
+    planned_providers = _plan_remote_providers(modes)
     done = (
         {r.key for r in read_records(run_dir / RECORDS_FILE) if r.answered}
         if (run_dir / RECORDS_FILE).exists()
@@ -289,7 +290,29 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
                     ),
                 )
             kit.forget(case.question_id)
-    return _summarize(config.cache, log.calls, table, len(cases), [m.name for m in modes], n_done, caps, ep, jep)
+    plan = _summarize(config.cache, log.calls, table, len(cases), [m.name for m in modes], n_done, caps, ep, jep)
+    if planned_providers:
+        plan["estimates"]["memory"] = (
+            f"memory provider(s) {', '.join(planned_providers)} reach a service outside this process: the plan sent "
+            "them nothing; the reader's input is planned at the context cap (the case's newest turns, an upper "
+            "bound) and the service's own spend (its LLM and embedding calls) is not planned"
+        )
+    return plan
+
+
+def _plan_remote_providers(modes: list[Any]) -> list[str]:
+    """Replace each remote memory provider (a hosted service, one over HTTP) with a stand-in that sends nothing
+    (harness/memory/planned.py); the names of those replaced."""
+    from harness.memory.contestant import ProviderContestant
+    from harness.memory.planned import PlannedProvider, is_remote
+
+    names = []
+    for mode in modes:
+        if isinstance(mode, ProviderContestant) and is_remote(mode.provider):
+            name = str(getattr(mode.provider, "NAME", type(mode.provider).__name__))
+            mode.provider = PlannedProvider(name, mode.context_tokens)
+            names.append(name)
+    return names
 
 
 def _cost(c: PlannedCall, table: PriceTable, fallback: str | None) -> float | None:

@@ -130,3 +130,50 @@ def test_plan_names_a_missing_price_table_and_a_missing_option_value(tmp_path, e
     assert main(["plan", "--out", *args]) == 2  # `--out` swallowing an override would write plan.json there
     assert "--out needs a value" in capsys.readouterr().err
     assert not (tmp_path / "run" / "plan.json").exists()
+
+
+@pytest.mark.parametrize("memory", ["http", "supermemory"])
+def test_plan_sends_a_remote_memory_provider_nothing_and_plans_the_reader_at_the_cap(
+    tmp_path, env, fake, monkeypatch, memory
+):
+    """A plan must not upload a case's history to a memory service nor spend there: the remote provider is replaced
+    by a stand-in (harness/memory/planned.py) and plan.json says what was and was not planned."""
+    import importlib.util
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from threading import Thread
+
+    if memory == "supermemory" and importlib.util.find_spec("supermemory") is None:
+        pytest.skip("supermemory not installed (pip install -e '.[memory]')")
+    hits: list[str] = []
+
+    class Recorder(BaseHTTPRequestHandler):
+        def log_message(self, *a: object) -> None:
+            pass
+
+        def _any(self) -> None:
+            hits.append(f"{self.command} {self.path}")
+            self.send_response(500)
+            self.end_headers()
+
+        do_GET = do_POST = do_DELETE = _any
+
+    service = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    Thread(target=service.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{service.server_address[1]}"
+    monkeypatch.setenv("SUPERMEMORY_API_KEY", "sm-plan-key-never-sent")
+    where = f"memory.url={url}/v1" if memory == "http" else f"memory.base_url={url}"
+    plan_file = tmp_path / "plan.json"
+    n0 = len(fake.requests)
+    args = [*overrides(tmp_path, fake, tmp_path / "run", limit=2), "mode=memory", f"memory={memory}", where]
+    try:
+        assert main(["plan", *args, "--out", str(plan_file), "--pricing", str(env)]) == 0
+    finally:
+        service.shutdown()
+    assert hits == [] and len(fake.requests) == n0  # neither the service nor the model was called
+    plan = json.loads(plan_file.read_text())
+    row = plan["per_mode"]["memory"]
+    assert row["calls"]["answer"] == 2 and row["calls"]["judge"] == 2
+    cap = 4000  # configs/mode/memory.yaml context_tokens: the _s histories fill it
+    assert row["prompt_tokens"] > 2 * cap * 0.9
+    note = plan["estimates"]["memory"]
+    assert (memory in note) and "sent them nothing" in note and "not planned" in note

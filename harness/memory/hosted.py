@@ -69,6 +69,7 @@ class HostedProvider(ProviderBase):
     NAME: ClassVar[str]
     DISTRIBUTION: ClassVar[str]  # the SDK's PyPI name: its version is the provider's version
     ASYNC_INGEST: ClassVar[bool] = False  # True: ingest returns ready=False and `ready` polls the service
+    remote: ClassVar[bool] = True  # a service outside this process: `lme-harness plan` sends it nothing
 
     def __init__(
         self,

@@ -159,6 +159,9 @@ class HttpProvider:
     """A provider served over HTTP at `url` (the base, e.g. http://127.0.0.1:8765/v1). A bearer token, when the
     service wants one, is read from the environment variable named by `api_key_env` (never from config)."""
 
+    NAME = "http"
+    remote = True  # a service outside this process: `lme-harness plan` sends it nothing (harness/memory/planned.py)
+
     def __init__(self, url: str, timeout_s: float = 60.0, api_key_env: str | None = None) -> None:
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
