@@ -68,7 +68,7 @@ lint: $(STAMP)
 # (hydra-ray-launcher needs cloudpickle<3, the joblib launcher in .venv cloudpickle>=3; docs/cluster.md).
 test: $(STAMP) $(RAY_STAMP)
 	$(BIN)/lme-harness models pull $(SMOKE_MODEL)
-	$(BIN)/python -m pytest -q -m "not ray" -n $${LME_TEST_WORKERS:-auto} --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m "not ray" -n $${LME_TEST_WORKERS:-auto} --dist loadfile --durations=30 $(PYTEST_ARGS)
 	$(RAY_VENV)/bin/python -m pytest -q -m ray $(PYTEST_ARGS) || test $$? -eq 5   # 5: PYTEST_ARGS selected no Ray test
 
 $(RAY_STAMP): $(STAMP) scripts/ray_venv.sh
