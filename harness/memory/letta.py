@@ -54,18 +54,14 @@ class LettaProvider(HostedProvider):
 
     def __init__(
         self,
-        api_key_env: str,
-        base_url: str | None = None,
-        timeout_s: float = 60.0,
-        scope_prefix: str = "lme-",
-        concurrency: int = 1,
-        http_client: Any = None,
+        api_key_env: str = "LETTA_API_KEY",
         *,
         agent_model: str = "openai/gpt-4o-mini",
         agent_embedding: str = "openai/text-embedding-3-small",
         max_retries: int = 2,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(api_key_env, base_url, timeout_s, scope_prefix, concurrency, http_client)
+        super().__init__(api_key_env, **kwargs)
         if not agent_model or not agent_embedding:
             raise ValueError(f"letta: agent handles must be given, got {agent_model!r}, {agent_embedding!r}")
         if max_retries < 0:
