@@ -22,8 +22,11 @@ KNOWN = {
     "stop": lambda r: r.choice([None, "\n", ["a", "b"]]),
     "seed": lambda r: r.choice([None, 0, 42]),
     "n": lambda r: 1,
+    "response_format": lambda r: r.choice(
+        [None, {"type": "text"}, {"type": "json_object"}, {"type": "json_schema", "json_schema": {"schema": {}}}]
+    ),
 }
-OTHERS = ["stream", "stream_options", "logprobs", "response_format", "frequency_penalty", "user", "functions"]
+OTHERS = ["stream", "stream_options", "logprobs", "frequency_penalty", "user", "functions"]
 
 
 def misspell(r: random.Random, name: str) -> str:

@@ -188,6 +188,15 @@ def test_real_xllamacpp_server_answers_and_calls_tools(tmp_path):
             model=srv.model, messages=msgs, tools=CITY_TOOL, tool_choice="auto", temperature=0, max_tokens=16
         )
         assert r.choices[0].finish_reason in ("stop", "length", "tool_calls")
+        # response_format json_object (mem0 asks for it): the reply is held to a JSON object by a grammar
+        r = client.chat.completions.create(
+            model=srv.model,
+            messages=[{"role": "user", "content": "Give the capital of France as JSON."}],
+            response_format={"type": "json_object"},
+            temperature=0,
+            max_tokens=24,
+        )
+        assert r.choices[0].message.content.lstrip().startswith("{")
         # a field this server would otherwise ignore is refused by name
         req = urllib.request.Request(
             srv.base_url + "/chat/completions",
@@ -212,3 +221,37 @@ def test_the_report_header_names_the_runtime_only_where_the_config_names_one():
     base = {"name": "qwen25_coder_15b", "model": "qwen", "sha256": "cc324af070c2aaaa"}
     assert model_line({**base, "runtime": "xllamacpp"}).endswith("sha256 cc324af070c2…, runtime xllamacpp)")
     assert "runtime" not in model_line(base)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "schema"),
+    [
+        (None, None),
+        ({"type": "text"}, None),
+        ({"type": "json_object"}, {"type": "object"}),
+        ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "array"}}}, {"type": "array"}),
+    ],
+)
+def test_response_format_becomes_the_schema_the_reply_follows(fmt, schema):
+    from harness.llm.xllama_server import check_request, response_format_schema
+
+    assert response_format_schema(fmt) == schema
+    check_request({"messages": [{"role": "user", "content": "hi"}], "response_format": fmt})
+
+
+@pytest.mark.parametrize(
+    "fmt", ["json", {"type": "xml"}, {"type": "json_schema"}, {"type": "json_schema", "json_schema": {"schema": 1}}]
+)
+def test_a_malformed_response_format_is_refused_by_name(fmt):
+    from harness.llm.xllama_server import BadRequest, check_request
+
+    with pytest.raises(BadRequest, match="response_format"):
+        check_request({"messages": [{"role": "user", "content": "hi"}], "response_format": fmt})
+
+
+def test_a_json_object_response_format_is_an_llguidance_grammar():
+    pytest.importorskip("xllamacpp")
+    from harness.llm.xllama_server import json_grammar
+
+    grammar = json_grammar({"type": "object"})
+    assert grammar.startswith("%llguidance")

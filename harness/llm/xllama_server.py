@@ -35,7 +35,10 @@ from harness.llm.local_server import for_template, forced_call_schema, parse_too
 
 _PARENT_ENV = "LME_HARNESS_PARENT_PID"
 # What a chat request may carry. Anything else is refused with its name rather than silently ignored.
-_ACCEPTED = {"model", "messages", "tools", "tool_choice", "temperature", "top_p", "max_tokens", "stop", "seed", "n"}
+_ACCEPTED = {
+    "model", "messages", "tools", "tool_choice", "temperature", "top_p", "max_tokens", "stop", "seed", "n",
+    "response_format",
+}  # fmt: skip
 
 
 class BadRequest(ValueError):
@@ -82,11 +85,35 @@ def _tojson(x: Any, ensure_ascii: bool = False, indent: int | None = None, separ
 
 def forced_call_grammar(tools: Sequence[dict[str, Any]]) -> str:
     """One JSON call that names an offered tool and carries arguments valid for its schema."""
-    import xllamacpp
 
-    schema = forced_call_schema(tools, closed=True)
     # An llguidance grammar for the JSON object alone: the `<tool_call>` tags are special tokens in Qwen's vocabulary,
     # which a text grammar cannot require; `parse_tool_calls` takes an untagged call that names an offered tool.
+    return json_grammar(forced_call_schema(tools, closed=True))
+
+
+def response_format_schema(fmt: Any) -> dict[str, Any] | None:
+    """OpenAI's `response_format` as the JSON schema the reply must follow: `json_object` any JSON object (what mem0
+    asks for), `json_schema` its `schema`; `text` (or none) no constraint. BadRequest naming the field otherwise."""
+    if fmt is None:
+        return None
+    kind = fmt.get("type") if isinstance(fmt, dict) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "object"}
+    if kind == "json_schema":
+        inner = fmt.get("json_schema")
+        schema = inner.get("schema") if isinstance(inner, dict) else None
+        if not isinstance(schema, dict):
+            raise BadRequest("response_format.json_schema.schema must be a JSON schema object")
+        return schema
+    raise BadRequest(f"response_format.type must be text, json_object or json_schema, got {str(fmt)[:100]}")
+
+
+def json_grammar(schema: dict[str, Any]) -> str:
+    """An llguidance grammar for one JSON value following `schema`."""
+    import xllamacpp
+
     grammar = xllamacpp.json_schema_to_grammar(json.dumps(schema))
     if not grammar.startswith("%llguidance"):
         raise RuntimeError("xllamacpp returned a grammar in an unexpected form")
@@ -101,6 +128,7 @@ def check_request(req: dict[str, Any]) -> list[dict[str, Any]]:
         raise BadRequest(f"unsupported request field(s) for this server: {', '.join(unknown)}")
     if req.get("n", 1) != 1:
         raise BadRequest("n must be 1")
+    response_format_schema(req.get("response_format"))  # a malformed one is refused before any work
     messages = req.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("messages must be a non-empty list")
@@ -145,6 +173,10 @@ class ChatEngine:
                 if not tools:
                     raise BadRequest(f"tool_choice names no offered tool: {choice}")
             body["grammar"] = forced_call_grammar(tools)
+        if (schema := response_format_schema(req.get("response_format"))) is not None:
+            if "grammar" in body:
+                raise BadRequest("response_format cannot be combined with a forced tool call")
+            body["grammar"] = json_grammar(schema)
         body["prompt"] = self.template.render([for_template(dict(m)) for m in messages], tools)
         with self._lock:
             out = self._server.handle_completions(body)
