@@ -118,6 +118,20 @@ def _short(v: Any, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+def _fewest(keys: Sequence[str], flat: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The fewest of `keys` (shallowest first) that tell the runs apart: a provider's name repeated under the
+    contestant (`mode.memory.provider.name`) adds nothing to `memory.name`. All of them when none suffice."""
+    chosen: list[str] = []
+    for k in sorted(keys, key=lambda k: (k.count("."), k)):
+        if len({tuple(f.get(c) for c in [*chosen, k]) for f in flat}) > len(
+            {tuple(f.get(c) for c in chosen) for f in flat}
+        ):
+            chosen.append(k)
+        if len({tuple(f.get(c) for c in chosen) for f in flat}) == len(flat):
+            return chosen
+    return list(keys)
+
+
 def _labels(paths: Sequence[Path], metas: Sequence[RunMeta]) -> list[str]:
     """Name runs by the config entries that tell them apart (e.g. `prompt.name=state_recovery`), else by directory
     (a Hydra sweep names its run directories after every override, which is long)."""
@@ -125,9 +139,9 @@ def _labels(paths: Sequence[Path], metas: Sequence[RunMeta]) -> list[str]:
     for m in metas[1:]:
         keys += [k for k, _, _ in config_diff(metas[0], m) if k not in keys]
     named = [k for k in keys if k.split(".")[-1] == "name"]  # e.g. prompt.name says it all for a prompt variant
-    keys = named or keys[:3]
+    flat = [flatten(m.config or {}) for m in metas]
+    keys = _fewest(named, flat) or keys[:3]
     if keys:
-        flat = [flatten(m.config or {}) for m in metas]
         labels = [",".join(f"{k}={_short(f.get(k), 40)}" for k in keys) for f in flat]
         if len(set(labels)) == len(labels):
             return labels

@@ -1,0 +1,32 @@
+"""`lme-harness compare` names each run by the fewest config entries that tell the runs apart (reports/compare.py)."""
+
+from pathlib import Path
+
+from harness.run_meta import RunMeta
+from reports.compare import _labels
+
+
+def _meta(config: dict) -> RunMeta:
+    return RunMeta.of({"config": config})
+
+
+def test_a_name_repeated_under_the_contestant_is_left_out_of_the_label() -> None:
+    names = ["bm25", "rag", None]
+    metas = [_meta({"memory": {"name": n}, "mode": {"memory": {"provider": {"name": n}}}}) for n in names]
+    labels = _labels([Path(f"runs/r{i}") for i in range(3)], metas)
+    assert labels == ["memory.name=bm25", "memory.name=rag", "memory.name=null"]
+
+
+def test_two_names_are_kept_when_each_is_needed() -> None:
+    pairs = [("a", "x"), ("a", "y"), ("b", "x")]
+    metas = [_meta({"prompt": {"name": p}, "judge": {"name": j}}) for p, j in pairs]
+    assert _labels([Path(f"r{i}") for i in range(3)], metas) == [
+        "judge.name=x,prompt.name=a",
+        "judge.name=y,prompt.name=a",
+        "judge.name=x,prompt.name=b",
+    ]
+
+
+def test_one_differing_name_is_the_whole_label() -> None:
+    metas = [_meta({"prompt": {"name": n}, "run": {"name": "same"}}) for n in ("default", "state_recovery")]
+    assert _labels([Path("a"), Path("b")], metas) == ["prompt.name=default", "prompt.name=state_recovery"]
