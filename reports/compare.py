@@ -121,13 +121,15 @@ def _short(v: Any, n: int) -> str:
 def _fewest(keys: Sequence[str], flat: Sequence[Mapping[str, Any]]) -> list[str]:
     """The fewest of `keys` (shallowest first) that tell the runs apart: a provider's name repeated under the
     contestant (`mode.memory.provider.name`) adds nothing to `memory.name`. All of them when none suffice."""
+
+    def distinct(ks: Sequence[str]) -> int:
+        return len({tuple(f.get(k) for k in ks) for f in flat})
+
     chosen: list[str] = []
     for k in sorted(keys, key=lambda k: (k.count("."), k)):
-        if len({tuple(f.get(c) for c in [*chosen, k]) for f in flat}) > len(
-            {tuple(f.get(c) for c in chosen) for f in flat}
-        ):
+        if distinct([*chosen, k]) > distinct(chosen):
             chosen.append(k)
-        if len({tuple(f.get(c) for c in chosen) for f in flat}) == len(flat):
+        if distinct(chosen) == len(flat):
             return chosen
     return list(keys)
 

@@ -20,8 +20,6 @@ What maps to what (mem0ai 2.2.1, its v3 API):
 
 from __future__ import annotations
 
-import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -31,7 +29,8 @@ from urllib.parse import quote
 import httpx
 
 from harness.memory.hosted import HostedProvider, epoch_seconds, iso_of
-from harness.memory.provider import Ingest, MemoryItem, MemorySession, Provenance, ProviderError, Retrieval
+from harness.memory.mem0_provider import mem0_quietly
+from harness.memory.provider import Ingest, MemoryItem, MemorySession, Provenance, Retrieval
 
 NAME = "mem0_platform"
 POLL_S = 1.0  # between two looks at a queued delete (setup)
@@ -39,18 +38,10 @@ DONE, FAILED = "SUCCEEDED", "FAILED"  # an event's terminal statuses (GET /v1/ev
 
 
 def _memory_client_class() -> Any:
-    """mem0's `MemoryClient`, imported under the OSS adapter's rule (mem0_provider.py): telemetry off, checked, as
-    mem0 reads MEM0_TELEMETRY once at import; MEM0_DIR private, as mem0 writes a config file there at import."""
-    os.environ.setdefault("MEM0_TELEMETRY", "false")
-    if not os.environ.get("MEM0_DIR"):
-        os.environ["MEM0_DIR"] = tempfile.mkdtemp(prefix="lme-mem0-")
-    try:
-        import mem0.memory.telemetry as telemetry
-        from mem0.client.main import MemoryClient
-    except ImportError as e:
-        raise ProviderError(NAME, "setup", None, f"mem0ai is not installed ({e}): pip install -e '.[memory]'") from e
-    if telemetry.MEM0_TELEMETRY:
-        raise ProviderError(NAME, "setup", None, "mem0 was imported with telemetry on; set MEM0_TELEMETRY=false")
+    """mem0's `MemoryClient`, imported under the OSS adapter's rule (`mem0_quietly`: telemetry off, MEM0_DIR private)."""
+    mem0_quietly(NAME)
+    from mem0.client.main import MemoryClient
+
     return MemoryClient
 
 

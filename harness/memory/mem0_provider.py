@@ -75,29 +75,37 @@ def _date_the_prompt(mem0_main: Any) -> None:
     mem0_main.generate_additive_extraction_prompt = dated
 
 
-def _import_mem0() -> Any:
-    """mem0's `Memory` and `MemoryConfig`, imported with telemetry off (checked, not assumed)."""
+def mem0_quietly(provider: str) -> None:
+    """Prepare and check mem0's import for `provider` (this adapter and the platform's): telemetry off (mem0 reads
+    MEM0_TELEMETRY once, at import; checked, not assumed) and MEM0_DIR private (mem0 writes a config.json there at
+    import: never into ~/.mem0). One ProviderError when mem0 is missing or was imported with telemetry on."""
     os.environ.setdefault("MEM0_TELEMETRY", "false")
-    if not os.environ.get("MEM0_DIR"):  # mem0 writes a config.json there at import: never into ~/.mem0
+    if not os.environ.get("MEM0_DIR"):
         os.environ["MEM0_DIR"] = tempfile.mkdtemp(prefix="lme-mem0-")
     try:
         import mem0.memory.telemetry as telemetry
-        from mem0 import Memory
-        from mem0.configs.base import MemoryConfig
-        from mem0.embeddings.base import EmbeddingBase
-        from mem0.llms.base import LLMBase
-        from mem0.memory import main as mem0_main
     except ImportError as e:
         raise ProviderError(
-            NAME, "setup", None, f"mem0 is not installed ({e}); install the extra: pip install -e '.[memory]'"
+            provider, "setup", None, f"mem0 is not installed ({e}); install the extra: pip install -e '.[memory]'"
         ) from e
     if telemetry.MEM0_TELEMETRY:
         raise ProviderError(
-            NAME,
+            provider,
             "setup",
             None,
             "mem0 telemetry is on (MEM0_TELEMETRY was true when mem0 was imported); set MEM0_TELEMETRY=false",
         )
+
+
+def _import_mem0() -> Any:
+    """mem0's `Memory` and `MemoryConfig`, imported with telemetry off (`mem0_quietly`)."""
+    mem0_quietly(NAME)
+    from mem0 import Memory
+    from mem0.configs.base import MemoryConfig
+    from mem0.embeddings.base import EmbeddingBase
+    from mem0.llms.base import LLMBase
+    from mem0.memory import main as mem0_main
+
     _date_the_prompt(mem0_main)
     return Memory, MemoryConfig, EmbeddingBase, LLMBase
 

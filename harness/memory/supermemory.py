@@ -38,7 +38,7 @@ class SupermemoryProvider(HostedProvider):
         if search_mode not in SEARCH_MODES:
             raise ValueError(f"supermemory: search_mode must be one of {SEARCH_MODES}, got {search_mode!r}")
         self.search_mode = search_mode
-        self._documents: dict[str, list[str]] = {}  # unit → its documents' ids, polled by `ready`
+        self._documents: dict[str, list[str]] = {}  # unit → its documents not yet seen done, polled by `ready`
 
     def _client_for(self, key: str) -> Any:
         from supermemory import Supermemory
@@ -62,12 +62,14 @@ class SupermemoryProvider(HostedProvider):
         return Ingest(ready=False)
 
     def _ready(self, sdk: Any, unit: str) -> bool:
-        for doc_id in self._documents.get(unit, []):
-            system = sdk.documents.get(self.scope(unit), doc_id).system
+        pending = self._documents.get(unit, [])
+        while pending:  # a document seen done is not asked about again
+            system = sdk.documents.get(self.scope(unit), pending[0]).system
             if system.status == "failed":
-                raise RuntimeError(f"document {doc_id!r} failed processing")
+                raise RuntimeError(f"document {pending[0]!r} failed processing")
             if system.status != "done" or system.dreaming_status != "done":
                 return False
+            pending.pop(0)
         return True
 
     def _retrieve(self, sdk: Any, unit: str, query: str, top_k: int, as_of: str) -> Retrieval:
