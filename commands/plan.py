@@ -294,8 +294,8 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
     if planned_providers:
         plan["estimates"]["memory"] = (
             f"memory provider(s) {', '.join(planned_providers)} reach a service outside this process: the plan sent "
-            "them nothing; the reader's input is planned at the context cap (the case's newest turns, an upper "
-            "bound) and the service's own spend (its LLM and embedding calls) is not planned"
+            "them nothing; the reader's input is planned as the full-context baseline's (the newest sessions, cut to "
+            "the context cap: an upper bound) and the service's own spend (its LLM and embedding calls) is not planned"
         )
     return plan
 
@@ -310,7 +310,7 @@ def _plan_remote_providers(modes: list[Any]) -> list[str]:
     for mode in modes:
         if isinstance(mode, ProviderContestant) and is_remote(mode.provider):
             name = str(getattr(mode.provider, "NAME", type(mode.provider).__name__))
-            mode.provider = PlannedProvider(name, mode.context_tokens)
+            mode.provider = PlannedProvider(name)
             names.append(name)
     return names
 
