@@ -87,7 +87,8 @@ GATE_REPLAY_FIXTURE ?= baselines/ci_replay.jsonl
 GATE_REPLAY_BASELINE ?= baselines/ci_replay.yaml
 GATE_DIR ?= runs/ci_gate
 GATE_REPLAY_DIR ?= runs/ci_gate_replay
-GATE_ARGS := model=smollm2_135m dataset.limit=2 generation.max_tokens=48 judge=longmemeval cache.enabled=false run.progress=false
+# The gate's run is defined once, in configs/experiment/ci_gate.yaml (the tests and the behaviour baseline use it too).
+GATE_ARGS := +experiment=ci_gate
 gate: $(STAMP)
 	rm -rf $(GATE_REPLAY_DIR)
 	$(BIN)/lme-harness replay $(GATE_REPLAY_FIXTURE) hydra.run.dir=$(GATE_REPLAY_DIR) $(GATE_ARGS) || test $$? -eq 3

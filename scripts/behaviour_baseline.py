@@ -173,14 +173,7 @@ def produce(work: Path) -> dict[str, Path]:
     )
     _expect(code, 0, "plan")
     _expect(_cli("export", str(out["run_lme"]), "--out", str(out["export"])), 0, "export")
-    gate_args = [
-        "model=smollm2_135m",
-        "dataset.limit=2",
-        "generation.max_tokens=48",
-        "judge=longmemeval",
-        "cache.enabled=false",
-        "run.progress=false",
-    ]
+    gate_args = ["+experiment=ci_gate"]  # as `make gate` runs it
     code = _cli(
         "replay", str(ROOT / "baselines" / "ci_replay.jsonl"), f"hydra.run.dir={out['gate_replay']}", *gate_args
     )

@@ -201,7 +201,9 @@ def test_gate_missing_metric_fails_and_bad_baselines_are_errors(tmp_path, capsys
 def test_committed_ci_baseline_is_valid():
     base = Path(__file__).resolve().parents[1] / "baselines" / "ci_smollm2.yaml"
     raw, checks = load_baseline(base)
-    assert raw["command"].startswith("lme-harness run") and "model=smollm2_135m" in raw["command"]
+    assert raw["command"].startswith("lme-harness run") and "+experiment=ci_gate" in raw["command"]
+    gate_run = yaml.safe_load((base.parents[1] / "configs" / "experiment" / "ci_gate.yaml").read_text())
+    assert "override /model: smollm2_135m" in [f"{k}: {v}" for d in gate_run["defaults"] for k, v in d.items()]
     assert {c.metric for c in checks} >= {"failed", "em", "final_prompt_tokens"}
 
 

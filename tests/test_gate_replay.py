@@ -18,14 +18,7 @@ from harness.llm.fixture import FixtureError, ResponseFixture, request_key
 from harness.testing.fake_openai import FakeOpenAIServer, completion
 
 ROOT = Path(__file__).resolve().parents[1]
-ARGS = [
-    "model=smollm2_135m",
-    "dataset.limit=2",
-    "generation.max_tokens=48",
-    "judge=longmemeval",
-    "cache.enabled=false",
-    "run.progress=false",
-]
+ARGS = ["+experiment=ci_gate"]  # the gate's run as `make gate` runs it (configs/experiment/ci_gate.yaml)
 
 
 def model(req):
