@@ -183,5 +183,5 @@ def test_the_hydra_config_instantiates(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_capabilities(replay: Replay) -> None:
     caps = provider(replay, concurrency=4).capabilities()
     assert caps.name == "letta" and caps.version.startswith("letta-client 1.")
-    assert caps.calls == frozenset({"setup", "ingest", "retrieve", "teardown"})
+    assert caps.calls == frozenset({"setup", "ingest", "retrieve", "teardown", "attach"})
     assert caps.concurrency == 4 and caps.problems() == []
