@@ -142,4 +142,4 @@ class LettaProvider(HostedProvider):
         if agent is None:
             return
         sdk.agents.delete(agent)
-        del self._agents[unit]  # only once deleted: a failed delete can be retried
+        self._agents.pop(unit, None)  # only once deleted: a failed delete can be retried
