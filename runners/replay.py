@@ -106,6 +106,9 @@ def _run_benchmark(config: RunConfig, skeleton: RunSkeleton) -> tuple[int, int, 
     cases, data_prov = dataset.load()
     config.wire.check_cases(cases, str(data_prov.get("source")))
     modes = build_modes(config)
+    for m in modes:  # a memory contestant keeps its ingest checkpoint here (harness/memory/checkpoint.py)
+        if callable(bind := getattr(m, "bind_run_dir", None)):
+            bind(run_dir)
     prior = [r for r in read_records(run_dir / RECORDS_FILE) if r.answered]
     done = {r.key for r in prior}
     todo = [(c, [m for m in modes if (c.question_id, m.name) not in done]) for c in cases]

@@ -183,5 +183,35 @@ def test_the_hydra_config_instantiates(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_capabilities(replay: Replay) -> None:
     caps = provider(replay, concurrency=4).capabilities()
     assert caps.name == "letta" and caps.version.startswith("letta-client 1.")
-    assert caps.calls == frozenset({"setup", "ingest", "retrieve", "teardown"})
+    assert caps.calls == frozenset({"setup", "ingest", "retrieve", "teardown", "attach"})
     assert caps.concurrency == 4 and caps.problems() == []
+
+
+def test_attach_finds_an_earlier_processs_agent_by_name_and_retrieves_from_it(replay: Replay) -> None:
+    p = provider(replay)  # a fresh process: it never created the agent
+    assert "attach" in p.capabilities().calls
+    assert p.attach("q9") is True
+    (listed,) = replay.sent("GET", AGENTS)
+    assert listed.query["name"] == "lme-q9"
+    p.retrieve("q9", "cat?", 3, AS_OF)
+    (search,) = replay.sent("GET", SEARCH)
+    assert "agent-00000000-0000-4000-8000-000000000009" in search.path
+    assert not replay.sent("POST", AGENTS) and not replay.sent("POST", PASSAGES)  # nothing ingested again
+
+
+def test_attach_is_false_when_no_agent_has_the_units_name(replay: Replay) -> None:
+    replay.routes.insert(0, {"method": "GET", "path": AGENTS, "body": []})
+    p = provider(replay)
+    assert p.attach("q9") is False
+    with pytest.raises(ProviderError):  # not attached: the unit stays unknown
+        p.retrieve("q9", "cat?", 3, AS_OF)
+
+
+def test_teardown_of_a_unit_left_by_an_earlier_process_deletes_its_agent_found_by_name(replay: Replay) -> None:
+    p = provider(replay)
+    p.teardown("q9")
+    (deleted,) = replay.sent("DELETE", r"/v1/agents/agent-[^/]+")
+    assert deleted.path.endswith("agent-00000000-0000-4000-8000-000000000009")
+    replay.routes.insert(0, {"method": "GET", "path": AGENTS, "body": []})
+    p.teardown("q10")  # none by that name: nothing to delete
+    assert len(replay.sent("DELETE", r"/v1/agents/agent-[^/]+")) == 1

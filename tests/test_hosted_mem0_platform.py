@@ -237,3 +237,15 @@ def test_capabilities_name_the_service_and_the_sdk_version(provider: Mem0Platfor
     assert caps.name == "mem0_platform"
     assert caps.version == f"mem0ai {metadata.version('mem0ai')}"
     assert caps.problems() == [] and caps.supports("ready")
+
+
+def test_attach_is_true_when_the_units_memories_are_still_there_and_sends_no_add(
+    provider: Mem0PlatformProvider, replay: Replay
+) -> None:
+    assert "attach" in provider.capabilities().calls
+    assert provider.attach("q1") is False  # the fixture's get_all: count 0, nothing under the user_id
+    route(replay, "POST", "/v3/memories/", 200, {"count": 3, "next": None, "previous": None, "results": []})
+    assert provider.attach("q1") is True
+    asked = replay.sent("POST", "/v3/memories/")
+    assert [r.body["filters"] for r in asked] == [{"user_id": "lme-t-q1"}] * 2
+    assert not replay.sent("POST", "/v3/memories/add/") and not replay.sent("DELETE", "/v1/memories/")

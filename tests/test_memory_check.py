@@ -54,7 +54,7 @@ def test_the_reference_server_passes_provider_check(make, capsys) -> None:
         assert main(["provider-check", srv.base_url]) == 0
     out = capsys.readouterr().out
     assert "conforms" in out and "FAIL" not in out
-    for name in ("capabilities", "isolation", "as_of", "top_k", "unknown_unit", "teardown"):
+    for name in ("capabilities", "isolation", "as_of", "top_k", "unknown_unit", "teardown", "attach"):
         assert f"PASS {name}" in out
 
 

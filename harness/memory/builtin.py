@@ -73,6 +73,11 @@ class _Units:
         with self._lock:
             self._units.pop(unit, None)
 
+    def ingested(self, unit: str) -> bool:
+        """Set up and ingested (what `attach` asks: a unit only set up is not attachable)."""
+        with self._lock:
+            return self._units.get(unit) is not None
+
 
 def _turns(sessions: Sequence[MemorySession]) -> list[_Turn]:
     return [
@@ -96,7 +101,7 @@ class IndexProvider(ProviderBase):
         self._units = _Units(self.name)
 
     def capabilities(self) -> Capabilities:
-        return Capabilities(self.name, VERSION, REQUIRED_CALLS, concurrency=4)
+        return Capabilities(self.name, VERSION, REQUIRED_CALLS | {"attach"}, concurrency=4)
 
     def setup(self, unit: str) -> None:
         self._units.setup(unit)
@@ -122,6 +127,9 @@ class IndexProvider(ProviderBase):
         mask = np.fromiter((parse_iso(turns[d.position].date).timestamp() <= cutoff for d in index.docs), bool)
         return Retrieval(tuple(turns[index.docs[i].position].item(s) for i, s in index.ranked(scores, mask, top_k)))
 
+    def attach(self, unit: str) -> bool:
+        return self._units.ingested(unit)
+
     def teardown(self, unit: str) -> None:
         self._units.drop(unit)
 
@@ -137,7 +145,7 @@ class FullContextProvider(ProviderBase):
         self._units = _Units(self.name)
 
     def capabilities(self) -> Capabilities:
-        return Capabilities(self.name, VERSION, REQUIRED_CALLS, concurrency=4)
+        return Capabilities(self.name, VERSION, REQUIRED_CALLS | {"attach"}, concurrency=4)
 
     def setup(self, unit: str) -> None:
         self._units.setup(unit)
@@ -159,6 +167,9 @@ class FullContextProvider(ProviderBase):
             for s in list(reversed(shown))[:top_k]
         )
         return Retrieval(items)
+
+    def attach(self, unit: str) -> bool:
+        return self._units.ingested(unit)
 
     def teardown(self, unit: str) -> None:
         self._units.drop(unit)

@@ -10,7 +10,9 @@ Runs on two fresh units with planted facts, then names every check that failed:
 - as_of: nothing from a session dated after `as_of` comes back, and no item's provenance date is after it;
 - unknown_unit: retrieve for a unit never set up is an error, not an answer;
 - teardown: after teardown and a fresh setup, the unit's old facts are gone;
-- answer: when the provider lists `answer`, it returns a string.
+- answer: when the provider lists `answer`, it returns a string;
+- attach: when the provider lists `attach`, it says true for a unit set up, ingested and ready (which still retrieves
+  its fact after), and false for a unit never set up and for one torn down.
 
 A check never depends on the service's ranking beyond "a distinctive word finds its turn among three".
 """
@@ -169,6 +171,20 @@ def check_provider(provider: MemoryProvider, *, ready_timeout_s: float = 120.0, 
         got = provider.answer(unit_b, "What is my kitten called?", AFTER_ALL)
         return None if isinstance(got.answer, str) else f"answer is {type(got.answer).__name__}, not a string"
 
+    def attach() -> str | None:
+        if not provider.capabilities().supports("attach"):
+            return None  # optional: a service without it is never asked
+        why = []
+        if provider.attach(unit_b) is not True:
+            why.append(f"attach of {unit_b!r} (set up, ingested, ready) did not answer true")
+        elif canary_b not in _texts(provider.retrieve(unit_b, f"What is my kitten called? {canary_b}", 3, AFTER_ALL)):
+            why.append(f"after attach, the planted fact {canary_b!r} was not retrieved for its unit")
+        if provider.attach(unknown) is not False:
+            why.append(f"attach of {unknown!r} (never set up) did not answer false")
+        if provider.attach(unit_a) is not False:
+            why.append(f"attach of {unit_a!r} (torn down) did not answer false")
+        return "; ".join(why) or None
+
     for name, fn in (
         ("finds_own", finds_own),
         ("top_k", top_k),
@@ -177,6 +193,7 @@ def check_provider(provider: MemoryProvider, *, ready_timeout_s: float = 120.0, 
         ("unknown_unit", unknown_unit),
         ("teardown", teardown),
         ("answer", answer),
+        ("attach", attach),
     ):
         run(name, fn)
     try:

@@ -10,6 +10,12 @@ labelled variant (`variant` in every trace), to be shown beside the fair run, ne
 Isolation: the unit id is the question id plus a per-run tag; the memory handed back to `answer` is only that
 id, and teardown
 runs when the case is done (after answer, or when ingest fails). The question reaches the provider only through retrieve/answer.
+
+Resume (a remote provider, `remote = True`, in a run directory: harness/memory/checkpoint.py): each unit is written
+to the run's ingest checkpoint before setup and again once ingested and ready, and marked done at teardown. A resumed
+run finding a unit of its case still open attaches to it when the provider declares `attach` and says the unit is
+there (no ingest sent; the record's ingest trace is the original's, with `resumed: true`), else tears the stale
+unit down first and ingests again (`resume.reingested: true`).
 """
 
 from __future__ import annotations
@@ -20,10 +26,12 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from harness.contestants.base import Answer, CaseHistory, Ingested, Question, Stopwatch, Toolkit, query_latency
 from harness.golang import go_trim_space
+from harness.memory.checkpoint import IngestCheckpoint, OpenUnit, checkpoint_path, settings_hash
 from harness.memory.gold import Gold, Label, recall_record
 from harness.memory.provider import (
     MemoryItem,
@@ -113,6 +121,23 @@ class ProviderContestant:
     # Each unit's gold labels (harness/memory/gold.py), kept here from ingest to answer to measure retrieval;
     # never sent to the provider or the reader.
     _gold: dict[str, Gold] = field(default_factory=dict, init=False, repr=False)
+    # The run directory (`bind_run_dir`, by the pipeline) and the ingest checkpoint kept there for a remote provider.
+    _run_dir: Path | None = field(default=None, init=False, repr=False)
+    _checkpoint: IngestCheckpoint | None = field(default=None, init=False, repr=False)
+    _keys: dict[str, str] = field(default_factory=dict, init=False, repr=False)  # unit -> its case's key
+    _calls: frozenset[str] = field(default=frozenset(), init=False, repr=False)  # the provider's declared calls
+
+    def bind_run_dir(self, run_dir: str | Path) -> None:
+        """Where the ingest checkpoint of a remote provider lives. One an earlier run left is read now, before the
+        first case, so a damaged one stops the run with one error (CheckpointError) instead of failing every case."""
+        self._run_dir = Path(run_dir)
+        if getattr(self.provider, "remote", False) and checkpoint_path(self._run_dir, self.name).exists():
+            try:
+                who = self._capabilities()
+            except ProviderError as e:  # the service is down: the first case fails with it, and names it
+                log.warning("%s", e)
+                return
+            self._open_checkpoint(who)
 
     def __post_init__(self) -> None:
         if self.provider is None:
@@ -155,6 +180,7 @@ class ProviderContestant:
                     raise ProviderError(caps.name, "capabilities", None, "native_answer is set but no 'answer' call")
                 self._slots = threading.BoundedSemaphore(caps.concurrency)
                 self._who = {"provider": caps.name, "version": caps.version, "variant": self.variant}
+                self._calls = caps.calls
             return self._who
 
     def _call(self, fn: Callable[[], T]) -> T:
@@ -163,13 +189,105 @@ class ProviderContestant:
         with self._slots:
             return fn()
 
+    def _open_checkpoint(self, who: dict[str, Any]) -> IngestCheckpoint | None:
+        """The ingest checkpoint, for a remote provider in a run directory (None otherwise: an in-process provider's
+        units die with the process, so there is nothing to attach to or tear down)."""
+        if self._run_dir is None or not getattr(self.provider, "remote", False):
+            return None
+        with self._lock:
+            if self._checkpoint is None:
+                self._checkpoint = IngestCheckpoint(
+                    checkpoint_path(self._run_dir, self.name),
+                    provider=who["provider"],
+                    mode=self.name,
+                    settings=settings_hash(self.provider),
+                )
+                if n := self._checkpoint.stale_count():
+                    log.info("%s: %d memory unit(s) left on the service by an earlier run", self.name, n)
+            return self._checkpoint
+
+    def _scope(self, unit: str) -> str | None:
+        scope = getattr(self.provider, "scope", None)
+        return str(scope(unit)) if callable(scope) else None
+
+    def _resume(self, key: str, stale: list[OpenUnit], history: CaseHistory) -> tuple[Ingested | None, dict[str, Any]]:
+        """Units an earlier process left open for this case: attach to the newest ingested one when the provider can
+        (the Ingested), tearing the others down; else tear them all down (None, and what the record says of it)."""
+        ck = self._checkpoint
+        assert ck is not None
+        who = self._capabilities()
+        calls = self._calls
+        last = stale[-1]
+        why = None
+        if not last.ingested:
+            why = "the earlier ingest never finished"
+        elif last.settings != ck.settings:
+            why = "the provider's settings changed since the earlier ingest"
+        elif "attach" not in calls or getattr(self.provider, "attach", None) is None:
+            why = "the provider does not support attach"
+        attached_ms = None
+        if why is None:
+            t0 = time.perf_counter()
+            try:
+                if not self._call(lambda: self.provider.attach(last.unit)):
+                    why = "attach: the unit is no longer on the service"
+            except ProviderError as e:
+                why = f"attach failed: {e}"
+            attached_ms = round((time.perf_counter() - t0) * 1000, 1)
+        keep = last if why is None else None
+        errors = [err for u in stale if u is not keep and (err := self._teardown(u.unit)) is not None]
+        for u in stale:
+            if u is not keep:
+                ck.done(key, u.unit)
+        if keep is None:
+            log.info("%s / %s: re-ingesting (%s)", self.name, key, why)
+            info: dict[str, Any] = {
+                "reingested": True,
+                "reason": why,
+                "stale_units": len(stale),
+                "stale_torn_down": len(stale) - len(errors),
+            }
+            if errors:
+                info["teardown_errors"] = errors
+            return None, info
+        gold = Gold.of(history)
+        with self._lock:
+            self._gold[keep.unit] = gold
+            self._keys[keep.unit] = key
+        trace = {
+            **(keep.trace or {}),
+            **who,
+            "resumed": True,  # usage and times above are the original ingest's, not spent again by this run
+            "resume": {"attached": True, "unit_ingested_at": keep.at, "attach_ms": attached_ms},
+        }
+        if len(stale) > 1:
+            trace["resume"]["stale_torn_down"] = len(stale) - 1 - len(errors)
+        return Ingested(memory=keep.unit, trace=[trace]), {}
+
     def ingest(self, history: CaseHistory, kit: Toolkit) -> Ingested:
         who = self._capabilities()
         self._bind_model(kit)
+        key = history.unit_id
+        ck = self._open_checkpoint(who)
+        resume: dict[str, Any] = {}
+        if ck is not None and (stale := ck.take(key)):
+            attached, resume = self._resume(key, stale, history)
+            if attached is not None:
+                return attached
         unit = f"{history.unit_id}.{self._run_tag}"
         sessions = memory_sessions(history)
+        scope = self._scope(unit) if ck is not None else None
+        with self._lock:
+            self._keys[unit] = key
+        if ck is not None:
+            ck.started(key, unit, scope)  # before setup: a unit killed mid-ingest is torn down by the resumed run
         t0 = time.perf_counter()
-        self._call(lambda: self.provider.setup(unit))
+        try:
+            self._call(lambda: self.provider.setup(unit))
+        except BaseException:
+            if ck is not None:  # a setup that failed half-way may have left a scope: forgotten too
+                self._teardown(unit)
+            raise
         try:
             done = self._call(lambda: self.provider.ingest(unit, sessions))
             t_ingest = time.perf_counter() - t0
@@ -201,6 +319,10 @@ class ProviderContestant:
             self._gold[unit] = gold
         if (stored := self._stored(unit, gold)) is not None:
             trace["stored"] = stored
+        if ck is not None:
+            ck.ingested(key, unit, scope, trace)
+        if resume:
+            trace = {**trace, "resumed": False, "resume": resume}
         return Ingested(memory=unit, trace=[trace])
 
     def _stored(self, unit: str, gold: Gold) -> dict[str, Any] | None:
@@ -236,11 +358,15 @@ class ProviderContestant:
         """Teardown; its failure is logged and returned, never raised over the case's own outcome."""
         with self._lock:
             self._gold.pop(unit, None)
+            key = self._keys.pop(unit, None)
         try:
             self._call(lambda: self.provider.teardown(unit))
         except ProviderError as e:
             log.warning("%s", e)
             return str(e)
+        finally:
+            if self._checkpoint is not None and key is not None:
+                self._checkpoint.done(key, unit)  # the record says whether teardown failed; it is not retried
         return None
 
     def _answer(self, unit: str, question: Question, kit: Toolkit) -> Answer:

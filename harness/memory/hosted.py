@@ -69,6 +69,7 @@ class HostedProvider(ProviderBase):
     NAME: ClassVar[str]
     DISTRIBUTION: ClassVar[str]  # the SDK's PyPI name: its version is the provider's version
     ASYNC_INGEST: ClassVar[bool] = False  # True: ingest returns ready=False and `ready` polls the service
+    ATTACH: ClassVar[bool] = False  # True: `_attach` asks the service whether a unit's scope still exists
     remote: ClassVar[bool] = True  # a service outside this process: `lme-harness plan` sends it nothing
 
     def __init__(
@@ -102,7 +103,9 @@ class HostedProvider(ProviderBase):
             version = metadata.version(self.DISTRIBUTION)
         except metadata.PackageNotFoundError:
             version = "not installed"
-        calls = REQUIRED_CALLS | ({"ready"} if self.ASYNC_INGEST else frozenset())
+        calls = (
+            REQUIRED_CALLS | ({"ready"} if self.ASYNC_INGEST else frozenset()) | ({"attach"} if self.ATTACH else set())
+        )
         return Capabilities(self.NAME, f"{self.DISTRIBUTION} {version}", frozenset(calls), self.concurrency)
 
     def scope(self, unit: str) -> str:
@@ -156,6 +159,13 @@ class HostedProvider(ProviderBase):
         result: Retrieval = self._call("retrieve", unit, lambda sdk: self._retrieve(sdk, unit, query, top_k, as_of))
         return result
 
+    def attach(self, unit: str) -> bool:
+        """Whether the unit's scope, ingested by an earlier process, is still on the service (the harness attaches
+        only to units its checkpoint says finished ingesting and were seen ready). Not supported: False."""
+        if not self.ATTACH:
+            return False
+        return bool(self._call("attach", unit, lambda sdk: self._attach(sdk, unit)))
+
     def teardown(self, unit: str) -> None:
         self._call("teardown", unit, lambda sdk: self._teardown(sdk, unit))
 
@@ -174,6 +184,9 @@ class HostedProvider(ProviderBase):
         return True
 
     def _retrieve(self, sdk: Any, unit: str, query: str, top_k: int, as_of: str) -> Retrieval:
+        raise NotImplementedError
+
+    def _attach(self, sdk: Any, unit: str) -> bool:
         raise NotImplementedError
 
     def _teardown(self, sdk: Any, unit: str) -> None:

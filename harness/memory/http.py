@@ -9,12 +9,18 @@ One route per call under a base URL (e.g. http://127.0.0.1:8765/v1), JSON in and
     POST {base}/ready     {unit}                              -> {ready}
     POST {base}/retrieve  {unit, query, top_k, as_of}         -> {items: [{text, score, provenance}], usage}
     POST {base}/answer    {unit, query, as_of}                -> {answer, usage, items}
+    POST {base}/attach    {unit}                              -> {attached}       (optional, see below)
     POST {base}/teardown  {unit}                              -> {}
 
 `usage` is {input_tokens, output_tokens, embedding_tokens, llm_calls, cost_usd} (any may be left out),
 `provenance` {session_id, turn_index, date} or null. A failed call answers a non-2xx status with
 {"error": "<message>"}; an unknown unit is 404. `HttpProvider` is the client (a provider like any other);
 `MemoryServer` serves any Python provider over these routes on loopback (the reference server).
+
+`attach` is optional, like `ready` and `answer`: a service lists it in `calls` when it can say whether a unit an
+earlier process set up and ingested is still there, complete and ready (`attached: true`), so that a resumed run
+answers against it without sending the sessions again. A service that does not list it is never asked (its units
+are torn down and ingested again on resume), so services written before the route keep working unchanged.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ from harness.memory.provider import (
     Usage,
 )
 
-POST_ROUTES = ("setup", "ingest", "ready", "retrieve", "answer", "teardown")
+POST_ROUTES = ("setup", "ingest", "ready", "retrieve", "answer", "attach", "teardown")
 
 
 class ShapeError(ValueError):
@@ -238,6 +244,11 @@ class HttpProvider:
             d,
         )
 
+    def attach(self, unit: str) -> bool:
+        """The optional route (call it only when `capabilities().calls` lists `attach`)."""
+        d = self._call("attach", unit, {"unit": unit})
+        return bool(self._decode("attach", unit, lambda d: _req(d, "attached", bool, "attach"), d))
+
     def teardown(self, unit: str) -> None:
         self._call("teardown", unit, {"unit": unit})
 
@@ -285,6 +296,10 @@ class Routes:
                     unit, _req(req, "query", str, call), _req(req, "top_k", int, call), _req(req, "as_of", str, call)
                 )
                 return Reply(body={"items": items_json(got.items), "usage": asdict(got.usage)})
+            if call == "attach":
+                if not p.capabilities().supports("attach"):
+                    return Reply(status=404, body={"error": f"{p.capabilities().name}: no 'attach' call"})
+                return Reply(body={"attached": bool(p.attach(unit))})
             if call == "answer":
                 own = p.answer(unit, _req(req, "query", str, call), _req(req, "as_of", str, call))
                 return Reply(body={"answer": own.answer, "usage": asdict(own.usage), "items": items_json(own.items)})

@@ -13,7 +13,10 @@ Mapping (harness/memory/hosted.py holds the shared part: key from the env, error
 - retrieve: `GET /v1/agents/{id}/archival-memory/search` with `top_k` and `end_datetime=as_of`: the service filters
   by date; nothing is dropped here, so the harness's leakage audit sees what the service returned. The search
   reports no score (`score=None`).
-- teardown: `DELETE /v1/agents/{id}`.
+- teardown: `DELETE /v1/agents/{id}`; an agent this process did not create (a unit a killed run left) is found
+  by its name first (`GET /v1/agents/?name=`).
+- attach (a resumed run): the unit's agent, found by its name, still exists (its passages were inserted
+  synchronously before the harness checkpointed the unit, so an existing agent is a complete one).
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ def provenance_of(tags: Sequence[str] | None, timestamp: Any = None) -> Provenan
 class LettaProvider(HostedProvider):
     """Letta behind the provider contract. `agent_model`/`agent_embedding`: the agent's handles (provider/model-name);
     `max_retries`: the SDK's own retries of a failed request (0: each failure surfaces at once)."""
+
+    ATTACH = True
 
     NAME = "letta"
     DISTRIBUTION = "letta-client"
@@ -87,6 +92,20 @@ class LettaProvider(HostedProvider):
             raise ProviderError(self.NAME, call, unit, "unknown unit (call setup first)")
         return agent
 
+    def _find(self, sdk: Any, unit: str) -> str | None:
+        """The id of the agent named `scope(unit)` on the service (None when there is none)."""
+        page = sdk.agents.list(name=self.scope(unit), limit=2)  # the first page only: a name is one agent
+        found = [a for a in (page.items or []) if a.name == self.scope(unit)]
+        if len(found) > 1:
+            raise RuntimeError(f"{len(found)} agents are named {self.scope(unit)!r}; not attaching to either")
+        return found[0].id if found else None
+
+    def _attach(self, sdk: Any, unit: str) -> bool:
+        agent = self._find(sdk, unit)
+        if agent is not None:
+            self._agents[unit] = agent
+        return agent is not None
+
     def _setup(self, sdk: Any, unit: str) -> None:
         if unit in self._agents:  # a repeated setup starts empty: the earlier agent goes first
             self._teardown(sdk, unit)
@@ -119,8 +138,8 @@ class LettaProvider(HostedProvider):
         return Retrieval(items)
 
     def _teardown(self, sdk: Any, unit: str) -> None:
-        agent = self._agents.get(unit)
+        agent = self._agents.get(unit) or self._find(sdk, unit)  # a unit of an earlier process: by its name
         if agent is None:
             return
         sdk.agents.delete(agent)
-        del self._agents[unit]  # only once deleted: a failed delete can be retried
+        self._agents.pop(unit, None)  # only once deleted: a failed delete can be retried

@@ -61,6 +61,7 @@ class Mem0PlatformProvider(HostedProvider):
     NAME: ClassVar[str] = NAME
     DISTRIBUTION: ClassVar[str] = "mem0ai"
     ASYNC_INGEST: ClassVar[bool] = True
+    ATTACH: ClassVar[bool] = True  # the unit's memories, under its user_id, are still on the platform
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -76,6 +77,13 @@ class Mem0PlatformProvider(HostedProvider):
     def _stored(self, sdk: Any, unit: str) -> int:
         found = sdk.get_all(filters={"user_id": self.scope(unit)}, page=1, page_size=1)
         return int(found.get("count", len(found.get("results", []))))
+
+    def _attach(self, sdk: Any, unit: str) -> bool:
+        """A resumed run's unit: its add events all succeeded before the harness checkpointed it, so memories under
+        its user_id mean it is there (none: deleted, or never extracted; it is then ingested again)."""
+        with self._pending_lock:
+            self._pending.pop(unit, None)
+        return self._stored(sdk, unit) > 0
 
     def _wait(self, done: Callable[[], bool], what: str) -> None:
         deadline = time.monotonic() + self.timeout_s

@@ -8,6 +8,8 @@ A provider is driven per *unit* (one unit per LongMemEval question, so cases nev
     ready(unit)                             -> bool               (polled until true when ingest is asynchronous)
     retrieve(unit, query, top_k, as_of)     -> Retrieval          (items for the question, none dated after as_of)
     answer(unit, query, as_of)              -> ProviderAnswer     (optional: systems that answer themselves)
+    attach(unit)                            -> bool               (optional: is the unit, ingested and ready,
+                                                                   still there? A resumed run then skips ingest)
     teardown(unit)                                                 (forget the unit)
 
 The same calls exist as HTTP/JSON routes (harness/memory/http.py); this module is the Python form. Dates are
@@ -27,7 +29,7 @@ from typing import Protocol, runtime_checkable
 CONTRACT_VERSION = "1"
 # Calls every provider answers, and the optional ones a provider names in `Capabilities.calls`.
 REQUIRED_CALLS = frozenset({"setup", "ingest", "retrieve", "teardown"})
-OPTIONAL_CALLS = frozenset({"ready", "answer"})
+OPTIONAL_CALLS = frozenset({"ready", "answer", "attach"})
 ROLES = frozenset({"user", "assistant"})
 LME_DATE_FORMAT = "%Y/%m/%d (%a) %H:%M"  # the dataset's dates, e.g. "2023/05/20 (Sat) 02:21"
 
@@ -168,14 +170,24 @@ class MemoryProvider(Protocol):
 
     def answer(self, unit: str, query: str, as_of: str) -> ProviderAnswer: ...
 
+    def attach(self, unit: str) -> bool:
+        """Optional (`attach` in `Capabilities.calls`): True when `unit`, set up and ingested by an earlier process
+        (a run killed between ingest and answer), still exists on the service, complete and ready to retrieve;
+        False when it is unknown, gone or incomplete. The harness then answers against it without ingesting again
+        (docs/memory-systems.md, "Resume"). Raises ProviderError only when the service cannot be asked."""
+        ...
+
     def teardown(self, unit: str) -> None: ...
 
 
 class ProviderBase:
-    """Defaults for the optional calls: always ready, no native answer. Subclasses implement the rest."""
+    """Defaults for the optional calls: always ready, no native answer, no attach. Subclasses implement the rest."""
 
     def ready(self, unit: str) -> bool:
         return True
+
+    def attach(self, unit: str) -> bool:
+        return False  # not supported (not in `Capabilities.calls`): a resumed run ingests the unit again
 
     def answer(self, unit: str, query: str, as_of: str) -> ProviderAnswer:
         raise ProviderError(type(self).__name__, "answer", unit, "this provider does not answer (no 'answer' call)")
