@@ -57,10 +57,11 @@ def test_local_bm25_uses_only_the_given_documents_idf():
     assert local_bm25(docs, []).tolist() == [0.0, 0.0, 0.0]
 
 
-def test_rescoring_puts_the_best_matching_turn_of_the_conversation_first_whatever_the_speaker():
+@pytest.mark.parametrize("by", ["bm25", "fused"])
+def test_rescoring_puts_the_best_matching_turn_of_the_conversation_first_whatever_the_speaker(by):
     plain = _hits(_cfg(), NEUTRAL)
     assert plain[0] == "e0000"  # issue 24's failure: the reply's credit lifts the question above the answer
-    rescored = _hits(_cfg(session_rescore=1), NEUTRAL)
+    rescored = _hits(_cfg(session_rescore=1, session_rescore_by=by), NEUTRAL)
     assert rescored[0] == "e0001"  # the reply matches the query best inside c1
     # the conversations keep the places they held; only which of c1's turns fills them changes
     conv = {f"e{i:04d}": c for i, (c, _, _) in enumerate(CLIMBING)}
@@ -118,7 +119,13 @@ def test_query_term_weights_are_the_conversation_share():
 
 
 @pytest.mark.parametrize(
-    "bad", [{"session_rescore": -1}, {"session_rescore_queries": "some"}, {"query_term_weight": -0.1}]
+    "bad",
+    [
+        {"session_rescore": -1},
+        {"session_rescore_queries": "some"},
+        {"session_rescore_by": "dense"},
+        {"query_term_weight": -0.1},
+    ],
 )
 def test_out_of_range_settings_are_one_clear_error(bad):
     with pytest.raises(ValueError, match=next(iter(bad))):

@@ -281,7 +281,7 @@ class SessionTools:
             uw, aw = speaker_weights(query, cfg.assistant_weight, cfg.speaker_prior, cfg.recall_cues)
             ranked = self._score_ranking(index, scores, cos, mask, k, min_score, uw, aw)
             if cfg.session_rescore and (cfg.session_rescore_queries == "all" or uw == aw):
-                ranked = self._rescore(session, index, ranked, mask, query, uw, aw)
+                ranked = self._rescore(session, index, ranked, scores, mask, query, uw, aw)
             return ranked, mode
         if mode == "keyword":
             return index.keyword_search(query, mask, k, require_all=cfg.keyword_require_all), "keyword"
@@ -348,10 +348,11 @@ class SessionTools:
             out[term] = (1.0 - n / units) ** self.config.query_term_weight
         return out
 
-    def _rescore(self, session: Session, index: CaseIndex, ranked, mask, query: str, uw: float, aw: float):
+    def _rescore(self, session: Session, index: CaseIndex, ranked, scores, mask, query: str, uw: float, aw: float):
         """`session_rescore`: the places the first N conversations' turns hold in `ranked` go to each
-        conversation's turns in order of their BM25 with that conversation's own IDF (× the speaker weights);
-        ties keep the fused order. Scores stay with the places, so the order of places is unchanged."""
+        conversation's turns in order of `session_rescore_by` (their BM25 with that conversation's own IDF, or
+        `scores`, the fused score before any prior or credit), × the speaker weights; ties keep the fused order.
+        Scores stay with the places, so the order of places is unchanged."""
         groups = self._groups(session, index)
         leading: list[int] = []
         for doc, _ in ranked:
@@ -366,7 +367,10 @@ class SessionTools:
         for g in leading[: self.config.session_rescore]:
             slots = [i for i, (doc, _) in enumerate(ranked) if groups[doc] == g]
             members = np.flatnonzero(mask & index.indexed & (groups == g))
-            local = local_bm25([index.doc_tokens[m] for m in members], terms) * weight[members]
+            if self.config.session_rescore_by == "bm25":
+                local = local_bm25([index.doc_tokens[m] for m in members], terms) * weight[members]
+            else:
+                local = np.asarray(scores, dtype=np.float64)[members] * weight[members]
             order = sorted(
                 range(len(members)),
                 key=lambda j: (-local[j], fused_at.get(int(members[j]), len(ranked)), -index.timestamps[members[j]]),
