@@ -62,6 +62,21 @@ class SearchConfig:
     # Recency: scores × (1 + recency · t), t the message's time scaled to [0, 1] over the searched messages,
     # so of two near-equal hits the later one (the updated fact) ranks first. 0.0 = off.
     recency: float = _default("recency", minimum=0)
+    # Conversation re-scoring (issue 24): after the fused ranking, the first `session_rescore` conversations among
+    # the hits (Event.source_session; turns without one are never re-scored) keep the places their turns hold,
+    # but those places go to the conversation's turns in order of a speaker-agnostic score (`session_rescore_by`,
+    # times the speaker weights): the turn that matches best inside the conversation leads it, whatever the
+    # reply credit did. 0 = off.
+    session_rescore: int = _default("session_rescore", minimum=0)
+    # which queries get it: "neutral" = only those the speaker prior gives equal weights; "all" = every query
+    session_rescore_queries: str = _default("session_rescore_queries", choices=("neutral", "all"))
+    # the order inside a conversation: "bm25" = BM25 with the conversation's own IDF; "fused" = the fused score
+    # (BM25/max + alpha·cosine over all searched turns) before the speaker prior and the reply credit
+    session_rescore_by: str = _default("session_rescore_by", choices=("bm25", "fused"))
+    # Query-side term weighting: each query term's BM25 contribution × (1 − s)^w, s the share of the searched
+    # conversations (of the turns, where there are none) that contain it: words found in nearly every
+    # conversation ("remind", "previous") count less. 0.0 = off.
+    query_term_weight: float = _default("query_term_weight", minimum=0)
     candidate_ratio: int = _default("candidate_ratio", minimum=1)
     rrf_k: int = _default("rrf_k", minimum=1)
     # True: plainto_tsquery AND semantics (reference FTS)

@@ -25,7 +25,7 @@ from harness.retrieval import text as tx
 from harness.retrieval.args import ArgumentError, Coercer, parse_arguments
 from harness.retrieval.config import MODES, SearchConfig, preset, recall_cue, speaker_weights
 from harness.retrieval.index import CaseIndex, event_text
-from harness.retrieval.keyword import analyze
+from harness.retrieval.keyword import analyze, local_bm25
 from harness.retrieval.render import rfc3339
 from harness.session.boundary import SummaryBoundary
 from harness.session.events import Session
@@ -271,27 +271,18 @@ class SessionTools:
             return [h for h in hits if h.index.docs[h.doc].event_id in ids]
         return [h for h in hits if h.index.docs[h.doc].timestamp <= b.cutoff_at + 1e-9]
 
-    def _search_once(self, index: CaseIndex, mask, query: str, k: int, min_score: float, mode: str):
+    def _search_once(self, session: Session, index: CaseIndex, mask, query: str, k: int, min_score: float, mode: str):
         cfg = self.config
         if not index.has_dense:
             mode = "keyword"  # no embedder: every mode is keyword search
         if self._score_level(mode):
-            scores, cos = index.score_vector(query, mode, alpha=cfg.alpha)
+            weights = self._term_weights(session, index, mask, query) if cfg.query_term_weight else None
+            scores, cos = index.score_vector(query, mode, alpha=cfg.alpha, term_weights=weights)
             uw, aw = speaker_weights(query, cfg.assistant_weight, cfg.speaker_prior, cfg.recall_cues)
-            neutral = uw == aw and cfg.neutral_ranking != "propagate"
-            if neutral and cfg.neutral_ranking.startswith("interleave"):
-                return self._interleaved(index, scores, mask, k, min_score, cos), mode
-            if uw != 1.0 or aw != 1.0 or cfg.propagate or cfg.propagate_back or neutral:
-                propagate = cfg.propagate if uw >= aw else 0.0
-                back = cfg.propagate_back
-                if neutral:
-                    propagate, back = (1.0, 1.0) if cfg.neutral_ranking == "pair" else (0.0, back)
-                scores = index.apply_priors(
-                    scores, user_weight=uw, assistant_weight=aw, propagate=propagate, propagate_back=back
-                )
-            if cfg.recency:
-                scores = index.apply_recency(scores, mask, cfg.recency)
-            return index.ranked(scores, mask, k, min_dense=min_score, cos=cos), mode
+            ranked = self._score_ranking(index, scores, cos, mask, k, min_score, uw, aw)
+            if cfg.session_rescore and (cfg.session_rescore_queries == "all" or uw == aw):
+                ranked = self._rescore(session, index, ranked, scores, mask, query, uw, aw)
+            return ranked, mode
         if mode == "keyword":
             return index.keyword_search(query, mask, k, require_all=cfg.keyword_require_all), "keyword"
         if mode == "dense":
@@ -308,6 +299,85 @@ class SessionTools:
             ),
             "hybrid",
         )
+
+    def _score_ranking(self, index: CaseIndex, scores, cos, mask, k: int, min_score: float, uw: float, aw: float):
+        """The score-level ranking: speaker prior, turn-pair credit, `neutral_ranking`, recency."""
+        cfg = self.config
+        neutral = uw == aw and cfg.neutral_ranking != "propagate"
+        if neutral and cfg.neutral_ranking.startswith("interleave"):
+            return self._interleaved(index, scores, mask, k, min_score, cos)
+        if uw != 1.0 or aw != 1.0 or cfg.propagate or cfg.propagate_back or neutral:
+            propagate = cfg.propagate if uw >= aw else 0.0
+            back = cfg.propagate_back
+            if neutral:
+                propagate, back = (1.0, 1.0) if cfg.neutral_ranking == "pair" else (0.0, back)
+            scores = index.apply_priors(
+                scores, user_weight=uw, assistant_weight=aw, propagate=propagate, propagate_back=back
+            )
+        if cfg.recency:
+            scores = index.apply_recency(scores, mask, cfg.recency)
+        return index.ranked(scores, mask, k, min_dense=min_score, cos=cos)
+
+    def _groups(self, session: Session, index: CaseIndex) -> np.ndarray:
+        """Each document's conversation (Event.source_session) as a number; -1 where it has none."""
+        cache: dict[int, np.ndarray] = self.__dict__.setdefault("_group_cache", {})
+        if id(index) not in cache:
+            names: dict[str, int] = {}
+            events = session.events
+            out = np.full(len(index), -1, dtype=np.int64)
+            for i, d in enumerate(index.docs):
+                sid = events[d.position].source_session if d.position < len(events) else None
+                if sid is not None:
+                    out[i] = names.setdefault(sid, len(names))
+            cache[id(index)] = out
+        return cache[id(index)]
+
+    def _term_weights(self, session: Session, index: CaseIndex, mask, query: str) -> dict[str, float] | None:
+        """`query_term_weight`: each analysed query term's factor (1 − s)^w, s the share of the searched
+        conversations that contain it (of the searched turns, when none belongs to a conversation)."""
+        groups = self._groups(session, index)
+        ok = mask & index.indexed
+        grouped = bool((groups[ok] >= 0).any())
+        units = len(np.unique(groups[ok & (groups >= 0)])) if grouped else int(ok.sum())
+        if not units:
+            return None
+        out: dict[str, float] = {}
+        for term in dict.fromkeys(analyze(query, index.keyword.stopwords)):
+            has = index.keyword.containing(term) & ok
+            n = len(np.unique(groups[has & (groups >= 0)])) if grouped else int(has.sum())
+            out[term] = (1.0 - n / units) ** self.config.query_term_weight
+        return out
+
+    def _rescore(self, session: Session, index: CaseIndex, ranked, scores, mask, query: str, uw: float, aw: float):
+        """`session_rescore`: the places the first N conversations' turns hold in `ranked` go to each
+        conversation's turns in order of `session_rescore_by` (their BM25 with that conversation's own IDF, or
+        `scores`, the fused score before any prior or credit), × the speaker weights; ties keep the fused order.
+        Scores stay with the places, so the order of places is unchanged."""
+        groups = self._groups(session, index)
+        leading: list[int] = []
+        for doc, _ in ranked:
+            g = int(groups[doc])
+            if g >= 0 and g not in leading:
+                leading.append(g)
+        terms = list(dict.fromkeys(analyze(query, index.keyword.stopwords)))
+        roles = index.roles
+        weight = np.where(roles == "user", uw, np.where(roles == "assistant", aw, 1.0))
+        fused_at = {doc: i for i, (doc, _) in enumerate(ranked)}
+        out = list(ranked)
+        for g in leading[: self.config.session_rescore]:
+            slots = [i for i, (doc, _) in enumerate(ranked) if groups[doc] == g]
+            members = np.flatnonzero(mask & index.indexed & (groups == g))
+            if self.config.session_rescore_by == "bm25":
+                local = local_bm25([index.doc_tokens[m] for m in members], terms) * weight[members]
+            else:
+                local = np.asarray(scores, dtype=np.float64)[members] * weight[members]
+            order = sorted(
+                range(len(members)),
+                key=lambda j: (-local[j], fused_at.get(int(members[j]), len(ranked)), -index.timestamps[members[j]]),
+            )
+            for slot, j in zip(slots, order):
+                out[slot] = (int(members[j]), ranked[slot][1])
+        return out
 
     def _interleaved(self, index: CaseIndex, scores, mask, k: int, min_score: float, cos) -> list[tuple[int, float]]:
         """Speaker-neutral query: the user ranking (reply→question credit) and the assistant ranking (own score)
@@ -338,6 +408,8 @@ class SessionTools:
             or cfg.propagate_back != 0.0
             or cfg.recency != 0.0
             or cfg.neutral_ranking != "propagate"
+            or cfg.session_rescore != 0
+            or cfg.query_term_weight != 0.0
         )
         return (mode == "hybrid" and cfg.fusion == "score") or (priors and not cfg.keyword_require_all)
 
@@ -348,7 +420,7 @@ class SessionTools:
         ran: list[str] = trace.setdefault("variants", [])
         primary_had = False
         for i, variant in enumerate(variants):
-            ranked, source = self._search_once(index, mask, variant, k, min_score, mode)
+            ranked, source = self._search_once(session, index, mask, variant, k, min_score, mode)
             ran.append(variant)
             for doc, score in ranked:
                 if doc not in merged or score > merged[doc].score:

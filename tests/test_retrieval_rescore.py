@@ -1,0 +1,132 @@
+"""Issue 24, part 1: phrasing-independent mechanisms for a query that names both speakers, on tiny synthetic
+conversations: re-scoring the turns inside the leading conversations (`session_rescore`) and query-side term
+weighting by conversation frequency (`query_term_weight`); both off in every preset."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.retrieval.config import SearchConfig, preset
+from harness.retrieval.keyword import analyze, local_bm25
+from harness.retrieval.retriever import Retriever
+from harness.session.boundary import SummaryBoundary
+from harness.session.events import Event, Session
+
+# (conversation, role, text): conversation c1 holds the answer in the assistant's reply.
+CLIMBING = [
+    ("c1", "user", "What should I use for rope anchors when climbing?"),
+    ("c1", "assistant", "Use the figure-eight knot for rope anchors: the knot climbing guides use for rope anchors."),
+    ("c1", "user", "Which climbing shoes should I buy for my first climbing season?"),
+    ("c1", "assistant", "A snug, flat climbing pair for beginners; avoid aggressive downturned shoes at first."),
+    ("c2", "user", "How long should I boil an egg?"),
+    ("c2", "assistant", "Nine minutes for a firm yolk."),
+]
+NEUTRAL = "Can you remind me which knot you said to use for climbing rope anchors?"  # "me" and "you"
+FIRST_PERSON = "Which knot should I use for climbing rope anchors?"
+
+
+def _hits(cfg: SearchConfig, query: str, turns=CLIMBING, *, conversations: bool = True) -> list[str]:
+    events = [
+        Event(
+            id=f"e{i:04d}",
+            index=i,
+            role=role,
+            content=text,
+            timestamp=1_700_000_000.0 + i,
+            source_session=conv if conversations else None,
+        )
+        for i, (conv, role, text) in enumerate(turns)
+    ]
+    s = Session(id="s", user_id="u")
+    s.extend(events)
+    b = SummaryBoundary(1, "", events[-1].timestamp, events[-1].id)
+    out = Retriever(cfg).tools(s, boundary=b).call("session_search", {"query": query})
+    return [h["event_id"] for h in out.trace["hits"]]
+
+
+def _cfg(**kw) -> SearchConfig:
+    # The project default's ranking without its recall-cue list, on the keyword index (no embedder needed).
+    return preset("bm25", assistant_weight=0.5, propagate=0.5, speaker_prior="user", **kw)
+
+
+def test_local_bm25_uses_only_the_given_documents_idf():
+    docs = [analyze(t) for t in ("knot knot rope", "rope climbing", "rope shoes")]
+    s = local_bm25(docs, analyze("rope knot"))
+    assert s[0] > s[1] > 0 and s[1] == pytest.approx(s[2])  # "rope" is in every document: it barely counts
+    assert local_bm25(docs, []).tolist() == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("by", ["bm25", "fused"])
+def test_rescoring_puts_the_best_matching_turn_of_the_conversation_first_whatever_the_speaker(by):
+    plain = _hits(_cfg(), NEUTRAL)
+    assert plain[0] == "e0000"  # issue 24's failure: the reply's credit lifts the question above the answer
+    rescored = _hits(_cfg(session_rescore=1, session_rescore_by=by), NEUTRAL)
+    assert rescored[0] == "e0001"  # the reply matches the query best inside c1
+    # the conversations keep the places they held; only which of c1's turns fills them changes
+    conv = {f"e{i:04d}": c for i, (c, _, _) in enumerate(CLIMBING)}
+    assert [conv[e] for e in rescored] == [conv[e] for e in plain]
+    assert sorted(rescored) == sorted(plain)
+
+
+def test_rescoring_leaves_one_speaker_queries_alone_unless_asked_and_then_keeps_the_prior():
+    assert _hits(_cfg(session_rescore=1), FIRST_PERSON) == _hits(_cfg(), FIRST_PERSON)
+    # "all": a first-person query is re-scored too, the user prior (assistant × 0.5) still applying
+    assert _hits(_cfg(session_rescore=1, session_rescore_queries="all"), FIRST_PERSON)[0] == "e0000"
+
+
+def test_turns_without_a_conversation_are_never_rescored():
+    off = _hits(_cfg(), NEUTRAL, conversations=False)
+    assert _hits(_cfg(session_rescore=3), NEUTRAL, conversations=False) == off
+
+
+REMINDERS = [
+    ("c1", "user", "Remind me, remind me, please remind me about the dentist."),
+    ("c1", "assistant", "Noted."),
+    ("c2", "user", "Remind me to water the plants."),
+    ("c2", "assistant", "Sure."),
+    ("c3", "user", "Remind me later about it."),
+    ("c3", "assistant", "The bowline is the knot sailors trust, a loop knot that will not slip."),
+    ("c3", "user", "Thanks, that helps."),
+    ("c3", "assistant", "Glad to help with anything else."),
+]
+
+
+def test_query_term_weighting_discounts_words_found_in_every_conversation():
+    query = "remind me about the knot"
+    plain = _hits(preset("bm25"), query, REMINDERS)
+    assert plain[0] == "e0000"  # "remind" three times outweighs the one turn that names the knot
+    weighted = _hits(preset("bm25", query_term_weight=1.0), query, REMINDERS)
+    assert weighted[0] == "e0005"
+    # "remind" and "me" are in all three conversations: weight (1 − 3/3)^1 = 0, so a turn with nothing else
+    # scores 0 and is no hit ("about", in two of three, still counts a third)
+    assert "e0002" in plain and "e0002" not in weighted
+
+
+def test_query_term_weights_are_the_conversation_share():
+    events = [
+        Event(id=f"e{i}", index=i, role=r, content=t, timestamp=1.0 + i, source_session=c)
+        for i, (c, r, t) in enumerate(REMINDERS)
+    ]
+    s = Session(id="s", user_id="u")
+    s.extend(events)
+    tools = Retriever(preset("bm25", query_term_weight=2.0)).tools(
+        s, boundary=SummaryBoundary(1, "", events[-1].timestamp, events[-1].id)
+    )
+    mask = np.ones(len(tools.index), dtype=bool)
+    w = tools._term_weights(s, tools.index, mask, "remind knot dentist")
+    assert w == pytest.approx({"remind": 0.0, "knot": (1 - 1 / 3) ** 2, "dentist": (1 - 1 / 3) ** 2})
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"session_rescore": -1},
+        {"session_rescore_queries": "some"},
+        {"session_rescore_by": "dense"},
+        {"query_term_weight": -0.1},
+    ],
+)
+def test_out_of_range_settings_are_one_clear_error(bad):
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        SearchConfig(**bad)
