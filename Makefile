@@ -14,7 +14,7 @@ BENCH_MODEL ?= qwen25_coder_15b
 BENCH_PULL ?= $(BENCH_MODEL)
 SMOKE_MODEL := smollm2_135m
 
-.PHONY: setup bench test lint gate gate-baseline models clean-runs behaviour runtime-compiled ray-venv
+.PHONY: setup bench test lint gate gate-replay gate-live gate-baseline models clean-runs behaviour runtime-compiled ray-venv
 
 # The main job's setup (`make bench` on a fresh machine): the Python dependencies and the prebuilt llama.cpp runtime
 # (xllamacpp: nothing to compile), then the main job's model file. No torch: the main job's retriever is the default's
@@ -101,10 +101,15 @@ GATE_DIR ?= runs/ci_gate
 GATE_REPLAY_DIR ?= runs/ci_gate_replay
 # The gate's run is defined once, in configs/experiment/ci_gate.yaml (the tests and the behaviour baseline use it too).
 GATE_ARGS := +experiment=ci_gate
-gate: $(STAMP)
+gate: gate-replay gate-live
+
+# The stages apart: .ci/run runs the replay gate (one process, no model) beside lint and the behaviour baseline.
+gate-replay: $(STAMP)
 	rm -rf $(GATE_REPLAY_DIR)
 	$(BIN)/lme-harness replay $(GATE_REPLAY_FIXTURE) hydra.run.dir=$(GATE_REPLAY_DIR) $(GATE_ARGS) || test $$? -eq 3
 	$(BIN)/lme-harness gate --baseline $(GATE_REPLAY_BASELINE) $(GATE_REPLAY_DIR)
+
+gate-live: $(STAMP)
 	$(BIN)/lme-harness models pull $(SMOKE_MODEL)
 	rm -rf $(GATE_DIR)
 	$(BIN)/lme-harness run hydra.run.dir=$(GATE_DIR) $(GATE_ARGS) || test $$? -eq 3
