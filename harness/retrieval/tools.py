@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -320,8 +321,11 @@ class SessionTools:
 
     def _groups(self, session: Session, index: CaseIndex) -> np.ndarray:
         """Each document's conversation (Event.source_session) as a number; -1 where it has none."""
-        cache: dict[int, np.ndarray] = self.__dict__.setdefault("_group_cache", {})
-        if id(index) not in cache:
+        # Keyed by the index object itself, weakly: an id() could be reused by a later index of another case.
+        cache: weakref.WeakKeyDictionary[CaseIndex, np.ndarray] = self.__dict__.setdefault(
+            "_group_cache", weakref.WeakKeyDictionary()
+        )
+        if index not in cache:
             names: dict[str, int] = {}
             events = session.events
             out = np.full(len(index), -1, dtype=np.int64)
@@ -329,8 +333,8 @@ class SessionTools:
                 sid = events[d.position].source_session if d.position < len(events) else None
                 if sid is not None:
                     out[i] = names.setdefault(sid, len(names))
-            cache[id(index)] = out
-        return cache[id(index)]
+            cache[index] = out
+        return cache[index]
 
     def _term_weights(self, session: Session, index: CaseIndex, mask, query: str) -> dict[str, float] | None:
         """`query_term_weight`: each analysed query term's factor (1 − s)^w, s the share of the searched
