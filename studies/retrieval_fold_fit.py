@@ -155,6 +155,53 @@ def one_knob_changed(pick: dict[str, Any], grid: dict[str, list[Any]]) -> dict[s
     return {f"{k}={v}": name_of(dict(pick, **{k: v})) for k, values in grid.items() for v in values if v != pick[k]}
 
 
+def measured(out: Path, todo: list[tuple[str, Any]], cases, indexes, counter) -> dict[str, list]:
+    """Each setting's per-case rows: read back from `out`/grid_cases.jsonl where an earlier run measured it, else
+    measured now and appended there as soon as it is done (a rerun measures only what is new)."""
+    cache = out / "grid_cases.jsonl"
+    rows: dict[str, list] = {}
+    if cache.exists():
+        for line in cache.read_text().splitlines():
+            r = json.loads(line)
+            rows[r["setting"]] = r["rows"]
+    with cache.open("a") as f:
+        for name, cfg in todo:
+            if name in rows:
+                continue
+            rows[name] = measure(cfg, cases, indexes, counter)
+            f.write(json.dumps({"setting": name, "rows": rows[name]}) + "\n")
+            f.flush()
+            print("measured", name, flush=True)
+    return rows
+
+
+def fit_on(
+    rows: dict[str, list], settings: list[dict[str, Any]], grid: dict[str, list[Any]], folds, fit: str, held: str
+):
+    """One fit: the setting the rule picks from fold `fit`'s rows only, its figures on both folds, and on the held
+    fold each mechanism's effect (the chosen setting with one knob of `grid` changed)."""
+
+    def table(name: str, fold: str) -> dict[str, dict[str, float]]:
+        return by_type(rows[name], rows["bm25"], folds, fold)
+
+    scored = rank(rows, settings, folds, fit)
+    chosen = scored[0][1]
+    pick = next(s for s in settings if name_of(s) == chosen)
+    effects: dict[str, dict[str, Any]] = {
+        change: {"unseen": table(alt, held), "shortfalls": shortfalls(table(alt, held))}
+        for change, alt in one_knob_changed(pick, grid).items()
+    }
+    return {
+        "chosen": chosen,
+        "fit_shortfalls": shortfalls(table(chosen, fit)),
+        "unseen_shortfalls": shortfalls(table(chosen, held)),
+        "fit": table(chosen, fit),
+        "unseen": table(chosen, held),
+        "top5_on_fit": [n for _, n in scored[:5]],
+        "one_knob_changed_unseen": effects,
+    }
+
+
 def study_args(description: str | None, out: str) -> tuple[Path, str]:
     """(--out folder, created; --store) of a fold-fit study's command line."""
     ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -179,26 +226,13 @@ def prepare(store: str) -> tuple[list, dict[str, str], dict[str, Any], Any]:
 def main() -> None:
     out, store = study_args(__doc__, "runs/fold_fit")
     cases, folds, indexes, counter = prepare(store)
-    cache = out / "grid_cases.jsonl"
-    done: dict[str, list] = {}
-    if cache.exists():
-        for line in cache.read_text().splitlines():
-            r = json.loads(line)
-            done[r["setting"]] = r["rows"]
     settings = [dict(zip(GRID, v)) for v in itertools.product(*GRID.values())]
     shipped = {"recall_cues": True, "assistant_weight": 0.5, "propagate": 0.5, "propagate_back": 0.0}
     recency = [dict(shipped, recency=r) for r in RECENCY]
     extra = [dict(zip(GRID_NO_CUE, v)) for v in itertools.product(*GRID_NO_CUE.values())]
     extra = [s for s in extra if (s["top_hits"], s["top_hit_chars"]) != (2, 3000)]  # = a GRID setting
     todo = [("bm25", preset("bm25"))] + [(name_of(s), preset("default", **s)) for s in settings + extra + recency]
-    with cache.open("a") as f:
-        for name, cfg in todo:
-            if name in done:
-                continue
-            done[name] = measure(cfg, cases, indexes, counter)
-            f.write(json.dumps({"setting": name, "rows": done[name]}) + "\n")
-            f.flush()
-            print("measured", name, flush=True)
+    done = measured(out, todo, cases, indexes, counter)
     report: dict[str, Any] = {"folds": {}, "settings": [name_of(s) for s in settings + extra]}
     # Twice: over every setting, and over the phrasing-independent ones only (no recall cue).
     pools = {"": settings + extra, " no-cue": [s for s in settings + extra if not s["recall_cues"]]}

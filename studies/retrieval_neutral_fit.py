@@ -18,16 +18,7 @@ import json
 from typing import Any
 
 from harness.retrieval.config import NEUTRAL_RANKINGS, preset
-from studies.retrieval_fold_fit import (
-    by_type,
-    measure,
-    name_of,
-    one_knob_changed,
-    prepare,
-    rank,
-    shortfalls,
-    study_args,
-)
+from studies.retrieval_fold_fit import by_type, fit_on, measure, name_of, prepare, shortfalls, study_args
 
 # Phrasing-independent only: no recall cue. The user prior (assistant × 0.5, reply→question 0.5) is unchanged.
 BASE: dict[str, Any] = {"recall_cues": False, "assistant_weight": 0.5, "propagate": 0.5}
@@ -64,23 +55,9 @@ def main() -> None:
     report: dict[str, Any] = {"base": BASE, "grid": GRID, "fits": {}}
     lines = []
     for fit, held in (("A", "B"), ("B", "A")):
-        scored = rank(rows, settings, folds, fit)
-        chosen = scored[0][1]
-        pick = next(s for s in settings if name_of(s) == chosen)
-        effects: dict[str, dict[str, Any]] = {
-            change: {"unseen": table(alt, held), "shortfalls": shortfalls(table(alt, held))}
-            for change, alt in one_knob_changed(pick, GRID).items()
-        }
-        report["fits"][f"{fit}->{held}"] = {
-            "chosen": chosen,
-            "fit_shortfalls": shortfalls(table(chosen, fit)),
-            "unseen_shortfalls": shortfalls(table(chosen, held)),
-            "fit": table(chosen, fit),
-            "unseen": table(chosen, held),
-            "top5_on_fit": [n for _, n in scored[:5]],
-            "one_knob_changed_unseen": effects,
-            "shipped_unseen": table("shipped (recall cues)", held),
-        }
+        entry = fit_on(rows, settings, GRID, folds, fit, held)
+        chosen, effects = entry["chosen"], entry["one_knob_changed_unseen"]
+        report["fits"][f"{fit}->{held}"] = {**entry, "shipped_unseen": table("shipped (recall cues)", held)}
         lines.append(
             f"fit {fit} -> {held}: {chosen} (shortfalls fit {shortfalls(table(chosen, fit))}, unseen "
             f"{shortfalls(table(chosen, held))})"

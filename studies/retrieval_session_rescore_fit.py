@@ -21,16 +21,7 @@ import json
 from typing import Any
 
 from harness.retrieval.config import preset
-from studies.retrieval_fold_fit import (
-    by_type,
-    measure,
-    name_of,
-    one_knob_changed,
-    prepare,
-    rank,
-    shortfalls,
-    study_args,
-)
+from studies.retrieval_fold_fit import by_type, fit_on, measured, name_of, prepare, shortfalls, study_args
 
 BASE: dict[str, Any] = {"recall_cues": False}  # the default preset otherwise (assistant × 0.5, propagation 0.5)
 GRID: dict[str, list[Any]] = {
@@ -82,23 +73,10 @@ def brief(t: dict[str, dict[str, float]]) -> str:
 def main() -> None:
     out, store = study_args(__doc__, "runs/rescore_fit")
     cases, folds, indexes, counter = prepare(store)
-    cache = out / "grid_cases.jsonl"
-    rows: dict[str, list] = {}
-    if cache.exists():
-        for line in cache.read_text().splitlines():
-            r = json.loads(line)
-            rows[r["setting"]] = r["rows"]
     settings = [dict(zip(GRID, v)) for v in itertools.product(*GRID.values())]
     todo = [("bm25", preset("bm25")), (SHIPPED, preset("default", recall_cues=True))]
     todo += [(name_of(s), preset("default", **BASE, **s)) for s in settings if same_as(s) == s]
-    with cache.open("a") as f:
-        for name, cfg in todo:
-            if name in rows:
-                continue
-            rows[name] = measure(cfg, cases, indexes, counter)
-            f.write(json.dumps({"setting": name, "rows": rows[name]}) + "\n")
-            f.flush()
-            print("measured", name, flush=True)
+    rows = measured(out, todo, cases, indexes, counter)
     for s in settings:
         rows[name_of(s)] = rows[name_of(same_as(s))]
 
@@ -108,27 +86,16 @@ def main() -> None:
     report: dict[str, Any] = {"base": BASE, "grid": GRID, "fits": {}}
     lines = []
     for fit, held in (("A", "B"), ("B", "A")):
-        scored = rank(rows, settings, folds, fit)
-        chosen = scored[0][1]
-        pick = next(s for s in settings if name_of(s) == chosen)
-        effects: dict[str, dict[str, Any]] = {
-            change: {"unseen": table(alt, held), "shortfalls": shortfalls(table(alt, held))}
-            for change, alt in one_knob_changed(pick, GRID).items()
-        }
+        entry = fit_on(rows, settings, GRID, folds, fit, held)
+        chosen, effects = entry["chosen"], entry["one_knob_changed_unseen"]
         report["fits"][f"{fit}->{held}"] = {
-            "chosen": chosen,
-            "fit_shortfalls": shortfalls(table(chosen, fit)),
-            "unseen_shortfalls": shortfalls(table(chosen, held)),
-            "fit": table(chosen, fit),
-            "unseen": table(chosen, held),
-            "top5_on_fit": [n for _, n in scored[:5]],
-            "one_knob_changed_unseen": effects,
+            **entry,
             "shipped_unseen": table(SHIPPED, held),
             "cue_free_default_unseen": table(name_of(CUE_FREE_DEFAULT), held),
         }
         lines.append(
             f"\nfit {fit} -> {held}: {chosen} (shortfalls fit {shortfalls(table(chosen, fit))}, unseen "
-            f"{shortfalls(table(chosen, held))}); top 5 on {fit}: {[short(n) for _, n in scored[:5]]}"
+            f"{shortfalls(table(chosen, held))}); top 5 on {fit}: {[short(n) for n in entry['top5_on_fit']]}"
         )
         lines.append("| type | cases | chosen @1 / @5 / ev / tok | bm25 @1 / @5 / ev / at budget / tok |")
         lines.append("|---|---|---|---|")
