@@ -3,6 +3,7 @@ no progress line, the run directory at tmp_path/run and a config folder of the t
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -47,3 +48,9 @@ def fake_endpoint_args(base_url: str, tmp_path: Path) -> list[str]:
         "run.progress=false",
         "dataset.limit=2",
     ]
+
+
+def is_reader_request(req: dict[str, Any]) -> bool:
+    """Whether a request to the fake endpoint is a memory contestant's reader call (its retrieved history shown to
+    the model), as opposed to an ingest-time call such as a summary: a test kills a run when the first one comes."""
+    return "History Chats" in json.dumps(req.get("messages"))

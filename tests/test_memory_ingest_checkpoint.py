@@ -35,6 +35,7 @@ from harness.memory.provider import REQUIRED_CALLS, Capabilities, Ingest, Memory
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
+from tests.fake_run import fake_endpoint_args, is_reader_request
 
 REPO = Path(__file__).resolve().parents[1]
 KEY_ENV, KEY = "LME_TEST_MEMORY_SERVICE_KEY", "sk-memsvc-0123456789abcdef"
@@ -88,18 +89,9 @@ def _args(tmp_path: Path, model_url: str, memory_url: str) -> list[str]:
         "memory=http",
         f"memory.url={memory_url}",
         f"memory.api_key_env={KEY_ENV}",
-        "model=endpoint",
-        f"model.base_url={model_url}",
-        "model.model=fake-model",
-        f"cache.path={tmp_path / 'cache.sqlite'}",
-        "run.progress=false",
         "run.concurrency=1",
-        "dataset.limit=2",
+        *fake_endpoint_args(model_url, tmp_path),
     ]
-
-
-def _reader(req) -> bool:
-    return "History Chats" in json.dumps(req.get("messages"))
 
 
 def _question(unit: str) -> str:
@@ -114,7 +106,7 @@ def _killed_then_resumed(tmp_path: Path, service: Recording, monkeypatch) -> tup
     proc: dict[str, subprocess.Popen] = {}
 
     def responder(req):
-        if _reader(req) and "p" in proc:  # the first unit is ingested, its answer not yet given: kill the run
+        if is_reader_request(req) and "p" in proc:  # the first unit is ingested, its answer not yet given: kill the run
             proc.pop("p").send_signal(signal.SIGKILL)
         return model(req)
 

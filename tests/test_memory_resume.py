@@ -8,7 +8,6 @@ cached in the provider's usage, so the record still says what the ingest cost an
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -18,6 +17,7 @@ from pathlib import Path
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel, request_kind
+from tests.fake_run import is_reader_request
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -38,10 +38,6 @@ def _args(tmp_path: Path, base_url: str) -> list[str]:
     ]
 
 
-def _reader(req) -> bool:
-    return "History Chats" in json.dumps(req.get("messages"))
-
-
 def test_a_run_killed_between_ingest_and_answer_resumes_without_paying_for_the_ingest_again(tmp_path) -> None:
     from commands.cli import main
 
@@ -49,7 +45,7 @@ def test_a_run_killed_between_ingest_and_answer_resumes_without_paying_for_the_i
     proc: dict[str, subprocess.Popen] = {}
 
     def responder(req):
-        if _reader(req) and "p" in proc:  # the first unit is ingested, its answer not yet given: kill the run
+        if is_reader_request(req) and "p" in proc:  # the first unit is ingested, its answer not yet given: kill the run
             proc.pop("p").send_signal(signal.SIGKILL)
         return model(req)
 
@@ -75,7 +71,7 @@ def test_a_run_killed_between_ingest_and_answer_resumes_without_paying_for_the_i
 
     # the resumed run: one summary generation (the second unit's), two answers; the first unit's ingest is served
     assert [request_kind(q) for q in rerun].count("summary") == 1
-    assert sum(_reader(q) for q in rerun) == 2
+    assert sum(is_reader_request(q) for q in rerun) == 2
     recs = sorted(load_records(tmp_path / "run" / "records.jsonl"), key=lambda r: r["question_id"])
     assert [r["status"] for r in recs] == ["ok", "ok"]
     usages = [r["ingest"]["trace"][0]["usage"] for r in recs]
