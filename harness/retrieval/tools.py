@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import time
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -106,6 +105,7 @@ class SessionTools:
         self.others = [
             (s, i) for s, i in others if s.user_id == session.user_id and s.app == session.app and s.id != session.id
         ]
+        self._groups_of: dict[CaseIndex, np.ndarray] = {}  # each searched index's conversation numbers (`_groups`)
 
     # --- public API ---------------------------------------------------------------------------------
     def specs(self) -> list[dict[str, Any]]:
@@ -321,11 +321,7 @@ class SessionTools:
 
     def _groups(self, session: Session, index: CaseIndex) -> np.ndarray:
         """Each document's conversation (Event.source_session) as a number; -1 where it has none."""
-        # Keyed by the index object itself, weakly: an id() could be reused by a later index of another case.
-        cache: weakref.WeakKeyDictionary[CaseIndex, np.ndarray] = self.__dict__.setdefault(
-            "_group_cache", weakref.WeakKeyDictionary()
-        )
-        if index not in cache:
+        if index not in self._groups_of:
             names: dict[str, int] = {}
             events = session.events
             out = np.full(len(index), -1, dtype=np.int64)
@@ -333,8 +329,8 @@ class SessionTools:
                 sid = events[d.position].source_session if d.position < len(events) else None
                 if sid is not None:
                     out[i] = names.setdefault(sid, len(names))
-            cache[index] = out
-        return cache[index]
+            self._groups_of[index] = out
+        return self._groups_of[index]
 
     def _term_weights(self, session: Session, index: CaseIndex, mask, query: str) -> dict[str, float] | None:
         """`query_term_weight`: each analysed query term's factor (1 − s)^w, s the share of the searched
