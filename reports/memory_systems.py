@@ -251,6 +251,7 @@ def cost_table(cases: Sequence[MemoryCase]) -> Table:
             "ingested tokens",
             "ingest LLM tokens (in/out)",
             "ingest embedding tokens",
+            "unusable replies",
             "ingest $",
             "ingest LLM tokens / 1M ingested",
             "ingest $ / 1M ingested",
@@ -272,6 +273,7 @@ def cost_table(cases: Sequence[MemoryCase]) -> Table:
             int(_provider_usage(c).get("embedding_tokens") or 0) + int(c.ingest.get("embedding_tokens") or 0)
             for c in cs
         )
+        unusable = sum(int(_provider_usage(c).get("unusable_replies") or 0) for c in cs)
         usd = _usd([_provider_usage(c).get("cost_usd") for c in cs])
         r_emb = sum(int((c.retrieval.get("usage") or {}).get("embedding_tokens") or 0) for c in cs)
         a_usd = _usd([c.cost_answer for c in cs])
@@ -283,6 +285,7 @@ def cost_table(cases: Sequence[MemoryCase]) -> Table:
                 f"{ingested / n:,.0f}",
                 f"{llm_in / n:,.0f} / {llm_out / n:,.0f}",
                 f"{emb / n:,.0f}",
+                unusable,
                 None if usd is None else f"{usd / n:.6f}",
                 f"{(llm_in + llm_out) * per_m:,.0f}" if ingested else None,
                 None if usd is None or not ingested else f"{usd * per_m:.4f}",

@@ -164,6 +164,30 @@ def test_json_mode_off_drops_the_response_format(endpoint: FakeOpenAIServer):
     assert [i.text for i in p.retrieve("u", "chess", 3, JUNE).items] == ["I like chess."]
 
 
+def test_extraction_replies_mem0_cannot_parse_are_counted_not_silent():
+    """mem0 logs an unparsable extraction reply and stores nothing; the usage says how many, per ingest."""
+    replies = iter(
+        [
+            "I'm sorry, here are the facts: none",
+            '```json\n{"memory": [{"text": "I like chess."}]}\n```',
+            '{"memory": [{"text": "half',
+        ]
+    )
+
+    def sometimes_prose(req: dict[str, Any]) -> Reply:
+        return completion(next(replies), prompt_tokens=100, completion_tokens=9)
+
+    with FakeOpenAIServer(sometimes_prose) as srv:
+        client = LLMClient(base_url=srv.base_url, model="fake-model", api_key="k", max_retries=0)
+        p = Mem0Provider(HashingEmbedder(64), client, threshold=0.0)
+        p.setup("u")
+        ing = p.ingest("u", [session("s1", MAY, "I like tea.", "I like chess.", "I like go.")])
+        assert ing.usage.llm_calls == 3 and ing.usage.unusable_replies == 2  # prose and a cut-off JSON
+        assert [i.text for i in p.stored("u")] == ["I like chess."]  # the fenced JSON was used
+        p.setup("v")
+        assert p.ingest("v", []).usage.unusable_replies == 0  # counted per ingest, not carried over
+
+
 def test_a_failing_llm_is_one_provider_error_naming_the_unit():
     with FakeOpenAIServer(lambda req: Reply(status=500, body={"error": {"message": "boom"}})) as srv:
         client = LLMClient(base_url=srv.base_url, model="fake-model", api_key="k", max_retries=0)

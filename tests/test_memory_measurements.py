@@ -192,7 +192,13 @@ def _rec(qid: str, *, correct: float, gold, after: int = 0, dated: bool = True, 
                     "ingested_tokens": 1000,
                     "ingest_ms": kw.get("ingest_ms", 10.0),
                     "ready_wait_ms": 0.0,
-                    "usage": {"input_tokens": 400, "output_tokens": 100, "embedding_tokens": 50, "cost_usd": 0.002},
+                    "usage": {
+                        "input_tokens": 400,
+                        "output_tokens": 100,
+                        "embedding_tokens": 50,
+                        "cost_usd": 0.002,
+                        "unusable_replies": kw.get("unusable", 0),
+                    },
                 }
             ],
         },
@@ -223,7 +229,9 @@ def test_the_memory_section_tells_causes_leakage_costs_and_phase_percentiles_apa
         _rec("q3", correct=0.0, gold=_g(True, shown=False), dated=False, ingest_ms=30.0),  # cut by the cap
         _rec("q4", correct=0.0, gold=_g(True), ingest_ms=40.0),  # shown, not used
         _rec("q5_abs", correct=0.0, gold=_g(False), ingest_ms=50.0),
-        _rec("q6", correct=0.0, gold=None, ingest_ms=60.0),  # not measured (e.g. a record from before gold labels)
+        _rec(
+            "q6", correct=0.0, gold=None, ingest_ms=60.0, unusable=2
+        ),  # not measured (e.g. a record from before gold labels)
     ]
     recall, causes, leakage, cost, latency = memory_tables(records, "lme_acc", {("q1", "memory"): 0.01})
     (row_type, row_all) = recall.rows
@@ -251,6 +259,7 @@ def test_the_memory_section_tells_causes_leakage_costs_and_phase_percentiles_apa
     assert m["ingested tokens"] == "1,000" and m["ingest LLM tokens (in/out)"] == "400 / 100"
     assert m["ingest $"] == "0.002000" and m["ingest $ / 1M ingested"] == "2.0000"
     assert m["ingest LLM tokens / 1M ingested"] == "500,000"
+    assert m["unusable replies"] == 2  # summed over the cases: a loss mem0 itself only logs
     assert m["answer $"] is None  # five answers unpriced: n/a, never a partial sum
     ingest = next(r for r in latency.rows if r[1] == "ingest")
     assert ingest[2:] == [6, 35.0, 57.5, 59.5]

@@ -37,6 +37,19 @@ def test_usage_adds_and_keeps_unreported_cost_unknown() -> None:
     total = Usage(10, 2, 5, 1) + Usage(1, 1, 0, 1, cost_usd=0.5)
     assert total == Usage(11, 3, 5, 2, 0.5)
     assert (Usage() + Usage()).cost_usd is None
+    assert (Usage(unusable_replies=1) + Usage(llm_calls=2, unusable_replies=2)).unusable_replies == 3
+
+
+def test_usage_crosses_the_http_contract_whole() -> None:
+    """Every Usage field the server writes (asdict) is read back by the client: none is dropped on the wire."""
+    from dataclasses import asdict, fields
+
+    from harness.memory.http import usage_of
+
+    full = Usage(**{f.name: i + 1 for i, f in enumerate(fields(Usage)) if f.name != "cost_usd"}, cost_usd=0.25)
+    assert usage_of(asdict(full), "ingest") == full
+    with pytest.raises(Exception, match="unusable_replies"):
+        usage_of({"unusable_replies": "two"}, "ingest")
 
 
 def test_provider_error_names_provider_call_and_unit() -> None:

@@ -12,7 +12,8 @@ One route per call under a base URL (e.g. http://127.0.0.1:8765/v1), JSON in and
     POST {base}/attach    {unit}                              -> {attached}       (optional, see below)
     POST {base}/teardown  {unit}                              -> {}
 
-`usage` is {input_tokens, output_tokens, embedding_tokens, llm_calls, cost_usd} (any may be left out),
+`usage` is {input_tokens, output_tokens, embedding_tokens, llm_calls, cost_usd, cached_llm_calls,
+unusable_replies} (any may be left out),
 `provenance` {session_id, turn_index, date} or null. A failed call answers a non-2xx status with
 {"error": "<message>"}; an unknown unit is 404. `HttpProvider` is the client (a provider like any other);
 `MemoryServer` serves any Python provider over these routes on loopback (the reference server).
@@ -130,7 +131,14 @@ def usage_of(d: Any, where: str) -> Usage:
         raise ShapeError(f"{where}: expected an object, got {type(d).__name__}")
     ints = {
         k: _opt(d, k, int, where) or 0
-        for k in ("input_tokens", "output_tokens", "embedding_tokens", "llm_calls", "cached_llm_calls")
+        for k in (
+            "input_tokens",
+            "output_tokens",
+            "embedding_tokens",
+            "llm_calls",
+            "cached_llm_calls",
+            "unusable_replies",
+        )
     }
     cost = _opt(d, "cost_usd", (int, float), where)
     return Usage(**ints, cost_usd=None if cost is None else float(cost))

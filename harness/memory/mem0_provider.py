@@ -21,6 +21,7 @@ mem0's vector-store query (`lte` the question date), so nothing dated after the 
 from __future__ import annotations
 
 import contextvars
+import logging
 import os
 import tempfile
 import threading
@@ -52,6 +53,10 @@ INGEST_PURPOSE = "memory_ingest"  # the CallStats purpose of mem0's LLM calls (a
 
 # The calls mem0 makes through its LLM in the current thread (ingest or retrieve of one unit).
 _CALLS: contextvars.ContextVar[list[ChatResult] | None] = contextvars.ContextVar("mem0_calls", default=None)
+# Extraction replies mem0 could not parse in the current thread's ingest: mem0 logs them and stores nothing.
+_UNUSABLE: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("mem0_unusable", default=None)
+# The start of mem0's (2.2.1) own log message for an extraction reply it could not parse (mem0/memory/main.py).
+UNPARSED_EXTRACTION = "Error parsing extraction response"
 # The date of the session being ingested in the current thread (YYYY-MM-DD), for mem0's extraction prompt.
 _SESSION_DAY: contextvars.ContextVar[str | None] = contextvars.ContextVar("mem0_session_day", default=None)
 
@@ -73,6 +78,25 @@ def _date_the_prompt(mem0_main: Any) -> None:
 
     dated._lme_dated = True  # type: ignore[attr-defined]
     mem0_main.generate_additive_extraction_prompt = dated
+
+
+class _UnusableReplies(logging.Handler):
+    """Counts, into the current ingest's `_UNUSABLE`, mem0's log records of an extraction reply it could not parse.
+    mem0 catches that error, logs it and stores nothing: without this, a model that never answers in mem0's JSON
+    looks exactly like a conversation with nothing to remember (usage `unusable_replies`)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        seen = _UNUSABLE.get()
+        if seen is not None and record.getMessage().startswith(UNPARSED_EXTRACTION):
+            seen.append(record.getMessage()[:200])
+
+
+def _count_unusable_replies(mem0_main: Any) -> None:
+    logger = mem0_main.logger
+    if not any(isinstance(h, _UnusableReplies) for h in logger.handlers):
+        logger.addHandler(_UnusableReplies(level=logging.ERROR))
+    if logger.getEffectiveLevel() > logging.ERROR:  # a record dropped before the handlers would go uncounted
+        logger.setLevel(logging.ERROR)
 
 
 def mem0_quietly(provider: str) -> None:
@@ -107,6 +131,7 @@ def _import_mem0() -> Any:
     from mem0.memory import main as mem0_main
 
     _date_the_prompt(mem0_main)
+    _count_unusable_replies(mem0_main)
     return Memory, MemoryConfig, EmbeddingBase, LLMBase
 
 
@@ -149,13 +174,14 @@ def _shims(embedding_base: type, llm_base: type) -> tuple[type, type]:
     return HarnessLLM, HarnessEmbedder
 
 
-def _usage(calls: Sequence[ChatResult], embeddings: Sequence[dict[str, Any]]) -> Usage:
+def _usage(calls: Sequence[ChatResult], embeddings: Sequence[dict[str, Any]], unusable: int = 0) -> Usage:
     return Usage(
         input_tokens=sum(c.usage.prompt_tokens for c in calls),
         output_tokens=sum(c.usage.completion_tokens for c in calls),
         embedding_tokens=sum(int((e.get("usage") or {}).get("prompt_tokens") or 0) for e in embeddings),
         llm_calls=len(calls),
         cached_llm_calls=sum(c.cached for c in calls),
+        unusable_replies=unusable,
     )
 
 
@@ -284,34 +310,39 @@ class Mem0Provider(ProviderBase):
         scope = self._scope("ingest", unit)
         if self.llm is None:
             raise ProviderError(NAME, "ingest", unit, "no model bound (pass llm=, or the contestant calls bind_model)")
-        with self._counted("ingest", unit) as (calls, embeddings):
-            for s in sorted(sessions, key=lambda s: parse_iso(s.date)):
-                # The session's date and time also go in as custom instructions (the prompt's own date fields
-                # carry the day only), so relative dates ("yesterday") resolve against it.
-                prompt = (
-                    f"These messages were exchanged on {s.date} (UTC). Resolve relative dates against that date "
-                    f"and state absolute dates in the memories."
-                    if self.date_instructions
-                    else None
-                )
-                turns = s.turns
-                for start in range(0, len(turns), self.turns_per_add):
-                    chunk = turns[start : start + self.turns_per_add]
-                    meta = {
-                        "session_id": s.session_id,
-                        "session_date": s.date,
-                        "session_ts": _epoch(s.date),
-                        "turn_start": start,
-                        "turn_end": start + len(chunk) - 1,
-                        "created_at": s.date,  # mem0 keeps a given created_at instead of the wall clock
-                    }
-                    messages = [{"role": t.role, "content": t.content} for t in chunk]
-                    day = _SESSION_DAY.set(parse_iso(s.date).date().isoformat())
-                    try:
-                        self.memory.add(messages, **scope, metadata=meta, prompt=prompt)
-                    finally:
-                        _SESSION_DAY.reset(day)
-        return Ingest(usage=_usage(calls, embeddings))
+        unusable: list[str] = []
+        token = _UNUSABLE.set(unusable)
+        try:
+            with self._counted("ingest", unit) as (calls, embeddings):
+                for s in sorted(sessions, key=lambda s: parse_iso(s.date)):
+                    # The session's date and time also go in as custom instructions (the prompt's own date fields
+                    # carry the day only), so relative dates ("yesterday") resolve against it.
+                    prompt = (
+                        f"These messages were exchanged on {s.date} (UTC). Resolve relative dates against that date "
+                        f"and state absolute dates in the memories."
+                        if self.date_instructions
+                        else None
+                    )
+                    turns = s.turns
+                    for start in range(0, len(turns), self.turns_per_add):
+                        chunk = turns[start : start + self.turns_per_add]
+                        meta = {
+                            "session_id": s.session_id,
+                            "session_date": s.date,
+                            "session_ts": _epoch(s.date),
+                            "turn_start": start,
+                            "turn_end": start + len(chunk) - 1,
+                            "created_at": s.date,  # mem0 keeps a given created_at instead of the wall clock
+                        }
+                        messages = [{"role": t.role, "content": t.content} for t in chunk]
+                        day = _SESSION_DAY.set(parse_iso(s.date).date().isoformat())
+                        try:
+                            self.memory.add(messages, **scope, metadata=meta, prompt=prompt)
+                        finally:
+                            _SESSION_DAY.reset(day)
+        finally:
+            _UNUSABLE.reset(token)
+        return Ingest(usage=_usage(calls, embeddings, len(unusable)))
 
     def retrieve(self, unit: str, query: str, top_k: int, as_of: str) -> Retrieval:
         scope = self._scope("retrieve", unit)

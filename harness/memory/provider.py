@@ -98,6 +98,9 @@ class Usage:
     cost_usd: float | None = None
     # of `llm_calls`, those served from a cache (a resumed run replaying what it had paid for): not spent again
     cached_llm_calls: int = 0
+    # of `llm_calls`, replies the provider could not use and so stored nothing from (mem0: an extraction reply it
+    # could not parse, which mem0 itself only logs): a loss that would otherwise look like "nothing to remember"
+    unusable_replies: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         cost = (
@@ -110,6 +113,7 @@ class Usage:
             self.llm_calls + other.llm_calls,
             cost,
             self.cached_llm_calls + other.cached_llm_calls,
+            self.unusable_replies + other.unusable_replies,
         )
 
 
