@@ -191,3 +191,24 @@ def test_existing_presets_and_their_fingerprints_are_unchanged():
 def test_a_bad_recall_trigger_value_is_one_error():
     with pytest.raises(ValueError, match="recall_trigger"):
         SearchConfig(recall_trigger="regex")
+
+
+def test_a_run_with_a_bad_artifact_ends_in_one_error_naming_it_before_any_case(tmp_path, capsys):
+    from harness.testing.fake_openai import FakeOpenAIServer
+    from harness.testing.faults import FakeModel
+    from tests.test_bad_inputs import one_error_line, run
+
+    bad = tmp_path / "trigger.json"
+    bad.write_text("{not json")
+    with FakeOpenAIServer(FakeModel()) as srv:
+        code = run(
+            tmp_path,
+            "dataset.limit=1",
+            "mode=[summary_ondemand]",
+            "retrieval.config.recall_trigger=learned",
+            f"retrieval.config.recall_trigger_file={bad}",
+            base_url=srv.base_url,
+        )
+    line = one_error_line(capsys.readouterr().err)
+    assert code == 2 and str(bad) in line and "not readable JSON" in line
+    assert not srv.requests and not (tmp_path / "run" / "records.jsonl").exists()
