@@ -47,6 +47,11 @@ class SearchConfig:
     # also says "I"/"me" ("can you remind me what you recommended"); such queries flip the prior to the
     # assistant and get no reply→question propagation. Off in the reference presets.
     recall_cues: bool = _default("recall_cues")
+    # What decides that a query recalls the assistant's words (for `recall_cues` and `recall_chars`): "cues" = the
+    # hand-written `recall_cue` pattern; "learned" = the logistic regression of harness/retrieval/recall_trigger.py
+    # over the query's embedding (`recall_trigger_file`: its JSON artifact, None = the packaged one); "none" = never.
+    recall_trigger: str = _default("recall_trigger", choices=("cues", "learned", "none"))
+    recall_trigger_file: str | None = _default("recall_trigger_file")
     # Turn-pair scoring: share of a user message's score credited to the assistant reply right after it (the
     # mirror of `propagate`), so a reply is found through the question it answers. 0.0 = off.
     propagate_back: float = _default("propagate_back", minimum=0)
@@ -103,7 +108,7 @@ class SearchConfig:
     # compact: the first `top_hits` hits whole up to this length (None: off)
     top_hit_chars: int | None = _default("top_hit_chars", minimum=80)
     top_hits: int = _default("top_hits", minimum=0)
-    # compact, for a query with a recall cue (what the assistant said: long replies, and the evidence is the
+    # compact, for a query the recall trigger fires on (what the assistant said: long replies, and the evidence is the
     # reply itself): budget and per-hit cap become this (None: unchanged).
     recall_chars: int | None = _default("recall_chars", minimum=80)
 
@@ -134,15 +139,21 @@ def recall_cue(query: str) -> bool:
 
 
 def speaker_weights(
-    query: str, assistant_weight: float, mode: str = "pronouns", recall_cues: bool = False
+    query: str,
+    assistant_weight: float,
+    mode: str = "pronouns",
+    recall_cues: bool = False,
+    *,
+    recall: bool | None = None,
 ) -> tuple[float, float]:
     """(user weight, assistant weight) for a query: a first-person question asks what the user said;
     a second-person one ("what did you recommend") what the assistant said; a query with both or (in
     "pronouns" mode) neither gets no preference, while "user" mode leans to the user when neither.
-    With `recall_cues`, a recall cue (`recall_cue`) means the assistant whatever the pronouns."""
+    With `recall_cues`, a recall cue (`recall_cue`) means the assistant whatever the pronouns; `recall`, when
+    given, is that decision already made (by the configured recall trigger) and replaces the cue test."""
     if assistant_weight == 1.0:
         return 1.0, 1.0
-    if recall_cues and recall_cue(query):
+    if recall if recall is not None else recall_cues and recall_cue(query):
         return assistant_weight, 1.0
     first, second = bool(_FIRST_PERSON.search(query)), bool(_SECOND_PERSON.search(query))
     if second and not first:

@@ -48,6 +48,11 @@ class Retriever:
         self._memo_size = memo_size
         self._lock = threading.Lock()
         self.stopwords = self.config.stopwords  # part of the index key: the keyword tokens depend on it
+        if self.config.recall_trigger == "learned":  # a missing/corrupt/mismatched artifact fails here, at start
+            from harness.retrieval import recall_trigger
+
+            trigger = recall_trigger.load(recall_trigger.trigger_path(self.config.recall_trigger_file))
+            recall_trigger.check_embedder(trigger, embedder)
 
     @property
     def name(self) -> str:

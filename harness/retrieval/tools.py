@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from harness.retrieval import recall_trigger, render
 from harness.retrieval import reference as ref
-from harness.retrieval import render
 from harness.retrieval import text as tx
 from harness.retrieval.args import ArgumentError, Coercer, parse_arguments
 from harness.retrieval.config import MODES, SearchConfig, preset, recall_cue, speaker_weights
@@ -106,6 +106,7 @@ class SessionTools:
             (s, i) for s, i in others if s.user_id == session.user_id and s.app == session.app and s.id != session.id
         ]
         self._groups_of: dict[CaseIndex, np.ndarray] = {}  # each searched index's conversation numbers (`_groups`)
+        self._recalls: dict[str, bool] = {}  # the recall trigger's decision per query (`_recall`)
 
     # --- public API ---------------------------------------------------------------------------------
     def specs(self) -> list[dict[str, Any]]:
@@ -185,6 +186,22 @@ class SessionTools:
         ]
         body = {"query": query, "scope": scope, "results": results, "count": len(results)}
         return ToolOutcome(ref.go_json(body), True, None, trace)
+
+    def _recall(self, query: str) -> bool:
+        """Whether the query recalls the assistant's words, as `recall_trigger` decides (once per query)."""
+        if query not in self._recalls:
+            how = self.config.recall_trigger
+            if how == "learned":
+                trigger = recall_trigger.load(recall_trigger.trigger_path(self.config.recall_trigger_file))
+                self._recalls[query] = trigger.fires(query, self.index.embedder)
+            else:
+                self._recalls[query] = how == "cues" and recall_cue(query)
+        return self._recalls[query]
+
+    def _speaker_weights(self, query: str) -> tuple[float, float]:
+        cfg = self.config
+        recall = cfg.recall_cues and cfg.assistant_weight != 1.0 and self._recall(query)
+        return speaker_weights(query, cfg.assistant_weight, cfg.speaker_prior, recall=recall)
 
     def _mode(self, raw: str, c: Coercer) -> str:
         mode = raw.strip().lower() or self.config.default_mode
@@ -279,7 +296,7 @@ class SessionTools:
         if self._score_level(mode):
             weights = self._term_weights(session, index, mask, query) if cfg.query_term_weight else None
             scores, cos = index.score_vector(query, mode, alpha=cfg.alpha, term_weights=weights)
-            uw, aw = speaker_weights(query, cfg.assistant_weight, cfg.speaker_prior, cfg.recall_cues)
+            uw, aw = self._speaker_weights(query)
             ranked = self._score_ranking(index, scores, cos, mask, k, min_score, uw, aw)
             if cfg.session_rescore and (cfg.session_rescore_queries == "all" or uw == aw):
                 ranked = self._rescore(session, index, ranked, scores, mask, query, uw, aw)
@@ -509,11 +526,11 @@ class SessionTools:
         rows = [(h.index, h.doc, h.score, None if h.session.id == self.session.id else h.session.id) for h in hits]
         cfg = self.config
         budget, hit, top = cfg.budget_chars, cfg.hit_chars, cfg.top_hit_chars
-        if cfg.recall_chars is not None and recall_cue(query):
+        if cfg.recall_chars is not None and self._recall(query):
             budget, hit = max(budget, cfg.recall_chars), max(hit, cfg.recall_chars)
         top_hits = cfg.top_hits
         if cfg.neutral_top_hits is not None:
-            uw, aw = speaker_weights(query, cfg.assistant_weight, cfg.speaker_prior, cfg.recall_cues)
+            uw, aw = self._speaker_weights(query)
             top_hits = cfg.neutral_top_hits if uw == aw else top_hits
         return render.compact_hits(
             rows, terms, budget_chars=budget, hit_chars=hit, top_hit_chars=top, top_hits=top_hits
