@@ -96,6 +96,7 @@ def report(tmp_path_factory):
     return build_report(run)["html"]
 
 
+@pytest.mark.figures
 def test_dom_after_scripts_has_tables_plots_and_drilldown(report, tmp_path):
     dom_text = dump_dom(report, tmp_path)
     dom = Dom()
@@ -169,6 +170,7 @@ document.body.setAttribute('data-test',JSON.stringify({w:window.innerWidth,h:win
 </script></body>"""
 
 
+@pytest.mark.figures
 @pytest.mark.parametrize("window", LAPTOP_WINDOWS, ids=lambda w: f"{w[0]}x{w[1]}")
 def test_the_first_screen_at_a_laptop_window_says_which_mode_wins_with_the_plot(report, tmp_path, window):
     """Laid out by Chromium at a laptop's window size: the verdict, the headline table (a row per mode) and the

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from report_fixtures import rec, standard_run, write_run
 
 from commands.cli import main
@@ -12,6 +13,7 @@ from reports.render import build_report
 PLOTS = ("quality_vs_tokens", "metrics", "latency", "win_loss_tie")
 
 
+@pytest.mark.figures
 def test_report_files_and_sections(tmp_path):
     run = standard_run(tmp_path / "run")
     out = build_report(run)
@@ -37,6 +39,7 @@ def test_report_files_and_sections(tmp_path):
     assert re.search(r"\| summary_ondemand vs summary \| EM ↑ \| 4 \| 0\.0000 \| 0\.7500 \|", md)
 
 
+@pytest.mark.figures
 def test_report_is_deterministic(tmp_path):
     run = standard_run(tmp_path / "run")
     build_report(run)
