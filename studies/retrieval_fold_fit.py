@@ -155,6 +155,13 @@ def one_knob_changed(pick: dict[str, Any], grid: dict[str, list[Any]]) -> dict[s
     return {f"{k}={v}": name_of(dict(pick, **{k: v})) for k, values in grid.items() for v in values if v != pick[k]}
 
 
+def write_outputs(out: Path, stem: str, report: dict[str, Any], lines: list[str]) -> None:
+    """A fold-fit study's outputs: `<stem>.json` (the report), `<stem>.md` (its lines, also printed)."""
+    (out / f"{stem}.json").write_text(json.dumps(report, indent=1))
+    (out / f"{stem}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def measured(out: Path, todo: list[tuple[str, Any]], cases, indexes, counter) -> dict[str, list]:
     """Each setting's per-case rows: read back from `out`/grid_cases.jsonl where an earlier run measured it, else
     measured now and appended there as soon as it is done (a rerun measures only what is new)."""

@@ -18,7 +18,7 @@ import json
 from typing import Any
 
 from harness.retrieval.config import NEUTRAL_RANKINGS, preset
-from studies.retrieval_fold_fit import by_type, fit_on, measure, name_of, prepare, shortfalls, study_args
+from studies.retrieval_fold_fit import by_type, fit_on, measure, name_of, prepare, shortfalls, study_args, write_outputs
 
 # Phrasing-independent only: no recall cue. The user prior (assistant × 0.5, reply→question 0.5) is unchanged.
 BASE: dict[str, Any] = {"recall_cues": False, "assistant_weight": 0.5, "propagate": 0.5}
@@ -89,9 +89,7 @@ def main() -> None:
             for k in ("single-session-assistant", "single-session-preference")
         ]
         lines.append(f"| {name} | {shortfalls(ta)} / {shortfalls(tb)} | {cells[0]} | {cells[1]} |")
-    (out / "neutral_fit.json").write_text(json.dumps(report, indent=1))
-    (out / "neutral_fit.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_outputs(out, "neutral_fit", report, lines)
 
 
 if __name__ == "__main__":

@@ -17,11 +17,19 @@ conversation: BM25 with its own IDF, or the fused score before prior and credit)
 from __future__ import annotations
 
 import itertools
-import json
 from typing import Any
 
 from harness.retrieval.config import preset
-from studies.retrieval_fold_fit import by_type, fit_on, measured, name_of, prepare, shortfalls, study_args
+from studies.retrieval_fold_fit import (
+    by_type,
+    fit_on,
+    measured,
+    name_of,
+    prepare,
+    shortfalls,
+    study_args,
+    write_outputs,
+)
 
 BASE: dict[str, Any] = {"recall_cues": False}  # the default preset otherwise (assistant × 0.5, propagation 0.5)
 GRID: dict[str, list[Any]] = {
@@ -123,9 +131,7 @@ def main() -> None:
     both = [n for n, r in report["every_setting"].items() if n != SHIPPED and r["shortfalls"] == [0, 0]]
     report["no_shortfall_on_either_fold"] = both
     lines.append(f"\nno pair below bm25 on either fold (in-sample; {len(both)}): {[short(n) for n in both]}")
-    (out / "rescore_fit.json").write_text(json.dumps(report, indent=1))
-    (out / "rescore_fit.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_outputs(out, "rescore_fit", report, lines)
 
 
 if __name__ == "__main__":

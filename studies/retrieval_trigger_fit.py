@@ -21,7 +21,6 @@ harness/retrieval/recall_trigger.json (the `learned_trigger` preset's).
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ import numpy as np
 from harness.llm.models import file_sha256
 from harness.retrieval import recall_trigger as rt
 from harness.retrieval.config import preset, recall_cue
-from studies.retrieval_fold_fit import by_type, measured, prepare, shortfalls, study_args
+from studies.retrieval_fold_fit import by_type, measured, prepare, shortfalls, study_args, write_outputs
 from studies.retrieval_neutral_fit import row
 
 COMMAND = "python -m studies.retrieval_trigger_fit --out runs/trigger_fit"
@@ -185,9 +184,7 @@ def main() -> None:
         lines.append("\nnot both directions hold: no shipped artifact written")
     report["seconds"] = round(time.perf_counter() - started, 1)
     lines.append(f"\n{report['seconds']} s")
-    (out / "trigger_fit.json").write_text(json.dumps(report, indent=1))
-    (out / "trigger_fit.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_outputs(out, "trigger_fit", report, lines)
 
 
 if __name__ == "__main__":
