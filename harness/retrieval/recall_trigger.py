@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import zlib
 from collections.abc import Sequence
@@ -222,33 +223,79 @@ def _load(path: str, _mtime: int, _size: int) -> RecallTrigger:
         data = json.loads(Path(path).read_text())
     except FileNotFoundError:
         raise bad("file not found (fit one with python -m studies.retrieval_trigger_fit)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise bad(f"not readable JSON ({type(e).__name__}: {e})") from None
+    except (OSError, ValueError, RecursionError) as e:
+        # ValueError: bad JSON or UTF-8, or an integer literal past Python's digit limit; RecursionError: JSON nested
+        # deeper than the parser's stack, which no artifact of ours is
+        raise bad(f"not readable JSON ({type(e).__name__}: {str(e)[:200]})") from None
     try:
-        if data["format"] != FORMAT:
-            raise bad(f"format {data['format']!r}, expected {FORMAT!r}")
-        f = data["features"]
-        features = Features(embedding=bool(f["embedding"]), ngram_buckets=int(f["ngram_buckets"]))
-        dim = int(data["embedder"]["dim"])
-        weights = np.asarray(data["weights"], dtype=np.float64)
-        trigger = RecallTrigger(
-            features,
-            weights,
-            float(data["bias"]),
-            str(data["embedder"]["identity"]),
-            dim,
-            float(data["threshold"]),
-            path,
-        )
-    except RecallTriggerError:
-        raise
-    except (KeyError, TypeError, ValueError) as e:
-        raise bad(f"malformed ({type(e).__name__}: {e})") from None
-    if weights.ndim != 1 or len(weights) != features.size(dim) or not np.all(np.isfinite(weights)):
-        raise bad(f"{weights.size} weights do not fit the features ({features.size(dim)} expected)")
-    if features.ngram_buckets < 0 or not np.isfinite(trigger.bias):
-        raise bad("negative ngram_buckets or a non-finite bias")
+        trigger = _parse(data, path)
+    except _Malformed as e:
+        raise bad(str(e)) from None
     return trigger
+
+
+class _Malformed(Exception):
+    """One field of the artifact that is missing or of the wrong type or range (the message names it)."""
+
+
+def _get(obj: Any, key: str, where: str) -> Any:
+    if not isinstance(obj, dict):
+        raise _Malformed(f"{where or 'the file'} is {type(obj).__name__}, expected an object")
+    if key not in obj:
+        raise _Malformed(f"{where + '.' if where else ''}{key} is missing")
+    return obj[key]
+
+
+def _show(v: Any) -> str:
+    """A short name for a JSON value in an error: a container by its kind and size (its repr may be huge or deep)."""
+    if isinstance(v, list | dict):
+        return f"{'a list' if isinstance(v, list) else 'an object'} of {len(v)}"
+    return f"{v!r:.60}"
+
+
+def _finite(v: Any, name: str) -> float:
+    """A finite JSON number (a bool is not one, though Python counts it an int): no silent coercion."""
+    try:
+        ok = not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v)
+    except OverflowError:  # an integer literal beyond a float
+        ok = False
+    if not ok:
+        raise _Malformed(f"{name} is {_show(v)}, expected a finite number")
+    return float(v)
+
+
+def _count(obj: Any, key: str, where: str) -> int:
+    v = _get(obj, key, where)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise _Malformed(f"{where}.{key} is {_show(v)}, expected a whole number >= 0")
+    return v
+
+
+def _parse(data: Any, path: str) -> RecallTrigger:
+    """Every field checked for its JSON type and range, so a file either means exactly what it says or is refused."""
+    fmt = _get(data, "format", "")
+    if fmt != FORMAT:
+        raise _Malformed(f"format {_show(fmt)}, expected {FORMAT!r}")
+    f = _get(data, "features", "")
+    embedding = _get(f, "embedding", "features")
+    if not isinstance(embedding, bool):
+        raise _Malformed(f"features.embedding is {_show(embedding)}, expected true or false")
+    features = Features(embedding=embedding, ngram_buckets=_count(f, "ngram_buckets", "features"))
+    identity = _get(_get(data, "embedder", ""), "identity", "embedder")
+    if not isinstance(identity, str):
+        raise _Malformed(f"embedder.identity is {_show(identity)}, expected a string")
+    dim = _count(data["embedder"], "dim", "embedder")
+    threshold = _finite(_get(data, "threshold", ""), "threshold")
+    if not 0.0 <= threshold <= 1.0:
+        raise _Malformed(f"threshold {threshold!r} is not a probability in [0, 1]")
+    bias = _finite(_get(data, "bias", ""), "bias")
+    raw = _get(data, "weights", "")
+    if not isinstance(raw, list):
+        raise _Malformed(f"weights is {type(raw).__name__}, expected a list of numbers")
+    weights = np.array([_finite(w, f"weights[{i}]") for i, w in enumerate(raw)], dtype=np.float64)
+    if len(weights) != features.size(dim):
+        raise _Malformed(f"{len(weights)} weights do not fit the features ({features.size(dim)} expected)")
+    return RecallTrigger(features, weights, bias, identity, dim, threshold, path)
 
 
 def trigger_path(configured: str | None) -> Path:
