@@ -224,7 +224,8 @@ def test_a_second_sigint_exits_at_once_and_kills_the_embedded_server(tmp_path, w
     proc, err, run_dir, server = _start_embedded_until_a_call_hangs(tmp_path, weights)
     try:
         proc.send_signal(signal.SIGINT)  # the stop waits 1 s for the server (which ignores SIGTERM) ...
-        time.sleep(0.3)
+        # ... once the first is handled (a fixed sleep could let both land before the handler ran: one delivery) ...
+        _wait(lambda: "SIGINT: stopping" in err.read_text(), proc, err, timeout_s=60)
         proc.send_signal(signal.SIGINT)  # ... a second Ctrl-C does not wait
         proc.wait(60)
     finally:
