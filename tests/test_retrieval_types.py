@@ -45,9 +45,9 @@ def session_of(events):
 )
 def test_a_recall_cue_flips_the_speaker_prior_to_the_assistant(query, without_cues):
     assert recall_cue(query)
-    assert speaker_weights(query, 0.5, "user", recall_cues=True) == (0.5, 1.0)
+    assert speaker_weights(query, 0.5, "user", recall=recall_cue(query)) == (0.5, 1.0)
     assert speaker_weights(query, 0.5, "user") == without_cues  # off (the reference presets): pronouns only
-    assert speaker_weights(query, 1.0, "user", recall_cues=True) == (1.0, 1.0)  # no prior at all stays off
+    assert speaker_weights(query, 1.0, "user", recall=recall_cue(query)) == (1.0, 1.0)  # no prior at all stays off
 
 
 @pytest.mark.parametrize(
@@ -61,7 +61,7 @@ def test_a_recall_cue_flips_the_speaker_prior_to_the_assistant(query, without_cu
 )
 def test_requests_and_first_person_questions_are_not_recall(query):
     assert not recall_cue(query)
-    assert speaker_weights(query, 0.5, "user", recall_cues=True) == speaker_weights(query, 0.5, "user")
+    assert speaker_weights(query, 0.5, "user", recall=recall_cue(query)) == speaker_weights(query, 0.5, "user")
 
 
 RECALL_EVENTS = [

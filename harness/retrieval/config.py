@@ -139,21 +139,16 @@ def recall_cue(query: str) -> bool:
 
 
 def speaker_weights(
-    query: str,
-    assistant_weight: float,
-    mode: str = "pronouns",
-    recall_cues: bool = False,
-    *,
-    recall: bool | None = None,
+    query: str, assistant_weight: float, mode: str = "pronouns", *, recall: bool = False
 ) -> tuple[float, float]:
     """(user weight, assistant weight) for a query: a first-person question asks what the user said;
     a second-person one ("what did you recommend") what the assistant said; a query with both or (in
     "pronouns" mode) neither gets no preference, while "user" mode leans to the user when neither.
-    With `recall_cues`, a recall cue (`recall_cue`) means the assistant whatever the pronouns; `recall`, when
-    given, is that decision already made (by the configured recall trigger) and replaces the cue test."""
+    `recall` is the configured recall trigger's decision (`recall_cue` or the learned one) that the query recalls
+    the assistant's words: then the assistant, whatever the pronouns."""
     if assistant_weight == 1.0:
         return 1.0, 1.0
-    if recall if recall is not None else recall_cues and recall_cue(query):
+    if recall:
         return assistant_weight, 1.0
     first, second = bool(_FIRST_PERSON.search(query)), bool(_SECOND_PERSON.search(query))
     if second and not first:
