@@ -46,6 +46,8 @@ UNDECLARED_COMPONENTS: tuple[Setting, ...] = (
     Setting("dataset.limit", int, 0),
     Setting("dataset.sample_seed", int),
     Setting("dataset.shortest", bool),
+    Setting("dataset.per_type", int, 1),
+    Setting("dataset.max_history_chars", int, 1),
     Setting("model.context_window", int, 1),
     Setting("model.n_ctx", int, 1),
     Setting("judge.params.max_tokens", int, 1),

@@ -1,4 +1,5 @@
 import gzip
+import json
 
 import pytest
 
@@ -120,3 +121,36 @@ def test_shortest_keeps_the_n_shortest_histories_sorted_by_id():
         select(cases, None, limit=3, shortest=True, sample_seed=0)
     with pytest.raises(DataError, match="dataset.shortest must be"):
         select(cases, None, limit=3, shortest="yes")  # type: ignore[arg-type]
+
+
+def test_per_type_keeps_k_of_every_type_first_shortest_or_seeded_and_the_history_cap_applies_first():
+    def row(qid: str, qtype: str, n_chars: int) -> dict:
+        return make_row(qid, qtype=qtype, sessions=[[{"role": "user", "content": "x" * n_chars, "has_answer": True}]])
+
+    rows = [row(f"u{i:02d}", "single-session-user", 100 - i) for i in range(12)]
+    rows += [row(f"m{i:02d}", "multi-session", 10 + i) for i in range(6)]
+    rows += [row("p00", "single-session-preference", 500)]  # a type with one case: kept whole
+    cases = parse_cases(json.dumps(rows).encode(), "x.json")
+    ids = lambda picked: [c.question_id for c in picked]  # noqa: E731
+
+    assert ids(select(cases, None, per_type=2)) == ["m00", "m01", "p00", "u00", "u01"]  # first by id, all types
+    assert ids(select(cases, None, per_type=2, shortest=True)) == ["m00", "m01", "p00", "u10", "u11"]
+    seeded = select(cases, None, per_type=2, sample_seed=3)
+    assert ids(seeded) == sorted(ids(seeded)) and ids(seeded) == ids(select(cases, None, per_type=2, sample_seed=3))
+    assert sorted(c.question_type for c in seeded).count("multi-session") == 2 and "p00" in ids(seeded)
+    draws = {tuple(ids(select(cases, None, per_type=2, sample_seed=s))) for s in range(8)}
+    assert len(draws) > 1  # the seed draws; the first two by id are not what it returns every time
+    # one type's draw does not depend on the other types in the file
+    only_users = select([c for c in cases if c.question_type == "single-session-user"], None, per_type=2, sample_seed=3)
+    assert [c for c in ids(seeded) if c.startswith("u")] == ids(only_users)
+    # the cap is applied before the choice: the 500-character preference case and the longer user cases drop out
+    capped = select(cases, None, per_type=2, max_history_chars=95)
+    assert ids(capped) == ["m00", "m01", "u05", "u06"] and all(history_chars(c) <= 95 for c in capped)
+    assert ids(select(cases, None, limit=3, max_history_chars=12)) == ["m00", "m01", "m02"]
+    with pytest.raises(DataError, match="per_type and dataset.limit"):
+        select(cases, None, limit=3, per_type=1)
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(DataError, match="dataset.per_type must be"):
+            select(cases, None, per_type=bad)  # type: ignore[arg-type]
+        with pytest.raises(DataError, match="dataset.max_history_chars must be"):
+            select(cases, None, max_history_chars=bad)  # type: ignore[arg-type]

@@ -356,15 +356,24 @@ def select(
     question_ids: Sequence[str] | None = None,
     sample_seed: int | None = None,
     shortest: bool | None = None,
+    per_type: int | None = None,
+    max_history_chars: int | None = None,
 ) -> list[Case]:
-    """Filter by type (case-insensitive), stable-sort by question_id, then keep `limit` cases: the first ones
-    (reference §2), or with `sample_seed` a seeded random sample, drawn per question type in proportion to its
-    share (the first N of a sorted file are not a representative subset), or with `shortest` the N cases whose
-    history is shortest (a job sized by its prompt tokens: `history_chars`), returned sorted by question_id."""
+    """Filter by type (case-insensitive), ids and `max_history_chars` (the history's characters, `history_chars`),
+    stable-sort by question_id, then keep `limit` cases: the first ones (reference §2), or with `sample_seed` a
+    seeded random sample, drawn per question type in proportion to its share (the first N of a sorted file are not a
+    representative subset), or with `shortest` the N cases whose history is shortest (a job sized by its prompt
+    tokens). `per_type` instead of `limit` keeps that many of every question type present, chosen the same three
+    ways (a proportional draw of a few cases can leave a small type out). Returned sorted by question_id."""
     if shortest not in (None, True, False):
         raise DataError(f"dataset.shortest must be true, false or null, got {shortest!r}")
     if shortest and sample_seed is not None:
         raise DataError("dataset.shortest and dataset.sample_seed both choose the cases: set only one")
+    if per_type is not None and limit is not None:
+        raise DataError("dataset.per_type and dataset.limit both size the selection: set only one")
+    for key, value in (("per_type", per_type), ("max_history_chars", max_history_chars)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise DataError(f"dataset.{key} must be a whole number >= 1 or null, got {value!r}")
     out = list(cases)
     if question_types:
         wanted = {t.strip().lower() for t in question_types}
@@ -372,7 +381,11 @@ def select(
     if question_ids:
         ids = set(question_ids)
         out = [c for c in out if c.question_id in ids]
+    if max_history_chars is not None:
+        out = [c for c in out if history_chars(c) <= max_history_chars]
     out.sort(key=lambda c: c.question_id)
+    if per_type is not None:
+        return _per_type(out, per_type, sample_seed, bool(shortest))
     if limit is not None:
         if limit < 0:
             raise DataError(f"limit must be >= 0, got {limit}")
@@ -381,6 +394,25 @@ def select(
         else:
             out = out[:limit] if sample_seed is None else _stratified_sample(out, limit, sample_seed)
     return out
+
+
+def _per_type(cases: list[Case], k: int, seed: int | None, shortest: bool) -> list[Case]:
+    """k cases of each question type (all of a type with fewer): the first k by id, the k shortest histories, or a
+    draw seeded by `seed` and the type's name (adding a type to the file does not change another type's draw)."""
+    import random
+
+    by_type: dict[str, list[Case]] = {}
+    for c in cases:  # already sorted by question_id
+        by_type.setdefault(c.question_type, []).append(c)
+    picked: list[Case] = []
+    for qtype, group in sorted(by_type.items()):
+        if shortest:
+            picked += sorted(group, key=history_chars)[:k]
+        elif seed is not None:
+            picked += random.Random(f"{seed}:{qtype}").sample(group, min(k, len(group)))
+        else:
+            picked += group[:k]
+    return sorted(picked, key=lambda c: c.question_id)
 
 
 def history_chars(case: Case) -> int:
@@ -441,6 +473,8 @@ class LongMemEvalSource:
     limit: int | None = None
     sample_seed: int | None = None  # with limit: a seeded random subset (stratified by type) instead of the first N
     shortest: bool | None = None  # with limit: the N cases with the shortest history instead of the first N
+    per_type: int | None = None  # instead of limit: k cases of every question type (first, shortest or seeded)
+    max_history_chars: int | None = None  # only cases whose history has at most this many characters
     shard: str | None = None  # "I/N": the I-th of N disjoint parts of the selection (runs/cluster: docs/cluster.md)
     hf_repo: str | None = "xiaowu0162/longmemeval-cleaned"
     hf_filename: str | None = None
@@ -481,9 +515,19 @@ class LongMemEvalSource:
                 f"{source}: dataset '{self.name}' question_types {missing} match no question "
                 f"(types in the file: {sorted(present)})"
             )
-        cases = select(all_cases, self.question_types, self.limit, self.question_ids, self.sample_seed, self.shortest)
+        cases = select(
+            all_cases,
+            self.question_types,
+            self.limit,
+            self.question_ids,
+            self.sample_seed,
+            self.shortest,
+            self.per_type,
+            self.max_history_chars,
+        )
         if not cases:
-            raise DataError(f"{source}: no question matches question_types={list(self.question_types or [])}")
+            cap = f" and max_history_chars={self.max_history_chars}" if self.max_history_chars is not None else ""
+            raise DataError(f"{source}: no question matches question_types={list(self.question_types or [])}{cap}")
         prov = {
             "source": source,
             "sha256": digest,
