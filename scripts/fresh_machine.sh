@@ -18,7 +18,7 @@ git clone -q "$here" "$FRESH/repo"
 cd "$FRESH/repo" || exit 1
 export HOME="$FRESH/home" PIP_NO_CACHE_DIR=1
 echo "commit: $(git log --oneline -1)"
-echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs) (family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | xargs), model $(grep -m1 '^model' /proc/cpuinfo | cut -d: -f2 | xargs)), $(nproc) cores"
+echo "cpu: $("$here/scripts/cpu_line.sh")"
 status=0
 for step in "${steps[@]}"; do
   case "$step" in
