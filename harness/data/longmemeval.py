@@ -401,11 +401,8 @@ def _per_type(cases: list[Case], k: int, seed: int | None, shortest: bool) -> li
     draw seeded by `seed` and the type's name (adding a type to the file does not change another type's draw)."""
     import random
 
-    by_type: dict[str, list[Case]] = {}
-    for c in cases:  # already sorted by question_id
-        by_type.setdefault(c.question_type, []).append(c)
     picked: list[Case] = []
-    for qtype, group in sorted(by_type.items()):
+    for qtype, group in sorted(_by_type(cases).items()):  # each group in question_id order
         if shortest:
             picked += sorted(group, key=history_chars)[:k]
         elif seed is not None:
@@ -413,6 +410,14 @@ def _per_type(cases: list[Case], k: int, seed: int | None, shortest: bool) -> li
         else:
             picked += group[:k]
     return sorted(picked, key=lambda c: c.question_id)
+
+
+def _by_type(cases: list[Case]) -> dict[str, list[Case]]:
+    """The cases of each question type, in the order given."""
+    by_type: dict[str, list[Case]] = {}
+    for c in cases:
+        by_type.setdefault(c.question_type, []).append(c)
+    return by_type
 
 
 def history_chars(case: Case) -> int:
@@ -427,9 +432,7 @@ def _stratified_sample(cases: list[Case], n: int, seed: int) -> list[Case]:
     if n >= len(cases):
         return cases
     rng = random.Random(seed)
-    by_type: dict[str, list[Case]] = {}
-    for c in cases:
-        by_type.setdefault(c.question_type, []).append(c)
+    by_type = _by_type(cases)
     quotas = {t: n * len(cs) / len(cases) for t, cs in by_type.items()}
     take = {t: int(q) for t, q in quotas.items()}
     for t in sorted(quotas, key=lambda t: (-(quotas[t] - take[t]), t))[: n - sum(take.values())]:
