@@ -144,13 +144,22 @@ def _labels(paths: Sequence[Path], metas: Sequence[RunMeta]) -> list[str]:
     flat = [flatten(m.config or {}) for m in metas]
     keys = _fewest(named, flat) or keys[:3]
     if keys:
-        labels = [",".join(f"{k}={_short(f.get(k), 40)}" for k in keys) for f in flat]
+        labels = [",".join(_entry(k, f) for k in keys) for f in flat]
         if len(set(labels)) == len(labels):
             return labels
     names = [p.name for p in paths]
     if len(set(names)) == len(names):
         return names
     return [f"{p.parent.name}/{p.name}" for p in paths]
+
+
+def _entry(key: str, flat: Mapping[str, Any]) -> str:
+    """`key=value`; a config with no `name` beside its `_target_` (e.g. configs/memory/full_context.yaml, whose
+    fingerprint a new key would change) is named by the target's class: `memory._target_=FullContextProvider`."""
+    target = key[: -len("name")] + "_target_"
+    if key.split(".")[-1] == "name" and flat.get(key) is None and isinstance(flat.get(target), str):
+        return f"{target}={flat[target].rsplit('.', 1)[-1]}"
+    return f"{key}={_short(flat.get(key), 40)}"
 
 
 def load_runs(paths: Sequence[Path], *, prices: PriceTable | None = None) -> list[Run]:

@@ -30,3 +30,13 @@ def test_two_names_are_kept_when_each_is_needed() -> None:
 def test_one_differing_name_is_the_whole_label() -> None:
     metas = [_meta({"prompt": {"name": n}, "run": {"name": "same"}}) for n in ("default", "state_recovery")]
     assert _labels([Path("a"), Path("b")], metas) == ["prompt.name=default", "prompt.name=state_recovery"]
+
+
+def test_a_provider_config_without_a_name_is_labelled_by_its_target_class() -> None:
+    configs = [
+        {"memory": {"_target_": "harness.memory.builtin.IndexProvider", "name": "bm25"}},
+        {"memory": {"_target_": "harness.memory.builtin.FullContextProvider"}},
+        {"memory": {"name": None}},  # no target to fall back on: the null stays visible
+    ]
+    labels = _labels([Path(f"r{i}") for i in range(3)], [_meta(c) for c in configs])
+    assert labels == ["memory.name=bm25", "memory._target_=FullContextProvider", "memory.name=null"]

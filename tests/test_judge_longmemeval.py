@@ -193,6 +193,7 @@ def test_a_separate_judge_endpoint_gets_the_judge_calls(tmp_path):
                 "mode=[summary]",
                 f"cache.path={tmp_path / 'cache.sqlite'}",
                 "run.progress=false",
+                "dataset=oracle",  # the routing under test is the same on a short history; `_s` would cost 20 s
                 "dataset.limit=1",
             ]
         )
