@@ -130,3 +130,34 @@ def test_query_term_weights_are_the_conversation_share():
 def test_out_of_range_settings_are_one_clear_error(bad):
     with pytest.raises(ValueError, match=next(iter(bad))):
         SearchConfig(**bad)
+
+
+# Conversation c1 is about the trip; a stray turn in c2 repeats the query's rarest word.
+TRIP = [
+    ("c1", "user", "I am planning a trip to Kyoto in April with my sister."),
+    ("c1", "assistant", "Book the ryokan early for the Kyoto trip: cherry blossom season fills it."),
+    ("c1", "user", "Temples worth a visit there?"),
+    ("c1", "assistant", "Kinkaku-ji and Fushimi Inari are the Kyoto temples most visitors start with."),
+    ("c2", "user", "My spreadsheet has a ryokan ryokan column we picked."),
+    ("c2", "assistant", "You can delete the duplicate column from the spreadsheet."),
+    ("c3", "user", "How long should I boil an egg?"),
+]
+TRIP_QUERY = "Which ryokan did we pick for the Kyoto trip in April?"
+
+
+def test_session_boost_lifts_the_conversation_the_query_is_about_over_a_stray_match():
+    plain = _hits(preset("bm25"), TRIP_QUERY, TRIP)
+    assert plain[0] == "e0004"  # the stray c2 turn: "ryokan" three times
+    boosted = _hits(preset("bm25", session_boost=2.0), TRIP_QUERY, TRIP)
+    assert boosted[0] == "e0000" and boosted.index("e0004") == 1  # the trip's conversation leads
+    assert "e0006" not in boosted  # a turn that matches nothing is not lifted by its conversation
+
+
+def test_session_boost_needs_conversations_and_is_off_by_default():
+    assert preset("default").session_boost == 0.0 and preset("bm25").session_boost == 0.0
+    # Without conversation ids no turn has a conversation: nothing to boost, the plain ranking.
+    assert _hits(preset("bm25", session_boost=2.0), TRIP_QUERY, TRIP, conversations=False) == _hits(
+        preset("bm25"), TRIP_QUERY, TRIP, conversations=False
+    )
+    with pytest.raises(ValueError, match="session_boost"):
+        _cfg(session_boost=-1.0)

@@ -52,6 +52,10 @@ class SearchConfig:
     # over the query's embedding (`recall_trigger_file`: its JSON artifact, None = the packaged one); "none" = never.
     recall_trigger: str = _default("recall_trigger", choices=("cues", "learned", "none"))
     recall_trigger_file: str | None = _default("recall_trigger_file")
+    # The user turns' weight for a query the recall trigger fires on (assistant turns 1.0, never a reply→question
+    # credit): None = `assistant_weight` (the prior flips to the assistant); 1.0 = no speaker prior. What the user
+    # said in the recalled conversation (a pasted text, a brief) is sometimes the answer too.
+    recall_user_weight: float | None = _default("recall_user_weight", minimum=0)
     # Turn-pair scoring: share of a user message's score credited to the assistant reply right after it (the
     # mirror of `propagate`), so a reply is found through the question it answers. 0.0 = off.
     propagate_back: float = _default("propagate_back", minimum=0)
@@ -82,6 +86,12 @@ class SearchConfig:
     # conversations (of the turns, where there are none) that contain it: words found in nearly every
     # conversation ("remind", "previous") count less. 0.0 = off.
     query_term_weight: float = _default("query_term_weight", minimum=0)
+    # Conversation relevance (issue 24): scores × (1 + session_boost · r), r a turn's conversation's relevance over
+    # the best conversation's, a conversation's relevance the sum of its `session_boost_top` best fused scores
+    # (before any prior) among the searched turns: turns of the conversation the query is about outrank stray
+    # matches elsewhere, and a turn that matches nothing stays at 0. 0.0 = off.
+    session_boost: float = _default("session_boost", minimum=0)
+    session_boost_top: int = _default("session_boost_top", minimum=1)
     candidate_ratio: int = _default("candidate_ratio", minimum=1)
     rrf_k: int = _default("rrf_k", minimum=1)
     # True: plainto_tsquery AND semantics (reference FTS)
@@ -139,17 +149,23 @@ def recall_cue(query: str) -> bool:
 
 
 def speaker_weights(
-    query: str, assistant_weight: float, mode: str = "pronouns", *, recall: bool = False
+    query: str,
+    assistant_weight: float,
+    mode: str = "pronouns",
+    *,
+    recall: bool = False,
+    recall_user_weight: float | None = None,
 ) -> tuple[float, float]:
     """(user weight, assistant weight) for a query: a first-person question asks what the user said;
     a second-person one ("what did you recommend") what the assistant said; a query with both or (in
     "pronouns" mode) neither gets no preference, while "user" mode leans to the user when neither.
     `recall` is the configured recall trigger's decision (`recall_cue` or the learned one) that the query recalls
-    the assistant's words: then the assistant, whatever the pronouns."""
+    the assistant's words: then the assistant, whatever the pronouns, the user's turns weighted `recall_user_weight`
+    (None: `assistant_weight`)."""
     if assistant_weight == 1.0:
         return 1.0, 1.0
     if recall:
-        return assistant_weight, 1.0
+        return assistant_weight if recall_user_weight is None else recall_user_weight, 1.0
     first, second = bool(_FIRST_PERSON.search(query)), bool(_SECOND_PERSON.search(query))
     if second and not first:
         return assistant_weight, 1.0

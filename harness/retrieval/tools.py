@@ -198,10 +198,20 @@ class SessionTools:
                 self._recalls[query] = how == "cues" and recall_cue(query)
         return self._recalls[query]
 
+    def _recall_ranking(self, query: str) -> bool:
+        """Whether the ranking treats the query as recall (speaker prior to the assistant, no reply credit)."""
+        cfg = self.config
+        return cfg.recall_cues and cfg.assistant_weight != 1.0 and self._recall(query)
+
     def _speaker_weights(self, query: str) -> tuple[float, float]:
         cfg = self.config
-        recall = cfg.recall_cues and cfg.assistant_weight != 1.0 and self._recall(query)
-        return speaker_weights(query, cfg.assistant_weight, cfg.speaker_prior, recall=recall)
+        return speaker_weights(
+            query,
+            cfg.assistant_weight,
+            cfg.speaker_prior,
+            recall=self._recall_ranking(query),
+            recall_user_weight=cfg.recall_user_weight,
+        )
 
     def _mode(self, raw: str, c: Coercer) -> str:
         mode = raw.strip().lower() or self.config.default_mode
@@ -297,8 +307,11 @@ class SessionTools:
             weights = self._term_weights(session, index, mask, query) if cfg.query_term_weight else None
             scores, cos = index.score_vector(query, mode, alpha=cfg.alpha, term_weights=weights)
             uw, aw = self._speaker_weights(query)
-            ranked = self._score_ranking(index, scores, cos, mask, k, min_score, uw, aw)
-            if cfg.session_rescore and (cfg.session_rescore_queries == "all" or uw == aw):
+            recall = self._recall_ranking(query)
+            if cfg.session_boost:
+                scores = self._session_boosted(session, index, scores, mask)
+            ranked = self._score_ranking(index, scores, cos, mask, k, min_score, uw, aw, recall=recall)
+            if cfg.session_rescore and (cfg.session_rescore_queries == "all" or (uw == aw and not recall)):
                 ranked = self._rescore(session, index, ranked, scores, mask, query, uw, aw)
             return ranked, mode
         if mode == "keyword":
@@ -318,14 +331,17 @@ class SessionTools:
             "hybrid",
         )
 
-    def _score_ranking(self, index: CaseIndex, scores, cos, mask, k: int, min_score: float, uw: float, aw: float):
-        """The score-level ranking: speaker prior, turn-pair credit, `neutral_ranking`, recency."""
+    def _score_ranking(
+        self, index: CaseIndex, scores, cos, mask, k: int, min_score: float, uw: float, aw: float, recall: bool = False
+    ):
+        """The score-level ranking: speaker prior, turn-pair credit, `neutral_ranking`, recency. A recall query
+        (`recall`) never gets the reply→question credit nor the neutral treatment, whatever its weights."""
         cfg = self.config
-        neutral = uw == aw and cfg.neutral_ranking != "propagate"
+        neutral = uw == aw and not recall and cfg.neutral_ranking != "propagate"
         if neutral and cfg.neutral_ranking.startswith("interleave"):
             return self._interleaved(index, scores, mask, k, min_score, cos)
         if uw != 1.0 or aw != 1.0 or cfg.propagate or cfg.propagate_back or neutral:
-            propagate = cfg.propagate if uw >= aw else 0.0
+            propagate = cfg.propagate if uw >= aw and not recall else 0.0
             back = cfg.propagate_back
             if neutral:
                 propagate, back = (1.0, 1.0) if cfg.neutral_ranking == "pair" else (0.0, back)
@@ -364,6 +380,21 @@ class SessionTools:
             n = len(np.unique(groups[has & (groups >= 0)])) if grouped else int(has.sum())
             out[term] = (1.0 - n / units) ** self.config.query_term_weight
         return out
+
+    def _session_boosted(self, session: Session, index: CaseIndex, scores, mask) -> np.ndarray:
+        """`session_boost`: each turn's score × (1 + session_boost · its conversation's relevance / the best one's);
+        relevance = the sum of the conversation's `session_boost_top` best scores among the searched turns."""
+        groups = self._groups(session, index)
+        raw = np.asarray(scores, dtype=np.float64)
+        ok = mask & index.indexed & (groups >= 0) & (raw > 0)
+        if not ok.any():
+            return raw
+        top = self.config.session_boost_top
+        relevance = np.zeros(int(groups.max()) + 1)
+        for g in np.unique(groups[ok]):
+            relevance[g] = np.sort(raw[ok & (groups == g)])[::-1][:top].sum()
+        share = np.where(groups >= 0, relevance[np.clip(groups, 0, None)] / relevance.max(), 0.0)
+        return raw * (1.0 + self.config.session_boost * share)
 
     def _rescore(self, session: Session, index: CaseIndex, ranked, scores, mask, query: str, uw: float, aw: float):
         """`session_rescore`: the places the first N conversations' turns hold in `ranked` go to each
@@ -427,6 +458,7 @@ class SessionTools:
             or cfg.neutral_ranking != "propagate"
             or cfg.session_rescore != 0
             or cfg.query_term_weight != 0.0
+            or cfg.session_boost != 0.0
         )
         return (mode == "hybrid" and cfg.fusion == "score") or (priors and not cfg.keyword_require_all)
 
@@ -531,7 +563,7 @@ class SessionTools:
         top_hits = cfg.top_hits
         if cfg.neutral_top_hits is not None:
             uw, aw = self._speaker_weights(query)
-            top_hits = cfg.neutral_top_hits if uw == aw else top_hits
+            top_hits = cfg.neutral_top_hits if uw == aw and not self._recall_ranking(query) else top_hits
         return render.compact_hits(
             rows, terms, budget_chars=budget, hit_chars=hit, top_hit_chars=top, top_hits=top_hits
         )
