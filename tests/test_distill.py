@@ -58,3 +58,58 @@ def test_a_finished_build_moves_every_file_in_with_the_weights_last(tmp_path, mo
     assert sorted(moved) == sorted(FILES) and moved[-1] == "model.safetensors"
     assert digest == distill_mod.file_sha256(out / "model.safetensors")
     assert [p.name for p in tmp_path.iterdir()] == ["m2v"]
+
+
+def _build_in_process(target: str, log: str, results: str) -> None:
+    """One of two processes that need the same model at once (a test worker, a first run)."""
+    import time
+    from pathlib import Path
+
+    from harness.retrieval.embedders import build_once
+
+    def build() -> None:
+        with open(log, "a") as f:
+            f.write("built\n")
+        time.sleep(0.5)  # long enough for the other process to arrive while this one builds
+        Path(target).write_bytes(b"weights")
+
+    built = build_once(Path(target), build)
+    with open(results, "a") as f:
+        f.write(f"{built}\n")
+
+
+def test_two_processes_needing_the_model_at_once_build_it_once(tmp_path):
+    import multiprocessing
+
+    target = tmp_path / "models" / "m2v" / "model.safetensors"
+    target.parent.mkdir(parents=True)
+    log, results = tmp_path / "log", tmp_path / "results"
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_build_in_process, args=(str(target), str(log), str(results))) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert log.read_text() == "built\n"  # one build; the other process waited for it
+    assert sorted(results.read_text().split()) == ["False", "True"]
+    assert target.read_bytes() == b"weights"
+
+
+def test_a_build_that_dies_leaves_the_next_process_to_build(tmp_path):
+    from harness.retrieval.embedders import build_once
+
+    target = tmp_path / "models" / "m2v" / "model.safetensors"
+
+    def dies() -> None:
+        raise KeyboardInterrupt  # killed mid-build: no weights written
+
+    with pytest.raises(KeyboardInterrupt):
+        build_once(target, dies)
+
+    def builds() -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(b"w")
+
+    assert build_once(target, builds)  # the lock died with the build: this one builds
+    assert target.read_bytes() == b"w" and not build_once(target, dies)  # built: nothing runs again

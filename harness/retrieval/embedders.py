@@ -11,9 +11,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -81,8 +82,12 @@ class StaticEmbedder:
                 from harness import progress
                 from harness.retrieval.distill import distill_static
 
-                with progress.step(f"embedder: distilling {self.path.name} from {teacher} (once)", progress.console()):
-                    distill_static(teacher, self.path)
+                def distil() -> None:
+                    label = f"embedder: distilling {self.path.name} from {teacher} (once)"
+                    with progress.step(label, progress.console()):
+                        distill_static(teacher, self.path)
+
+                build_once(weights, distil)
             except (ImportError, FileNotFoundError) as e:
                 raise FileNotFoundError(f"{how} (automatic build failed: {type(e).__name__}: {e})") from e
         digest = file_sha256(weights)
@@ -97,6 +102,20 @@ class StaticEmbedder:
         if not texts:
             return np.zeros((0, self.model.dim), dtype=np.float32)
         return _normalise(self.model.encode(list(texts), show_progress_bar=False))
+
+
+def build_once(target: Path, build: Callable[[], None]) -> bool:
+    """Run `build` (which creates `target`) unless `target` exists, under an exclusive flock on a lock file beside
+    it: processes that need the same model at the same moment (test workers, parallel first runs) build it once,
+    the others wait for it instead of building it again beside it. The kernel drops the lock if its holder dies,
+    and the next process then finds no target and builds it. True when this call built it."""
+    target.parent.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent.parent / f".{target.parent.name}.build.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if target.exists():
+            return False
+        build()
+        return True
 
 
 def _repo_path(path: str | Path) -> Path:
