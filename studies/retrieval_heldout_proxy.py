@@ -29,7 +29,6 @@ The check that it behaves like it: `bm25` is a fixed preset, and the issue measu
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import random
 from collections import defaultdict
@@ -39,10 +38,10 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from harness.data.longmemeval import find_local, parse_cases
+from harness.data.longmemeval import find_local, parse_cases, read_json_bytes
 from harness.retrieval.config import preset, preset_node, recall_cue
 from harness.session.tokens import o200k_counter
-from studies.retrieval_fold_fit import by_type, measure, shortfalls
+from studies.retrieval_fold_fit import by_type, measure, shortfalls, write_outputs
 
 SSU = "single-session-user"
 # What the issue measured on the real held-out half (bm25 preset): recall_any@5, evidence in the response.
@@ -76,8 +75,7 @@ def load_file(name: str) -> list[dict[str, Any]]:
     path = find_local(name)
     if path is None:
         raise SystemExit(f"{name}: not found (set LME_DATA_DIR to the folder holding the LongMemEval files)")
-    with gzip.open(path) as f:
-        rows: list[dict[str, Any]] = json.load(f)
+    rows: list[dict[str, Any]] = json.loads(read_json_bytes(path))
     return rows
 
 
@@ -121,6 +119,26 @@ def build_proxy(
     return out
 
 
+def proxy_cases(seed: int, questions: str = "heldout") -> tuple[list[dict[str, Any]], list[tuple[str, str, str, list]]]:
+    """(the proxy's LongMemEval rows, its answerable cases as `studies.retrieval_fold_fit` measures them)."""
+    rows = build_proxy(load_file("longmemeval_oracle.json.gz"), load_file("longmemeval_s_dev.json.gz"), seed, questions)
+    cases = [
+        (c.question_id, c.question_type, c.question, c.events())
+        for c in parse_cases(json.dumps(rows).encode(), f"proxy of the {questions} questions")
+        if not c.is_abstention and c.has_evidence_label
+    ]
+    return rows, cases
+
+
+def figures(v: dict[str, float]) -> str:
+    """One `by_type` entry as two table cells: the setting's @1 / @5 / evidence / tokens, then bm25's with its
+    evidence at the setting's budget in bold."""
+    return (
+        f"{v['r1']:.3f} / {v['r5']:.3f} / {v['ev']:.3f} / {v['tok']:,.0f} | {v['bm25_r1']:.3f} / {v['bm25_r5']:.3f} / "
+        f"{v['bm25_ev']:.3f} / **{v['bm25_ev_budget']:.3f}** / {v['bm25_tok']:,.0f}"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="runs/heldout_proxy")
@@ -130,14 +148,7 @@ def main() -> None:
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    rows = build_proxy(
-        load_file("longmemeval_oracle.json.gz"), load_file("longmemeval_s_dev.json.gz"), args.seed, args.questions
-    )
-    cases = [
-        (c.question_id, c.question_type, c.question, c.events())
-        for c in parse_cases(json.dumps(rows).encode(), "held-out proxy")
-        if not c.is_abstention and c.has_evidence_label
-    ]
+    rows, cases = proxy_cases(args.seed, args.questions)
     print(f"proxy of the {args.questions} questions: {len(rows)}, {len(cases)} answerable", flush=True)
     retr = instantiate(OmegaConf.merge(preset_node("default"), {"store": args.store}))
     indexes = {qid: retr.index(ev) for qid, _, _, ev in cases}
@@ -172,19 +183,13 @@ def main() -> None:
         table = by_type(rows_s, base, folds, "H")
         report["settings"][name] = {"table": table, "shortfalls": shortfalls(table), "rows": rows_s}
         for t, v in table.items():
-            lines.append(
-                f"| {name} | {t} | {v['n']} | {v['r1']:.3f} / {v['r5']:.3f} / {v['ev']:.3f} / {v['tok']:,.0f} | "
-                f"{v['bm25_r1']:.3f} / {v['bm25_r5']:.3f} / {v['bm25_ev']:.3f} / **{v['bm25_ev_budget']:.3f}** / "
-                f"{v['bm25_tok']:,.0f} |"
-            )
+            lines.append(f"| {name} | {t} | {v['n']} | {figures(v)} |")
         print("measured", name, flush=True)
     lines += ["", "(type, metric) pairs below bm25 (@5, evidence, evidence at the setting's budget):", ""]
     lines += [f"- {n}: {s['shortfalls']}" for n, s in report["settings"].items()]
     lines += ["", f"recall cue fires (answerable questions): {dict(cue)}"]
     report["bm25_rows"] = base
-    (out / "heldout_proxy.json").write_text(json.dumps(report, indent=1))
-    (out / "heldout_proxy.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_outputs(out, "heldout_proxy", report, lines)
 
 
 if __name__ == "__main__":

@@ -23,20 +23,16 @@ the rest. The first run had `recall_user_weight` alone (null, 0.75, 1.0); the gr
 
 from __future__ import annotations
 
-import argparse
-import json
-from pathlib import Path
 from typing import Any
 
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from harness.data.longmemeval import parse_cases
 from harness.retrieval.config import preset, preset_node
 from harness.retrieval.folds import assign_folds
 from harness.session.tokens import o200k_counter
-from studies.retrieval_fold_fit import by_type, key, load_cases, measure, shortfalls
-from studies.retrieval_heldout_proxy import build_proxy, load_file
+from studies.retrieval_fold_fit import by_type, key, load_cases, measure, name_of, shortfalls, study_args, write_outputs
+from studies.retrieval_heldout_proxy import figures, proxy_cases
 
 # First run: recall_user_weight alone (null, 0.75, 1.0). Second run, added after reading the first's result (1.0
 # chosen; no change on the unseen fold @5): × `session_boost` 0 / 0.5 / 1 / 2 (a conversation-relevance factor,
@@ -46,31 +42,17 @@ GRID: list[dict[str, Any]] = [
 ]
 
 
-def name_of(setting: dict[str, Any]) -> str:
-    return " ".join(f"{k}={v}" for k, v in setting.items())
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default="runs/recall_prior_fit")
-    ap.add_argument("--store", default="/tmp/lme-retrieval-fold-fit.sqlite", help="index cache (SQLite)")
-    args = ap.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out, store = study_args(__doc__, "runs/recall_prior_fit")
     dev = load_cases()
-    proxy_rows = build_proxy(load_file("longmemeval_oracle.json.gz"), load_file("longmemeval_s_dev.json.gz"), 0)
-    proxy = [
-        (c.question_id, c.question_type, c.question, c.events())
-        for c in parse_cases(json.dumps(proxy_rows).encode(), "held-out proxy")
-        if not c.is_abstention and c.has_evidence_label
-    ]
+    _, proxy = proxy_cases(0)
     proxy_folds = assign_folds((qid, qt) for qid, qt, _, _ in proxy)
-    # "fit": the development questions and proxy fold A; "unseen": proxy fold B; "proxyA": fold A alone.
+    # "fit": the development questions and proxy fold A; "unseen": proxy fold B.
     role = {qid: "fit" for qid, _, _, _ in dev} | {
         qid: "fit" if proxy_folds[qid] == "A" else "unseen" for qid, _, _, _ in proxy
     }
     cases = dev + proxy
-    retr = instantiate(OmegaConf.merge(preset_node("default"), {"store": args.store}))
+    retr = instantiate(OmegaConf.merge(preset_node("default"), {"store": store}))
     indexes = {qid: retr.index(ev) for qid, _, _, ev in cases}
     counter = o200k_counter()
     base = measure(preset("bm25"), cases, indexes, counter)
@@ -93,7 +75,6 @@ def main() -> None:
         "tables": tables,
         "shortfalls": {w: {p: shortfalls(t[p]) for p in t} for w, t in tables.items()},
     }
-    (out / "recall_prior_fit.json").write_text(json.dumps(report, indent=1))
     lines = [
         f"# recall_user_weight × session_boost fitted on {report['fit_cases']} questions, reported on {report['unseen_cases']}",
         "",
@@ -108,13 +89,8 @@ def main() -> None:
     for w, t in tables.items():
         for part, tab in t.items():
             for typ, v in tab.items():
-                lines.append(
-                    f"| {w} | {part} | {typ} | {v['n']} | {v['r1']:.3f} / {v['r5']:.3f} / {v['ev']:.3f} / "
-                    f"{v['tok']:,.0f} | {v['bm25_r1']:.3f} / {v['bm25_r5']:.3f} / {v['bm25_ev']:.3f} / "
-                    f"**{v['bm25_ev_budget']:.3f}** / {v['bm25_tok']:,.0f} |"
-                )
-    (out / "recall_prior_fit.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+                lines.append(f"| {w} | {part} | {typ} | {v['n']} | {figures(v)} |")
+    write_outputs(out, "recall_prior_fit", report, lines)
 
 
 if __name__ == "__main__":

@@ -308,9 +308,9 @@ class SessionTools:
             scores, cos = index.score_vector(query, mode, alpha=cfg.alpha, term_weights=weights)
             uw, aw = self._speaker_weights(query)
             recall = self._recall_ranking(query)
-            if cfg.session_boost:
-                scores = self._session_boosted(session, index, scores, mask)
-            ranked = self._score_ranking(index, scores, cos, mask, k, min_score, uw, aw, recall=recall)
+            # `_rescore` orders inside a conversation by the fused score itself, so the boost goes to the ranking only
+            ranking = self._session_boosted(session, index, scores, mask) if cfg.session_boost else scores
+            ranked = self._score_ranking(index, ranking, cos, mask, k, min_score, uw, aw, recall=recall)
             if cfg.session_rescore and (cfg.session_rescore_queries == "all" or (uw == aw and not recall)):
                 ranked = self._rescore(session, index, ranked, scores, mask, query, uw, aw)
             return ranked, mode
