@@ -161,3 +161,23 @@ def test_session_boost_needs_conversations_and_is_off_by_default():
     )
     with pytest.raises(ValueError, match="session_boost"):
         _cfg(session_boost=-1.0)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_session_boost_on_generated_conversations_reorders_conversations_never_turns_within_one(seed):
+    """Generated conversations and queries: the boost never brings in a turn that matches nothing, and keeps the
+    order of each conversation's turns (it multiplies a conversation's turns by one factor)."""
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(30)]
+    turns = [
+        (f"c{rng.integers(0, 6)}", ["user", "assistant"][i % 2], " ".join(rng.choice(words, rng.integers(3, 12))))
+        for i in range(40)
+    ]
+    query = " ".join(rng.choice(words, 4))
+    plain = _hits(preset("bm25"), query, turns)
+    boosted = _hits(preset("bm25", session_boost=float(rng.choice([0.5, 1.0, 3.0]))), query, turns)
+    conv = {f"e{i:04d}": c for i, (c, _, _) in enumerate(turns)}
+    assert set(boosted) <= {f"e{i:04d}" for i, (_, _, t) in enumerate(turns) if set(t.split()) & set(query.split())}
+    for c in set(conv.values()):
+        both = [e for e in boosted if conv[e] == c and e in plain]
+        assert both == [e for e in plain if e in both]
