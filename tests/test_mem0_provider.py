@@ -278,3 +278,61 @@ def test_equal_inputs_make_equal_requests(endpoint: FakeOpenAIServer):
         p.ingest(unit, history)
         sent.append([{k: v for k, v in r.items() if k != "_auth"} for r in endpoint.requests[before:]])
     assert len(sent[0]) == 3 and sent[0] == sent[1]
+
+
+# A kept store (`keep_units_in`, the run directory's `memory-store.<contestant>/`): units outlive the provider.
+
+
+def _kept(endpoint: FakeOpenAIServer, store: Path) -> Mem0Provider:
+    client = LLMClient(base_url=endpoint.base_url, model="fake-model", api_key="k", max_retries=0)
+    p = Mem0Provider(HashingEmbedder(64), client, threshold=0.0)
+    p.keep_units_in(store)
+    return p
+
+
+def test_a_kept_store_lets_the_next_provider_attach_an_ingested_unit_without_extracting_again(
+    endpoint: FakeOpenAIServer, tmp_path: Path
+):
+    first = _kept(endpoint, tmp_path / "store")
+    assert "attach" in first.capabilities().calls
+    for unit, line in (("u1", "I take yoga classes on Tuesdays."), ("u2", "I drink green tea every morning.")):
+        first.setup(unit)
+        first.ingest(unit, [session("s-" + unit, MAY, line)])
+    shown = [i.text for i in first.retrieve("u1", "yoga classes", 3, JUNE).items]
+    assert shown == ["I take yoga classes on Tuesdays."]
+    first.close()  # as a killed process would leave it: the store on disk, the units not torn down
+
+    sent = len(endpoint.requests)
+    second = _kept(endpoint, tmp_path / "store")
+    assert not second.attach("never-set-up")
+    assert second.attach("u1")
+    assert [i.text for i in second.retrieve("u1", "yoga classes", 3, JUNE).items] == shown
+    assert len(endpoint.requests) == sent  # nothing extracted again
+    # a unit of the earlier process that is not attached is torn down by user id: its memories are gone
+    second.teardown("u2")
+    assert not second.attach("u2")
+    second.setup("u2")
+    assert second.stored("u2") == ()
+    second.close()
+
+
+def test_an_in_memory_provider_offers_no_attach(provider: Mem0Provider):
+    assert "attach" not in provider.capabilities().calls
+    provider.setup("u")
+    assert not provider.attach("u")
+
+
+def test_a_kept_store_is_chosen_before_the_first_unit_and_a_damaged_unit_table_is_one_error(
+    endpoint: FakeOpenAIServer, tmp_path: Path
+):
+    client = LLMClient(base_url=endpoint.base_url, model="fake-model", api_key="k", max_retries=0)
+    p = Mem0Provider(HashingEmbedder(64), client, threshold=0.0)
+    p.setup("u")
+    with pytest.raises(ProviderError, match="after a unit was set up"):
+        p.keep_units_in(tmp_path / "late")
+    for n, bad in enumerate(("{not json", '["u1"]', '{"u1": 3}')):
+        store = tmp_path / f"store{n}"
+        store.mkdir()
+        (store / "units.json").write_text(bad)
+        with pytest.raises(ProviderError, match=r"units\.json"):
+            Mem0Provider(HashingEmbedder(64), client).keep_units_in(store)

@@ -1,7 +1,9 @@
-"""The ingest checkpoint of a remote memory contestant: which units a run has put on a service and not yet forgotten.
+"""The ingest checkpoint of a memory contestant whose units outlive the process: which units a run has put on a
+service (or in a store kept on disk) and not yet forgotten.
 
 A remote provider (`remote = True`: the HTTP client, the hosted adapters) keeps a unit's memory outside this process,
-so a run killed between a unit's ingest and its answer leaves that unit on the service. The checkpoint lets the
+and so does a Python provider that keeps its units in the run directory (`keep_units_in`: mem0's Qdrant and SQLite
+on disk), so a run killed between a unit's ingest and its answer leaves that unit on the service. The checkpoint lets the
 resumed run find it: answer against it (the provider's optional `attach` call says it is still there, ingested and
 ready: ingest is not sent again), or tear it down before ingesting again (the service never holds the data twice).
 

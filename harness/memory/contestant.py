@@ -11,7 +11,8 @@ Isolation: the unit id is the question id plus a per-run tag; the memory handed 
 id, and teardown
 runs when the case is done (after answer, or when ingest fails). The question reaches the provider only through retrieve/answer.
 
-Resume (a remote provider, `remote = True`, in a run directory: harness/memory/checkpoint.py): each unit is written
+Resume (a provider whose units outlive the process, in a run directory: a remote one, `remote = True`, or a Python
+one that keeps its units on disk there, `keep_units_in`; harness/memory/checkpoint.py): each unit is written
 to the run's ingest checkpoint before setup and again once ingested and ready, and marked done at teardown. A resumed
 run finding a unit of its case still open attaches to it when the provider declares `attach` and says the unit is
 there (no ingest sent; the record's ingest trace is the original's, with `resumed: true`), else tears the stale
@@ -126,12 +127,22 @@ class ProviderContestant:
     _checkpoint: IngestCheckpoint | None = field(default=None, init=False, repr=False)
     _keys: dict[str, str] = field(default_factory=dict, init=False, repr=False)  # unit -> its case's key
     _calls: frozenset[str] = field(default=frozenset(), init=False, repr=False)  # the provider's declared calls
+    _kept_on_disk: bool = field(default=False, init=False, repr=False)  # the provider keeps its units in the run dir
+
+    def _units_outlive_process(self) -> bool:
+        """A remote service's units, or a Python provider's kept in the run directory: the ones a resumed run can
+        attach to, or must tear down before ingesting again."""
+        return bool(getattr(self.provider, "remote", False)) or self._kept_on_disk
 
     def bind_run_dir(self, run_dir: str | Path) -> None:
-        """Where the ingest checkpoint of a remote provider lives. One an earlier run left is read now, before the
-        first case, so a damaged one stops the run with one error (CheckpointError) instead of failing every case."""
+        """Where the ingest checkpoint lives, and a Python provider that can keep its units on disk (`keep_units_in`)
+        keeps them (`memory-store.<contestant>/`). A checkpoint an earlier run left is read now, before the first
+        case, so a damaged one stops the run with one error (CheckpointError) instead of failing every case."""
         self._run_dir = Path(run_dir)
-        if getattr(self.provider, "remote", False) and checkpoint_path(self._run_dir, self.name).exists():
+        if callable(keep := getattr(self.provider, "keep_units_in", None)):
+            keep(self._run_dir / f"memory-store.{self.name}")
+            self._kept_on_disk = True
+        if self._units_outlive_process() and checkpoint_path(self._run_dir, self.name).exists():
             try:
                 who = self._capabilities()
             except ProviderError as e:  # the service is down: the first case fails with it, and names it
@@ -190,9 +201,9 @@ class ProviderContestant:
             return fn()
 
     def _open_checkpoint(self, who: dict[str, Any]) -> IngestCheckpoint | None:
-        """The ingest checkpoint, for a remote provider in a run directory (None otherwise: an in-process provider's
-        units die with the process, so there is nothing to attach to or tear down)."""
-        if self._run_dir is None or not getattr(self.provider, "remote", False):
+        """The ingest checkpoint, for a provider whose units outlive the process, in a run directory (None otherwise:
+        an in-memory provider's units die with the process, so there is nothing to attach to or tear down)."""
+        if self._run_dir is None or not self._units_outlive_process():
             return None
         with self._lock:
             if self._checkpoint is None:

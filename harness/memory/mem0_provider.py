@@ -6,7 +6,9 @@ three parts supplied by this project:
 - its LLM is the run's `ChatModel` (the project's one client layer: retries, cache, token accounting), so every
   call mem0 makes is counted into the unit's `Usage`;
 - its embedder is any project `Embedder` (the static model2vec one by default, the hashing one in tests);
-- its vector store is Qdrant in-process (`:memory:`) and its history database SQLite `:memory:`: no server.
+- its vector store is Qdrant in-process and its history database SQLite: no server. Both live in memory, or, in a
+  run directory (`keep_units_in`, called by the contestant before the first unit), on disk there: the units then
+  outlive the process, and a resumed run attaches to an ingested unit instead of extracting its memories again.
 
 Telemetry: mem0 reads `MEM0_TELEMETRY` once, at import; this module sets it to false before importing mem0 and
 refuses to run if mem0 was already imported with it on. `MEM0_DIR` (mem0 writes a config file there) defaults to a
@@ -21,6 +23,8 @@ mem0's vector-store query (`lte` the question date), so nothing dated after the 
 from __future__ import annotations
 
 import contextvars
+import hashlib
+import json
 import logging
 import os
 import tempfile
@@ -29,6 +33,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from harness.llm.client import embedding_call_log
@@ -49,6 +54,7 @@ from harness.memory.provider import (
 from harness.retrieval.embedders import Embedder
 
 NAME = "mem0"
+UNITS_FILE = "units.json"  # in a kept store: unit -> the run_id of its setup (what `attach` restores)
 INGEST_PURPOSE = "memory_ingest"  # the CallStats purpose of mem0's LLM calls (apart from answer/judge)
 
 # The calls mem0 makes through its LLM in the current thread (ingest or retrieve of one unit).
@@ -239,47 +245,113 @@ class Mem0Provider(ProviderBase):
             raise ValueError(f"Mem0Provider.turns_per_add must be >= 1, got {turns_per_add}")
         if threshold < 0:
             raise ValueError(f"Mem0Provider.threshold must be >= 0, got {threshold}")
-        Memory, MemoryConfig, EmbeddingBase, LLMBase = _import_mem0()
+        self._mem0 = _import_mem0()
+        self._llm_class, self._harness_embedder = _shims(self._mem0[2], self._mem0[3])
+        self._embedder = embedder
+        self._dims = int(embedder.embed(["dimension probe"]).shape[1])
+        self.generation, self.json_mode = dict(generation or {}), json_mode
+        # The generation settings by hash only: the ingest checkpoint keeps plain settings (harness/memory/checkpoint.py)
+        # to tell whether a kept unit was made with these, and a dict is not one.
+        self.generation_sha = hashlib.sha256(json.dumps(self.generation, sort_keys=True).encode()).hexdigest()[:16]
+        # Private: the run's model is bound late, and the checkpoint's settings hash must not change when it is.
+        self._llm: ChatModel | None = None
+        self.turns_per_add, self.threshold, self.date_instructions = turns_per_add, threshold, date_instructions
+        self.embedder_identity = embedder.identity
+        self._runs: dict[str, str] = {}  # unit -> run_id of its current setup
+        self._store: Path | None = None  # the kept store's directory (keep_units_in); None: in memory
+        self._kept: dict[str, str] = {}  # units an earlier process left in the kept store (unit -> run_id)
+        # Qdrant's in-process store and mem0's SQLite connection are not safe to share between threads.
+        self._lock = threading.Lock()
+        self.memory = self._open(None)
+        if llm is not None:
+            self.bind_model(llm)
+
+    def _open(self, store: Path | None) -> Any:
+        """mem0's Memory over Qdrant and SQLite, in memory (None) or in `store` (persisted write by write)."""
         from qdrant_client import QdrantClient
 
-        self._llm_class, harness_embedder = _shims(EmbeddingBase, LLMBase)
-        dims = int(embedder.embed(["dimension probe"]).shape[1])
+        Memory, MemoryConfig, _, _ = self._mem0
         config = MemoryConfig(
             vector_store={
                 "provider": "qdrant",
                 "config": {
                     "collection_name": "lme_harness",
-                    "embedding_model_dims": dims,
-                    "client": QdrantClient(":memory:"),
+                    "embedding_model_dims": self._dims,
+                    "client": QdrantClient(":memory:") if store is None else QdrantClient(path=str(store / "qdrant")),
                 },
             },
             # Placeholders: mem0 builds its own clients from these, then they are replaced below (never called).
             llm={"provider": "openai", "config": {"api_key": "unused", "openai_base_url": "http://127.0.0.1:9/v1"}},
             embedder={
                 "provider": "openai",
-                "config": {"api_key": "unused", "openai_base_url": "http://127.0.0.1:9/v1", "embedding_dims": dims},
+                "config": {
+                    "api_key": "unused",
+                    "openai_base_url": "http://127.0.0.1:9/v1",
+                    "embedding_dims": self._dims,
+                },
             },
-            history_db_path=":memory:",
+            history_db_path=":memory:" if store is None else str(store / "history.db"),
         )
-        self.memory = Memory(config)
-        self.memory.embedding_model = harness_embedder(embedder)
-        self.generation, self.json_mode = dict(generation or {}), json_mode
-        self.llm: ChatModel | None = None
-        if llm is not None:
-            self.bind_model(llm)
-        self.turns_per_add, self.threshold, self.date_instructions = turns_per_add, threshold, date_instructions
-        self.embedder_identity = embedder.identity
-        self._runs: dict[str, str] = {}  # unit -> run_id of its current setup
-        # Qdrant's in-process store and mem0's SQLite connection are not safe to share between threads.
-        self._lock = threading.Lock()
+        memory = Memory(config)
+        memory.embedding_model = self._harness_embedder(self._embedder)
+        if self._llm is not None:
+            memory.llm = self._llm_class(self._llm, self.generation, self.json_mode)
+        return memory
+
+    def keep_units_in(self, directory: str | Path) -> None:
+        """Keep the units on disk in `directory` (the contestant's, in the run directory) instead of in memory, so
+        they outlive the process: `attach` is then offered, and the ingest checkpoint (harness/memory/checkpoint.py)
+        covers them as it covers a remote service's. Called once, before the first unit."""
+        if self._runs:
+            raise ProviderError(NAME, "keep_units_in", None, "called after a unit was set up")
+        store = Path(directory)
+        store.mkdir(parents=True, exist_ok=True)
+        kept = _read_units(store / UNITS_FILE)
+        with self._lock:
+            self.memory = self._open(store)
+            self._store, self._kept = store, kept
+
+    def close(self) -> None:
+        """Release the kept store (Qdrant's folder lock, the SQLite files): another provider, in this process or the
+        next, may then open it. Nothing is deleted; without a kept store it does nothing."""
+        if self._store is None:
+            return
+        with self._lock:
+            self.memory.vector_store.client.close()
+            self.memory.db.close()
+
+    def _save_units(self) -> None:
+        """The kept store's unit table, written whole and renamed into place (under the lock), so a process killed
+        mid-write leaves the old table or the new one."""
+        assert self._store is not None
+        path = self._store / UNITS_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({**self._kept, **self._runs}, sort_keys=True))
+        os.replace(tmp, path)
+
+    @property
+    def llm(self) -> ChatModel | None:
+        """The model mem0 extracts memories with (None until bound)."""
+        return self._llm
 
     def bind_model(self, llm: ChatModel) -> None:
         """The model mem0's LLM calls go to (through the project's client layer: cached, retried, counted)."""
-        self.llm = llm
+        self._llm = llm
         self.memory.llm = self._llm_class(llm, self.generation, self.json_mode)
 
     def capabilities(self) -> Capabilities:
-        return Capabilities(name=NAME, version=metadata.version("mem0ai"), calls=REQUIRED_CALLS)
+        calls = REQUIRED_CALLS | ({"attach"} if self._store is not None else set())
+        return Capabilities(name=NAME, version=metadata.version("mem0ai"), calls=frozenset(calls))
+
+    def attach(self, unit: str) -> bool:
+        """A unit an earlier process set up in the kept store: its memories are there (the checkpoint says its
+        ingest finished), so it is taken over with its run_id. False without a kept store or for an unknown unit."""
+        with self._lock:
+            run = self._kept.pop(unit, None)
+            if run is None:
+                return False
+            self._runs[unit] = run
+            return True
 
     def _scope(self, call: str, unit: str) -> dict[str, str]:
         run = self._runs.get(unit)
@@ -302,13 +374,16 @@ class Mem0Provider(ProviderBase):
             _CALLS.reset(token)
 
     def setup(self, unit: str) -> None:
-        if unit in self._runs:
+        if unit in self._runs or unit in self._kept:
             self.teardown(unit)
-        self._runs[unit] = uuid.uuid4().hex
+        with self._lock:
+            self._runs[unit] = uuid.uuid4().hex
+            if self._store is not None:
+                self._save_units()
 
     def ingest(self, unit: str, sessions: Sequence[MemorySession]) -> Ingest:
         scope = self._scope("ingest", unit)
-        if self.llm is None:
+        if self._llm is None:
             raise ProviderError(NAME, "ingest", unit, "no model bound (pass llm=, or the contestant calls bind_model)")
         unusable: list[str] = []
         token = _UNUSABLE.set(unusable)
@@ -362,7 +437,29 @@ class Mem0Provider(ProviderBase):
         return _items(found)
 
     def teardown(self, unit: str) -> None:
-        if self._runs.pop(unit, None) is None:
+        """Forget the unit. In a kept store also a unit of an earlier process (its memories are deleted by user id
+        whatever this process knows of it); the unit table is rewritten first, so a kill between the two leaves
+        memories no unit names (never attached), not a named unit without its memories."""
+        with self._lock:
+            known = self._runs.pop(unit, None) is not None
+            known = self._kept.pop(unit, None) is not None or known
+            if self._store is not None:
+                self._save_units()
+        if not known and self._store is None:
             return
         with self._counted("teardown", unit):
             self.memory.delete_all(user_id=unit)
+
+
+def _read_units(path: Path) -> dict[str, str]:
+    """The kept store's unit table; absent: none. A damaged one is one error naming the file (never ignored: a
+    unit it names could otherwise be attached without its memories, or its memories never torn down)."""
+    if not path.exists():
+        return {}
+    try:
+        units = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ProviderError(NAME, "keep_units_in", None, f"{path}: unreadable unit table ({e})") from e
+    if not isinstance(units, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in units.items()):
+        raise ProviderError(NAME, "keep_units_in", None, f"{path}: not a {{unit: run_id}} table of strings")
+    return units

@@ -12,7 +12,10 @@ A provider is driven per *unit* (one unit per LongMemEval question, so cases nev
                                                                    still there? A resumed run then skips ingest)
     teardown(unit)                                                 (forget the unit)
 
-The same calls exist as HTTP/JSON routes (harness/memory/http.py); this module is the Python form. Dates are
+The same calls exist as HTTP/JSON routes (harness/memory/http.py); this module is the Python form. A Python
+provider may also offer `keep_units_in(directory)`: the contestant calls it once, before the first unit, with a
+directory of the run's; the provider then keeps its units there (they outlive the process, as a remote service's
+do) and should offer `attach`, so a resumed run answers against an ingested unit instead of ingesting it again. Dates are
 ISO 8601 in UTC (`2023-05-20T02:21:00Z`), so they compare as strings in any language. A provider that fails
 raises `ProviderError`; the harness records the failure against the unit and never scores it as a wrong answer.
 

@@ -1,0 +1,115 @@
+"""mem0 (the `memory` extra) in a real `lme-harness run mode=memory memory=mem0`, killed between its first unit's
+ingest and that unit's answer (SIGKILL when the first reader request arrives), then resumed with the same command.
+
+mem0's store is kept in the run directory (`memory-store.<contestant>/`, harness/memory/mem0_provider.py
+`keep_units_in`), so the resumed run attaches to the unit the killed run ingested: it sends no extraction request
+for it (the response cache is off, so a re-ingest would show on the wire), and the record carries the original
+ingest's trace with `resumed: true`. The finished run leaves no ingest checkpoint.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.records import load_records
+from harness.testing.fake_openai import FakeOpenAIServer, completion
+from harness.testing.faults import FakeModel
+from tests.fake_run import is_reader_request
+
+if importlib.util.find_spec("mem0") is None:
+    if os.environ.get("LME_REQUIRE_MEM0") == "1":  # CI: a missing extra fails, never a silent skip
+        raise ImportError("LME_REQUIRE_MEM0=1 but mem0ai is not installed (pip install -e '.[memory]')")
+    pytest.skip("mem0ai not installed (pip install -e '.[memory]')", allow_module_level=True)
+
+pytestmark = pytest.mark.mem0
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _is_extraction(req: dict[str, Any]) -> bool:
+    return "## New Messages" in json.dumps(req.get("messages"))
+
+
+def _extract(req: dict[str, Any]) -> Any:
+    """mem0's extraction reply: one fact per user line of the new messages (as tests/test_mem0_provider.py)."""
+    new = req["messages"][-1]["content"].split("## New Messages", 1)[1].split("## Observation Date", 1)[0]
+    facts = [{"text": ln[6:][:300]} for ln in new.strip().splitlines() if ln.startswith("user: ") and ln[6:].strip()]
+    return completion(json.dumps({"memory": facts}), prompt_tokens=100, completion_tokens=7)
+
+
+def _args(tmp_path: Path, base_url: str) -> list[str]:
+    return [
+        "run",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        "mode=memory",
+        "memory=mem0",
+        "memory.embedder={_target_:harness.retrieval.embedders.HashingEmbedder,dim:64}",
+        "memory.turns_per_add=100",  # one extraction call per session
+        "memory.threshold=0",
+        "dataset=oracle",
+        "dataset.limit=2",
+        "model=endpoint",
+        f"model.base_url={base_url}",
+        "model.model=fake-model",
+        "cache.enabled=false",
+        "run.progress=false",
+        "run.concurrency=1",
+    ]
+
+
+def test_a_killed_mem0_run_resumes_by_attaching_to_the_unit_it_had_ingested(tmp_path: Path) -> None:
+    from commands.cli import main
+
+    model = FakeModel()
+    proc: dict[str, subprocess.Popen] = {}
+
+    def responder(req):
+        if _is_extraction(req):
+            return _extract(req)
+        if is_reader_request(req) and "p" in proc:  # the first unit is ingested, not answered: kill the run
+            proc.pop("p").send_signal(signal.SIGKILL)
+        return model(req)
+
+    with FakeOpenAIServer(responder) as srv:
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        p = subprocess.Popen(
+            [sys.executable, "-m", "commands.cli", *_args(tmp_path, srv.base_url)],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        proc["p"] = p
+        assert p.wait(450) == -signal.SIGKILL
+        killed = list(srv.requests)
+        run = tmp_path / "run"
+        assert not (run / "records.jsonl").exists() or not load_records(run / "records.jsonl")
+        assert (run / "memory-store.memory" / "units.json").exists()
+        first_unit = sum(map(_is_extraction, killed))
+        assert first_unit >= 1
+
+        n0 = len(srv.requests)
+        assert main(_args(tmp_path, srv.base_url)) == 0
+        rerun = list(srv.requests)[n0:]
+
+    recs = sorted(load_records(run / "records.jsonl"), key=lambda r: r["question_id"])
+    assert [r["status"] for r in recs] == ["ok", "ok"]
+    traces = [r["ingest"]["trace"][0] for r in recs]
+    attached = [t for t in traces if t.get("resumed")]
+    assert len(attached) == 1 and attached[0]["resume"]["attached"] is True
+    # the attached unit's record says what its ingest cost (the killed run's calls), not spent again
+    assert attached[0]["usage"]["llm_calls"] == first_unit
+    (fresh,) = [t for t in traces if not t.get("resumed")]
+    # on the wire, the resumed run extracted the second unit's sessions only
+    assert sum(map(_is_extraction, rerun)) == fresh["usage"]["llm_calls"] == fresh["sessions"]
+    assert sum(map(is_reader_request, rerun)) == 2
+    assert not list(run.glob("memory-ingest.*.jsonl"))  # every unit torn down: no checkpoint left
+    assert json.loads((run / "memory-store.memory" / "units.json").read_text()) == {}
