@@ -14,6 +14,9 @@ Estimates (stated in plan.json `estimates`):
   judge.params.max_tokens), an upper bound; DEFAULT_COMPLETION where no cap is set;
 - summary_ondemand: one `session_search` round (what its instruction requires) with the question as the query,
   run on the case's real index (so the tool response is real text of the case), then the answer;
+- a memory provider that extracts memories with the run's model (mem0): its ingest runs for real against the
+  stand-in, so its extraction calls are planned as the run would send them ("memory_ingest"; completion at its
+  max_tokens cap); what it would store is not known in advance, so the reader is planned at the context cap;
 - judge: called for every answer whose text is not known in advance (the trpc judge skips containment matches,
   which cannot be known before the answer exists); an answer replayed from the cache is judged as the run would;
 - prompt tokens not replayed from the cache: o200k count of the messages (+3 a message) plus the JSON of the
@@ -46,8 +49,10 @@ from runners.run_config import CacheSettings, RunConfig
 
 PLAN_FILE = "plan.json"
 MARKER = "\u27e8plan-estimate\u27e9"  # placeholder text: a request containing it is not known in advance
-PARTS = ("answer", "summary", "judge", "embedding")
-DEFAULT_COMPLETION = {"answer": 384, "summary": 1024, "judge": 256}  # where no max_tokens cap is configured
+# The parts a call is planned under (its ChatResult purpose); "memory_ingest": a memory provider's own LLM calls while
+# ingesting (mem0's fact extraction), apart from the reader's.
+PARTS = ("answer", "summary", "judge", "memory_ingest", "embedding")
+DEFAULT_COMPLETION = {"answer": 384, "summary": 1024, "judge": 256, "memory_ingest": 1024}  # no max_tokens cap set
 HIT, MISS, UNKNOWN = "hit", "miss", "unknown"
 
 
@@ -89,8 +94,10 @@ class PlanLog:
         the cache or answered by the stand-in, as a PlannedCall of the (case, mode) being planned."""
 
         def observe(msgs: list[Message], tools: Sequence[dict[str, Any]] | None, r: ChatResult) -> None:
+            # After a stand-in's reply, a tool round's prompt and a memory provider's later extraction prompt (mem0
+            # puts the unit's stored memories in it, which the stand-in's replies did not create) are not known.
             exact = MARKER not in json.dumps(msgs, ensure_ascii=False) and not (
-                self.estimated_chain and any(m.get("role") == "tool" for m in msgs)
+                self.estimated_chain and (r.purpose == "memory_ingest" or any(m.get("role") == "tool" for m in msgs))
             )
             tool_tokens = sum(counter.count(m.get("content") or "") for m in msgs if m.get("role") == "tool")
             if r.cached:
@@ -209,6 +216,7 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
     cases, _ = instantiate(config.dataset, _convert_="all").load()
     modes = build_modes(config)
     planned_providers = _plan_remote_providers(modes)
+    derived = _plan_derived_memories(modes)
     done = (
         {r.key for r in read_records(run_dir / RECORDS_FILE) if r.answered}
         if (run_dir / RECORDS_FILE).exists()
@@ -297,7 +305,44 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
             "them nothing; the reader's input is planned as the full-context baseline's (the newest sessions, cut to "
             "the context cap: an upper bound) and the service's own spend (its LLM and embedding calls) is not planned"
         )
+    if derived:
+        plan["estimates"]["memory_ingest"] = (
+            f"memory provider(s) {', '.join(derived)} extract memories with the run's model: their ingest ran against "
+            "the stand-in, so its calls are planned as a run sends them (completion at the max_tokens cap); a unit's "
+            "first extraction prompt is exact, later ones lack the memories it would have stored (mem0 shows up to "
+            "10: a lower bound, cache unknown); the reader's input is planned at the context cap (an upper bound)"
+        )
     return plan
+
+
+class _CappedRetrieval:
+    """A provider whose memories are derived by the run's model (mem0), in a plan: setup, ingest and teardown are
+    its own (its extraction calls are planned exactly), retrieve hands back placeholder text of the context cap,
+    since what the stand-in's replies let it store is not what a run would store."""
+
+    def __init__(self, provider: Any, cap_tokens: int) -> None:
+        self._provider, self._cap = provider, cap_tokens
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._provider, name)
+
+    def retrieve(self, unit: str, query: str, top_k: int, as_of: str) -> Any:
+        from harness.memory.provider import MemoryItem, Retrieval
+
+        return Retrieval((MemoryItem(_filler(self._cap)),))
+
+
+def _plan_derived_memories(modes: list[Any]) -> list[str]:
+    """Wrap each in-process memory provider that ingests with the run's model (`bind_model`: mem0) so its reader
+    is planned at the context cap; the names of those wrapped."""
+    from harness.memory.contestant import ProviderContestant
+
+    names = []
+    for mode in modes:
+        if isinstance(mode, ProviderContestant) and callable(getattr(mode.provider, "bind_model", None)):
+            names.append(mode.provider.capabilities().name)
+            mode.provider = _CappedRetrieval(mode.provider, mode.context_tokens)
+    return names
 
 
 def _plan_remote_providers(modes: list[Any]) -> list[str]:
@@ -361,7 +406,7 @@ def _summarize(
         if usd is None:
             unpriced.add(str(c.model))
         for row in (rows[c.mode], rows["total"]):
-            row["calls"][c.part] += 1
+            row["calls"][c.part] = row["calls"].get(c.part, 0) + 1  # a purpose not in PARTS is counted too
             row["cache"][c.cache] += 1
             if c.part == "embedding":
                 row["embedding_tokens"] += c.prompt_tokens
@@ -419,6 +464,7 @@ def render_table(plan: dict[str, Any]) -> str:
         "answer",
         "summary",
         "judge",
+        "mem ingest",
         "embed",
         "prompt tok",
         "(exact)",
@@ -442,6 +488,7 @@ def render_table(plan: dict[str, Any]) -> str:
                 str(c["answer"]),
                 str(c["summary"]),
                 str(c["judge"]),
+                str(c.get("memory_ingest", 0)),
                 str(c["embedding"]),
                 f"{r['prompt_tokens']:,}",
                 f"{r['prompt_tokens_exact']:,}",

@@ -111,7 +111,7 @@ def test_plan_reads_the_response_cache_and_skips_recorded_pairs(tmp_path, env, f
     assert plan["per_mode"]["long_context"]["cache"] == {"hit": 2, "miss": 0, "unknown": 0}  # answer, judge
     assert plan["per_mode"]["summary"]["cache"] == {"hit": 3, "miss": 0, "unknown": 0}  # summary, answer, judge
     ond = plan["per_mode"]["summary_ondemand"]
-    assert ond["calls"] == {"answer": 2, "summary": 1, "judge": 1, "embedding": 1}  # documents: from the store
+    assert ond["calls"] == {"answer": 2, "summary": 1, "judge": 1, "memory_ingest": 0, "embedding": 1}  # docs: store
     assert ond["cache"] == {"hit": 5, "miss": 0, "unknown": 0}
     assert plan["total"]["cost_cached_usd"] == plan["total"]["cost_usd"] > 0
     assert plan["total"]["cost_to_spend_usd"] == 0

@@ -1,0 +1,85 @@
+"""`lme-harness plan` with mem0 (the `memory` extra), which extracts memories with the run's own model while
+ingesting: its extraction calls are planned as the run sends them (part `memory_ingest`), the reader at the context
+cap, and nothing is sent anywhere. After a real run, a plan of the same cases finds every extraction request in the
+response cache: the planned requests are the run's, byte for byte (the cache key)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from commands.cli import main
+from harness.records import load_records
+from harness.testing.fake_openai import FakeOpenAIServer, completion
+from harness.testing.faults import FakeModel
+
+if importlib.util.find_spec("mem0") is None:
+    if os.environ.get("LME_REQUIRE_MEM0") == "1":  # CI: a missing extra fails, never a silent skip
+        raise ImportError("LME_REQUIRE_MEM0=1 but mem0ai is not installed (pip install -e '.[memory]')")
+    pytest.skip("mem0ai not installed (pip install -e '.[memory]')", allow_module_level=True)
+
+pytestmark = pytest.mark.mem0
+CAP = 4000  # configs/mode/memory.yaml context_tokens
+
+
+def _responder() -> Any:
+    model = FakeModel()
+
+    def respond(req: dict[str, Any]) -> Any:
+        text = json.dumps(req.get("messages"))
+        if "## New Messages" not in text:
+            return model(req)
+        new = req["messages"][-1]["content"].split("## New Messages", 1)[1].split("## Observation Date", 1)[0]
+        facts = [{"text": ln[6:][:200]} for ln in new.splitlines() if ln.startswith("user: ") and ln[6:].strip()]
+        return completion(json.dumps({"memory": facts}), prompt_tokens=100, completion_tokens=7)
+
+    return respond
+
+
+def _args(tmp_path: Path, base_url: str, run_dir: Path) -> list[str]:
+    return [
+        f"hydra.run.dir={run_dir}",
+        "mode=memory",
+        "memory=mem0",
+        "memory.embedder={_target_:harness.retrieval.embedders.HashingEmbedder,dim:64}",
+        "memory.turns_per_add=100",  # one extraction call per session
+        "dataset=oracle",
+        "dataset.limit=2",
+        "model=endpoint",
+        f"model.base_url={base_url}",
+        "model.model=fake-model",
+        f"cache.path={tmp_path / 'responses.sqlite'}",
+        "run.progress=false",
+        "run.concurrency=1",
+    ]
+
+
+def test_a_plan_of_mem0_plans_its_extraction_calls_and_sends_nothing(tmp_path: Path) -> None:
+    with FakeOpenAIServer(_responder()) as srv:
+        assert main(["plan", *_args(tmp_path, srv.base_url, tmp_path / "planned")]) == 0
+        assert srv.requests == []  # a plan sends nothing
+        assert main(["run", *_args(tmp_path, srv.base_url, tmp_path / "run")]) == 0
+        extractions = sum("## New Messages" in json.dumps(r.get("messages")) for r in srv.requests)
+        n0 = len(srv.requests)
+        assert main(["plan", *_args(tmp_path, srv.base_url, tmp_path / "after")]) == 0
+        assert len(srv.requests) == n0
+
+    sessions = sum(r["ingest"]["trace"][0]["sessions"] for r in load_records(tmp_path / "run" / "records.jsonl"))
+    assert extractions == sessions >= 2
+    before = json.loads((tmp_path / "planned" / "plan.json").read_text())
+    row = before["per_mode"]["memory"]
+    assert row["calls"]["memory_ingest"] == sessions  # the calls a run makes, planned before it
+    assert row["calls"]["answer"] == row["calls"]["judge"] == 2
+    # a unit's first extraction prompt is known (a miss); later ones and the readers' are not
+    assert row["cache"] == {"hit": 0, "miss": 2, "unknown": sessions - 2 + 4}
+    assert row["prompt_tokens"] > 2 * CAP  # the two readers, planned at the context cap
+    assert "mem0" in before["estimates"]["memory_ingest"]
+    # after the run, every extraction request is in the cache: the plan's requests are the run's own
+    after = json.loads((tmp_path / "after" / "plan.json").read_text())["per_mode"]["memory"]
+    assert after["calls"]["memory_ingest"] == sessions
+    assert after["cache"]["hit"] == sessions and after["cache"]["miss"] == 0
