@@ -92,6 +92,11 @@ class SearchConfig:
     # matches elsewhere, and a turn that matches nothing stays at 0. 0.0 = off.
     session_boost: float = _default("session_boost", minimum=0)
     session_boost_top: int = _default("session_boost_top", minimum=1)
+    # BM25 fusion (issue 24): after the score-level ranking (and any re-scoring), its order is fused with a plain
+    # BM25 ranking of the same searched turns by reciprocal rank: 1/(rrf_k + rank) + bm25_fusion/(rrf_k + BM25
+    # rank), ranks from 1, a turn absent from one ranking getting nothing from it. Phrasing-independent: what the
+    # priors pushed down (a user turn under the recall prior) comes back when BM25 ranks it high. 0.0 = off.
+    bm25_fusion: float = _default("bm25_fusion", minimum=0)
     candidate_ratio: int = _default("candidate_ratio", minimum=1)
     rrf_k: int = _default("rrf_k", minimum=1)
     # True: plainto_tsquery AND semantics (reference FTS)
@@ -121,6 +126,13 @@ class SearchConfig:
     # compact, for a query the recall trigger fires on (what the assistant said: long replies, and the evidence is the
     # reply itself): budget and per-hit cap become this (None: unchanged).
     recall_chars: int | None = _default("recall_chars", minimum=80)
+    # compact, for a query the recall trigger fires on: how many top hits go out whole (None: `top_hits`, or
+    # `neutral_top_hits` where that applies): the recalled reply at rank 3-5 is then in the response whole.
+    recall_top_hits: int | None = _default("recall_top_hits", minimum=0)
+    # compact, for a query the recall trigger fires on: the first hit comes with the turns of its conversation within
+    # ±recall_window places (its `context`, each whole up to `top_hit_chars`), as the reference's window brings a
+    # hit's neighbours: the recalled reply next to a turn that matched. Not counted against the budget. 0 = off.
+    recall_window: int = _default("recall_window", minimum=0)
 
     def __post_init__(self) -> None:
         check_fields(self, "SearchConfig")  # ranges and choices: the declarations above

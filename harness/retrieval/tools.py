@@ -310,9 +310,13 @@ class SessionTools:
             recall = self._recall_ranking(query)
             # `_rescore` orders inside a conversation by the fused score itself, so the boost goes to the ranking only
             ranking = self._session_boosted(session, index, scores, mask) if cfg.session_boost else scores
-            ranked = self._score_ranking(index, ranking, cos, mask, k, min_score, uw, aw, recall=recall)
+            # BM25 fusion needs every turn's place in the ranking, not only the top k
+            depth = len(index) if cfg.bm25_fusion else k
+            ranked = self._score_ranking(index, ranking, cos, mask, depth, min_score, uw, aw, recall=recall)
             if cfg.session_rescore and (cfg.session_rescore_queries == "all" or (uw == aw and not recall)):
                 ranked = self._rescore(session, index, ranked, scores, mask, query, uw, aw)
+            if cfg.bm25_fusion:
+                ranked = self._bm25_fused(index, ranked, query, mask, cos, k, min_score)
             return ranked, mode
         if mode == "keyword":
             return index.keyword_search(query, mask, k, require_all=cfg.keyword_require_all), "keyword"
@@ -396,6 +400,20 @@ class SessionTools:
         share = np.where(groups >= 0, relevance[np.clip(groups, 0, None)] / relevance.max(), 0.0)
         return raw * (1.0 + self.config.session_boost * share)
 
+    def _bm25_fused(self, index: CaseIndex, ranked, query: str, mask, cos, k: int, min_score: float):
+        """`bm25_fusion`: `ranked` (every searched turn, best first) fused with the plain BM25 ranking of the same
+        turns: 1/(rrf_k + rank) + bm25_fusion/(rrf_k + BM25 rank), ranks from 1; ties newer first; the top k."""
+        kw, _ = index.keyword.scores(query)
+        plain = index.ranked(np.asarray(kw, dtype=np.float64), mask, len(index), min_dense=min_score, cos=cos)
+        c, w = self.config.rrf_k, self.config.bm25_fusion
+        fused: dict[int, float] = {}
+        for rank, (doc, _) in enumerate(ranked, 1):
+            fused[doc] = 1.0 / (c + rank)
+        for rank, (doc, _) in enumerate(plain, 1):
+            fused[doc] = fused.get(doc, 0.0) + w / (c + rank)
+        order = sorted(fused.items(), key=lambda kv: (-kv[1], -index.timestamps[kv[0]]))
+        return order[:k]
+
     def _rescore(self, session: Session, index: CaseIndex, ranked, scores, mask, query: str, uw: float, aw: float):
         """`session_rescore`: the places the first N conversations' turns hold in `ranked` go to each
         conversation's turns in order of `session_rescore_by` (their BM25 with that conversation's own IDF, or
@@ -459,6 +477,7 @@ class SessionTools:
             or cfg.session_rescore != 0
             or cfg.query_term_weight != 0.0
             or cfg.session_boost != 0.0
+            or cfg.bm25_fusion != 0.0
         )
         return (mode == "hybrid" and cfg.fusion == "score") or (priors and not cfg.keyword_require_all)
 
@@ -564,9 +583,22 @@ class SessionTools:
         if cfg.neutral_top_hits is not None:
             uw, aw = self._speaker_weights(query)
             top_hits = cfg.neutral_top_hits if uw == aw and not self._recall_ranking(query) else top_hits
+        if cfg.recall_top_hits is not None and self._recall(query):
+            top_hits = cfg.recall_top_hits
+        context = None
+        if cfg.recall_window and hits and self._recall(query):
+            context = self._conversation_window(hits[0], cfg.recall_window)
         return render.compact_hits(
-            rows, terms, budget_chars=budget, hit_chars=hit, top_hit_chars=top, top_hits=top_hits
+            rows, terms, budget_chars=budget, hit_chars=hit, top_hit_chars=top, top_hits=top_hits, context=context
         )
+
+    def _conversation_window(self, hit: _Hit, w: int) -> list[int]:
+        """`recall_window`: the indexed turns within ±w of `hit` (render.window) that belong to its conversation
+        (Event.source_session; all of them where the hit has none), the hit itself left out."""
+        win = render.window(hit.index, hit.doc, w, w) or []
+        groups = self._groups(hit.session, hit.index)
+        g = groups[hit.doc]
+        return [i for i in win if i != hit.doc and (g < 0 or groups[i] == g)]
 
     # --- session_load ---------------------------------------------------------------------------------
     def _load(self, arguments: Any, trace: dict[str, Any]) -> ToolOutcome:
