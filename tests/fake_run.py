@@ -4,8 +4,16 @@ no progress line, the run directory at tmp_path/run and a config folder of the t
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def conf_dir(tmp_path: Path, group: str, files: dict[str, str]) -> Path:
@@ -54,3 +62,35 @@ def is_reader_request(req: dict[str, Any]) -> bool:
     """Whether a request to the fake endpoint is a memory contestant's reader call (its retrieved history shown to
     the model), as opposed to an ingest-time call such as a summary: a test kills a run when the first one comes."""
     return "History Chats" in json.dumps(req.get("messages"))
+
+
+@contextmanager
+def killed_at_first_reader(
+    respond: Callable[[dict[str, Any]], Any],
+    args_of: Callable[[str], list[str]],
+    *,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[Any]:
+    """A fake endpoint answering with `respond`, and `lme-harness <args_of(its base URL)>` in a subprocess, killed
+    with SIGKILL when its first reader request arrives (the first unit ingested, its answer not yet given). Yields
+    the endpoint once the run is dead, so the test can resume the same command against it."""
+    from harness.testing.fake_openai import FakeOpenAIServer
+
+    proc: dict[str, subprocess.Popen] = {}
+
+    def responder(req: dict[str, Any]) -> Any:
+        if is_reader_request(req) and "p" in proc:
+            proc.pop("p").send_signal(signal.SIGKILL)
+        return respond(req)
+
+    with FakeOpenAIServer(responder) as srv:
+        p = subprocess.Popen(
+            [sys.executable, "-m", "commands.cli", *args_of(srv.base_url)],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        proc["p"] = p
+        assert p.wait(450) == -signal.SIGKILL
+        yield srv

@@ -12,18 +12,15 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.records import load_records
-from harness.testing.fake_openai import FakeOpenAIServer, completion
+from harness.testing.fake_openai import completion
 from harness.testing.faults import FakeModel
-from tests.fake_run import is_reader_request
+from tests.fake_run import is_reader_request, killed_at_first_reader
 
 if importlib.util.find_spec("mem0") is None:
     if os.environ.get("LME_REQUIRE_MEM0") == "1":  # CI: a missing extra fails, never a silent skip
@@ -31,7 +28,6 @@ if importlib.util.find_spec("mem0") is None:
     pytest.skip("mem0ai not installed (pip install -e '.[memory]')", allow_module_level=True)
 
 pytestmark = pytest.mark.mem0
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _is_extraction(req: dict[str, Any]) -> bool:
@@ -69,26 +65,11 @@ def test_a_killed_mem0_run_resumes_by_attaching_to_the_unit_it_had_ingested(tmp_
     from commands.cli import main
 
     model = FakeModel()
-    proc: dict[str, subprocess.Popen] = {}
 
-    def responder(req):
-        if _is_extraction(req):
-            return _extract(req)
-        if is_reader_request(req) and "p" in proc:  # the first unit is ingested, not answered: kill the run
-            proc.pop("p").send_signal(signal.SIGKILL)
-        return model(req)
+    def respond(req):
+        return _extract(req) if _is_extraction(req) else model(req)
 
-    with FakeOpenAIServer(responder) as srv:
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        p = subprocess.Popen(
-            [sys.executable, "-m", "commands.cli", *_args(tmp_path, srv.base_url)],
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        proc["p"] = p
-        assert p.wait(450) == -signal.SIGKILL
+    with killed_at_first_reader(respond, lambda url: _args(tmp_path, url)) as srv:
         killed = list(srv.requests)
         run = tmp_path / "run"
         assert not (run / "records.jsonl").exists() or not load_records(run / "records.jsonl")

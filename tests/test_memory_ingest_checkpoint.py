@@ -16,10 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import signal
-import subprocess
-import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,9 +31,8 @@ from harness.memory.provider import REQUIRED_CALLS, Capabilities, Ingest, Memory
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
-from tests.fake_run import fake_endpoint_args, is_reader_request
+from tests.fake_run import fake_endpoint_args, killed_at_first_reader
 
-REPO = Path(__file__).resolve().parents[1]
 KEY_ENV, KEY = "LME_TEST_MEMORY_SERVICE_KEY", "sk-memsvc-0123456789abcdef"
 
 
@@ -102,26 +97,11 @@ def _killed_then_resumed(tmp_path: Path, service: Recording, monkeypatch) -> tup
     """Run until the first unit is ingested and its reader request arrives, SIGKILL, check the checkpoint left,
     then resume in-process. The calls the service saw in the resumed run, and the final records."""
     monkeypatch.setenv(KEY_ENV, KEY)
-    model = FakeModel()
-    proc: dict[str, subprocess.Popen] = {}
-
-    def responder(req):
-        if is_reader_request(req) and "p" in proc:  # the first unit is ingested, its answer not yet given: kill the run
-            proc.pop("p").send_signal(signal.SIGKILL)
-        return model(req)
-
     run_dir = tmp_path / "run"
-    with MemoryServer(service) as mem, FakeOpenAIServer(responder) as srv:
-        args = _args(tmp_path, srv.base_url, mem.base_url)
-        p = subprocess.Popen(
-            [sys.executable, "-m", "commands.cli", *args],
-            cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO), KEY_ENV: KEY},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        proc["p"] = p
-        assert p.wait(450) == -signal.SIGKILL
+    with (
+        MemoryServer(service) as mem,
+        killed_at_first_reader(FakeModel(), lambda url: _args(tmp_path, url, mem.base_url), env={KEY_ENV: KEY}) as srv,
+    ):
         assert not (run_dir / "records.jsonl").exists() or not load_records(run_dir / "records.jsonl")
         killed = list(service.calls)
         assert [c for c, _ in killed] == ["setup", "ingest"]  # one unit on the service, never torn down
@@ -134,7 +114,7 @@ def _killed_then_resumed(tmp_path: Path, service: Recording, monkeypatch) -> tup
         assert KEY not in ck.read_text() and KEY_ENV not in ck.read_text()  # neither the key nor where it lives
 
         n0 = len(service.calls)
-        assert main(args) == 0
+        assert main(_args(tmp_path, srv.base_url, mem.base_url)) == 0
         resumed = service.calls[n0:]
     assert not checkpoint_path(run_dir, "memory").exists()  # a finished run leaves no checkpoint
     assert not service.live  # and no unit on the service

@@ -8,18 +8,11 @@ cached in the provider's usage, so the record still says what the ingest cost an
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 from harness.records import load_records
-from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel, request_kind
-from tests.fake_run import is_reader_request
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.fake_run import is_reader_request, killed_at_first_reader
 
 
 def _args(tmp_path: Path, base_url: str) -> list[str]:
@@ -41,25 +34,7 @@ def _args(tmp_path: Path, base_url: str) -> list[str]:
 def test_a_run_killed_between_ingest_and_answer_resumes_without_paying_for_the_ingest_again(tmp_path) -> None:
     from commands.cli import main
 
-    model = FakeModel()
-    proc: dict[str, subprocess.Popen] = {}
-
-    def responder(req):
-        if is_reader_request(req) and "p" in proc:  # the first unit is ingested, its answer not yet given: kill the run
-            proc.pop("p").send_signal(signal.SIGKILL)
-        return model(req)
-
-    with FakeOpenAIServer(responder) as srv:
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        p = subprocess.Popen(
-            [sys.executable, "-m", "commands.cli", *_args(tmp_path, srv.base_url)],
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        proc["p"] = p
-        assert p.wait(450) == -signal.SIGKILL
+    with killed_at_first_reader(FakeModel(), lambda url: _args(tmp_path, url)) as srv:
         first = list(srv.requests)
         records = tmp_path / "run" / "records.jsonl"
         assert not records.exists() or not load_records(records)  # killed before the first answer was recorded
