@@ -12,23 +12,14 @@ import pytest
 
 from harness.retrieval.config import SearchConfig, preset, recall_cue
 from harness.retrieval.embedders import HashingEmbedder
-from harness.retrieval.retriever import Retriever
-from harness.session.boundary import SummaryBoundary
-from harness.session.events import Event, Session
+from tests.turn_sessions import generated_turns, turn_tools
 
 NEW = {"bm25_fusion": 0.0, "recall_top_hits": None, "recall_window": 0}
 
 
 def _tools(cfg: SearchConfig, turns, *, embedder=True):
     """(conversation, role, text) turns as one session, everything hidden."""
-    events = [
-        Event(id=f"e{i:04d}", index=i, role=role, content=text, timestamp=1_700_000_000.0 + i, source_session=conv)
-        for i, (conv, role, text) in enumerate(turns)
-    ]
-    s = Session(id="s", user_id="u")
-    s.extend(events)
-    b = SummaryBoundary(1, "", events[-1].timestamp, events[-1].id)
-    return Retriever(cfg, embedder=HashingEmbedder() if embedder else None).tools(s, boundary=b)
+    return turn_tools(cfg, turns, embedder=HashingEmbedder() if embedder else None)
 
 
 def _hits(cfg: SearchConfig, query: str, turns, *, top_k: int = 10, embedder=True) -> list[tuple[str, float]]:
@@ -93,12 +84,7 @@ def test_fusion_on_generated_conversations_stays_between_the_two_rankings(seed):
     """Generated conversations and queries (keyword index, the default's priors): a turn first in both rankings stays
     first; a very large weight gives BM25's order; every hit is a turn one of the two rankings holds."""
     rng = np.random.default_rng(seed)
-    words = [f"w{i}" for i in range(25)]
-    turns = [
-        (f"c{rng.integers(0, 5)}", ["user", "assistant"][i % 2], " ".join(rng.choice(words, rng.integers(3, 12))))
-        for i in range(40)
-    ]
-    query = " ".join(rng.choice(words, 4))
+    turns, query = generated_turns(rng, words=25, conversations=5)
     prior = {"assistant_weight": 0.5, "propagate": 0.5, "speaker_prior": "user"}
     default = [e for e, _ in _hits(preset("bm25", **prior), query, turns, embedder=False)]
     bm25 = [e for e, _ in _hits(preset("bm25"), query, turns, embedder=False)]

@@ -12,6 +12,7 @@ from harness.retrieval.keyword import analyze, local_bm25
 from harness.retrieval.retriever import Retriever
 from harness.session.boundary import SummaryBoundary
 from harness.session.events import Event, Session
+from tests.turn_sessions import generated_turns, turn_tools
 
 # (conversation, role, text): conversation c1 holds the answer in the assistant's reply.
 CLIMBING = [
@@ -27,21 +28,7 @@ FIRST_PERSON = "Which knot should I use for climbing rope anchors?"
 
 
 def _hits(cfg: SearchConfig, query: str, turns=CLIMBING, *, conversations: bool = True) -> list[str]:
-    events = [
-        Event(
-            id=f"e{i:04d}",
-            index=i,
-            role=role,
-            content=text,
-            timestamp=1_700_000_000.0 + i,
-            source_session=conv if conversations else None,
-        )
-        for i, (conv, role, text) in enumerate(turns)
-    ]
-    s = Session(id="s", user_id="u")
-    s.extend(events)
-    b = SummaryBoundary(1, "", events[-1].timestamp, events[-1].id)
-    out = Retriever(cfg).tools(s, boundary=b).call("session_search", {"query": query})
+    out = turn_tools(cfg, turns, conversations=conversations).call("session_search", {"query": query})
     return [h["event_id"] for h in out.trace["hits"]]
 
 
@@ -168,12 +155,7 @@ def test_session_boost_on_generated_conversations_reorders_conversations_never_t
     """Generated conversations and queries: the boost never brings in a turn that matches nothing, and keeps the
     order of each conversation's turns (it multiplies a conversation's turns by one factor)."""
     rng = np.random.default_rng(seed)
-    words = [f"w{i}" for i in range(30)]
-    turns = [
-        (f"c{rng.integers(0, 6)}", ["user", "assistant"][i % 2], " ".join(rng.choice(words, rng.integers(3, 12))))
-        for i in range(40)
-    ]
-    query = " ".join(rng.choice(words, 4))
+    turns, query = generated_turns(rng, words=30, conversations=6)
     plain = _hits(preset("bm25"), query, turns)
     boosted = _hits(preset("bm25", session_boost=float(rng.choice([0.5, 1.0, 3.0]))), query, turns)
     conv = {f"e{i:04d}": c for i, (c, _, _) in enumerate(turns)}
