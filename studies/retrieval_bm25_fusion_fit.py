@@ -44,23 +44,18 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from hydra.utils import instantiate
-from omegaconf import OmegaConf
-
-from harness.retrieval.config import preset, preset_node
-from harness.retrieval.folds import assign_folds
+from harness.retrieval.config import preset
 from harness.session.tokens import o200k_counter
 from studies.retrieval_fold_fit import (
     by_type,
     key,
-    load_cases,
     measured,
     name_of,
     shortfalls,
     study_args,
     write_outputs,
 )
-from studies.retrieval_heldout_proxy import figures, proxy_cases
+from studies.retrieval_heldout_proxy import figures, fit_and_unseen
 
 GRID: dict[str, list[Any]] = {
     "bm25_fusion": [0.0, 0.5, 1.0, 2.0],
@@ -72,16 +67,7 @@ SHIPPED = {"bm25_fusion": 0.0, "recall_top_hits": None, "recall_window": 0}
 
 def main() -> None:
     out, store = study_args(__doc__, "runs/bm25_fusion_fit")
-    dev = load_cases()
-    _, proxy = proxy_cases(0)
-    proxy_folds = assign_folds((qid, qt) for qid, qt, _, _ in proxy)
-    # "fit": the development questions and proxy fold A; "unseen": proxy fold B.
-    role = {qid: "fit" for qid, _, _, _ in dev} | {
-        qid: "fit" if proxy_folds[qid] == "A" else "unseen" for qid, _, _, _ in proxy
-    }
-    cases = dev + proxy
-    retr = instantiate(OmegaConf.merge(preset_node("default"), {"store": store}))
-    indexes = {qid: retr.index(ev) for qid, _, _, ev in cases}
+    cases, role, indexes = fit_and_unseen(store)  # "fit": development and proxy fold A; "unseen": proxy fold B
     settings = [dict(zip(GRID, v)) for v in itertools.product(*GRID.values())]
     todo = [("bm25", preset("bm25"))] + [(name_of(s), preset("default", **s)) for s in settings]
     rows = measured(out, todo, cases, indexes, o200k_counter())

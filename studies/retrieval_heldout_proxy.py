@@ -40,8 +40,9 @@ from omegaconf import OmegaConf
 
 from harness.data.longmemeval import find_local, parse_cases, read_json_bytes
 from harness.retrieval.config import preset, preset_node, recall_cue
+from harness.retrieval.folds import assign_folds
 from harness.session.tokens import o200k_counter
-from studies.retrieval_fold_fit import by_type, measure, shortfalls, write_outputs
+from studies.retrieval_fold_fit import by_type, load_cases, measure, shortfalls, write_outputs
 
 SSU = "single-session-user"
 # What the issue measured on the real held-out half (bm25 preset): recall_any@5, evidence in the response.
@@ -128,6 +129,21 @@ def proxy_cases(seed: int, questions: str = "heldout") -> tuple[list[dict[str, A
         if not c.is_abstention and c.has_evidence_label
     ]
     return rows, cases
+
+
+def fit_and_unseen(store: str) -> tuple[list[tuple[str, str, str, list]], dict[str, str], dict[str, Any]]:
+    """The protocol of the studies fitted against the proxy: every development question and the held-out proxy (seed
+    0); each question's role ("fit": the development questions and proxy fold A; "unseen": proxy fold B); and every
+    case's index, built by the default preset in `store`."""
+    dev = load_cases()
+    _, proxy = proxy_cases(0)
+    proxy_folds = assign_folds((qid, qt) for qid, qt, _, _ in proxy)
+    role = {qid: "fit" for qid, _, _, _ in dev} | {
+        qid: "fit" if proxy_folds[qid] == "A" else "unseen" for qid, _, _, _ in proxy
+    }
+    cases = dev + proxy
+    retr = instantiate(OmegaConf.merge(preset_node("default"), {"store": store}))
+    return cases, role, {qid: retr.index(ev) for qid, _, _, ev in cases}
 
 
 def figures(v: dict[str, float]) -> str:

@@ -25,14 +25,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from hydra.utils import instantiate
-from omegaconf import OmegaConf
-
-from harness.retrieval.config import preset, preset_node
-from harness.retrieval.folds import assign_folds
+from harness.retrieval.config import preset
 from harness.session.tokens import o200k_counter
-from studies.retrieval_fold_fit import by_type, key, load_cases, measure, name_of, shortfalls, study_args, write_outputs
-from studies.retrieval_heldout_proxy import figures, proxy_cases
+from studies.retrieval_fold_fit import by_type, key, measure, name_of, shortfalls, study_args, write_outputs
+from studies.retrieval_heldout_proxy import figures, fit_and_unseen
 
 # First run: recall_user_weight alone (null, 0.75, 1.0). Second run, added after reading the first's result (1.0
 # chosen; no change on the unseen fold @5): × `session_boost` 0 / 0.5 / 1 / 2 (a conversation-relevance factor,
@@ -44,16 +40,7 @@ GRID: list[dict[str, Any]] = [
 
 def main() -> None:
     out, store = study_args(__doc__, "runs/recall_prior_fit")
-    dev = load_cases()
-    _, proxy = proxy_cases(0)
-    proxy_folds = assign_folds((qid, qt) for qid, qt, _, _ in proxy)
-    # "fit": the development questions and proxy fold A; "unseen": proxy fold B.
-    role = {qid: "fit" for qid, _, _, _ in dev} | {
-        qid: "fit" if proxy_folds[qid] == "A" else "unseen" for qid, _, _, _ in proxy
-    }
-    cases = dev + proxy
-    retr = instantiate(OmegaConf.merge(preset_node("default"), {"store": store}))
-    indexes = {qid: retr.index(ev) for qid, _, _, ev in cases}
+    cases, role, indexes = fit_and_unseen(store)  # "fit": development and proxy fold A; "unseen": proxy fold B
     counter = o200k_counter()
     base = measure(preset("bm25"), cases, indexes, counter)
     rows = {}

@@ -441,8 +441,7 @@ class Mem0Provider(ProviderBase):
         whatever this process knows of it); the unit table is rewritten first, so a kill between the two leaves
         memories no unit names (never attached), not a named unit without its memories."""
         with self._lock:
-            known = self._runs.pop(unit, None) is not None
-            known = self._kept.pop(unit, None) is not None or known
+            known = (self._runs.pop(unit, None), self._kept.pop(unit, None)) != (None, None)
             if self._store is not None:
                 self._save_units()
         if not known and self._store is None:
