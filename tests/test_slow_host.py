@@ -91,17 +91,23 @@ def test_sigterm_reaches_the_command_even_while_it_is_held_stopped() -> None:
 
 
 def test_model_servers_are_told_by_their_command_line() -> None:
-    marker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "harness.llm.xllama_server"])
-    plain = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    # Each child says "ready" once it runs: before its exec, /proc/<pid>/cmdline is still the parent's (CI saw that race).
+    sleeper = "import time; print('ready', flush=True); time.sleep(60)"
+    marker = subprocess.Popen(
+        [sys.executable, "-c", sleeper, "harness.llm.xllama_server"], stdout=subprocess.PIPE, text=True
+    )
+    plain = subprocess.Popen([sys.executable, "-c", sleeper], stdout=subprocess.PIPE, text=True)
     try:
+        for child in (marker, plain):
+            assert child.stdout is not None and child.stdout.readline().strip() == "ready"
         assert slow_host.is_model_server(marker.pid)
         assert not slow_host.is_model_server(plain.pid)
         assert not slow_host.is_model_server(2**22 + 12345)  # no such process
     finally:
         marker.kill()
         plain.kill()
-        marker.wait()
-        plain.wait()
+        marker.communicate()
+        plain.communicate()
 
 
 @pytest.mark.parametrize(
