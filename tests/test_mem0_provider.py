@@ -336,3 +336,60 @@ def test_a_kept_store_is_chosen_before_the_first_unit_and_a_damaged_unit_table_i
         (store / "units.json").write_text(bad)
         with pytest.raises(ProviderError, match=r"units\.json"):
             Mem0Provider(HashingEmbedder(64), client).keep_units_in(store)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_generated_unit_histories_across_processes_keep_exactly_each_units_own_memories(
+    endpoint: FakeOpenAIServer, tmp_path: Path, seed: int
+):
+    """A probe of the kept store with generated histories: seeded random setup / ingest / teardown / attach over a
+    few units, with the store closed and reopened (a new process) between rounds. After every step each unit the
+    process holds has exactly the facts a plain model of it says (never another unit's), the store holds under a
+    unit's user id nothing else (a torn-down or replaced unit leaves nothing behind), `attach` succeeds exactly for
+    a unit an earlier process left and nobody has taken over since, and an attach sends no extraction call."""
+    import random
+
+    rng = random.Random(seed)
+    store = tmp_path / "store"
+    units = ["u1", "u2", "u3"]
+    left: dict[str, set[str]] = {}  # units earlier processes left in the store, with their facts
+    serial = attached = 0
+    for _round in range(4):
+        p = _kept(endpoint, store)
+        held: dict[str, set[str]] = {}  # units this process holds (set up or attached), with their facts
+        ops = [("attach", u) for u in units if rng.random() < 0.6]  # a resumed run attaches first
+        kinds = ["setup", "setup", "ingest", "ingest", "ingest", "teardown", "attach"]
+        ops += [(rng.choice(kinds), rng.choice(units)) for _ in range(8)]
+        for op, unit in ops:
+            sent = len(endpoint.requests)
+            if op == "setup":
+                p.setup(unit)
+                left.pop(unit, None)
+                held[unit] = set()
+            elif op == "ingest" and unit in held:
+                serial += 1
+                fact = f"Fact number {serial} belongs to {unit} and says the colour is {rng.choice(['red', 'blue'])}."
+                p.ingest(unit, [session(f"s{serial}", MAY, fact)])
+                held[unit].add(fact)
+            elif op == "teardown":
+                p.teardown(unit)
+                left.pop(unit, None)
+                held.pop(unit, None)
+            elif op == "attach":
+                expected = unit in left and unit not in held
+                assert p.attach(unit) is expected, (seed, _round, unit)
+                if expected:
+                    held[unit] = left.pop(unit)
+                    attached += 1
+                assert len(endpoint.requests) == sent  # attaching extracts nothing
+            for u in units:
+                facts = held.get(u, left.get(u, set()))
+                everything = p.memory.get_all(filters={"user_id": u}, top_k=1000)["results"]
+                assert {m["memory"] for m in everything} == facts, (seed, _round, op, u)
+                if u in held:
+                    assert {i.text for i in p.stored(u)} == facts, (seed, _round, op, u)
+                    shown = {i.text for i in p.retrieve(u, "Fact number colour", 50, JUNE).items}
+                    assert shown <= facts, (seed, _round, op, u)
+        p.close()
+        left.update(held)  # what this process held outlives it
+    assert attached > 0  # the draws did exercise attach
