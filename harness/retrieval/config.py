@@ -133,6 +133,10 @@ class SearchConfig:
     # ±recall_window places (its `context`, each whole up to `top_hit_chars`), as the reference's window brings a
     # hit's neighbours: the recalled reply next to a turn that matched. Not counted against the budget. 0 = off.
     recall_window: int = _default("recall_window", minimum=0)
+    # How a query the recall trigger fires on is ranked (issue 24): "fused" = as any other query (the score-level
+    # ranking with the recall prior); "keyword" = plain BM25 over the same turns (no dense score, no prior, credit,
+    # re-scoring or fusion), the `bm25` preset's ranking, while the response keeps this preset's shape.
+    recall_ranking: str = _default("recall_ranking", choices=("fused", "keyword"))
 
     def __post_init__(self) -> None:
         check_fields(self, "SearchConfig")  # ranges and choices: the declarations above

@@ -303,6 +303,8 @@ class SessionTools:
         cfg = self.config
         if not index.has_dense:
             mode = "keyword"  # no embedder: every mode is keyword search
+        if cfg.recall_ranking == "keyword" and self._recall(query):
+            return index.keyword_search(query, mask, k, require_all=cfg.keyword_require_all), "keyword"
         if self._score_level(mode):
             weights = self._term_weights(session, index, mask, query) if cfg.query_term_weight else None
             scores, cos = index.score_vector(query, mode, alpha=cfg.alpha, term_weights=weights)

@@ -1,0 +1,86 @@
+"""Issue 24, part 1: `recall_ranking: keyword` ranks a query the recall trigger fires on by plain BM25, the `bm25`
+preset's ranking, while the response keeps the preset's own shape; every other query is ranked as before. Off
+(`fused`) in every preset."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.retrieval.config import SearchConfig, preset, recall_cue
+from harness.retrieval.embedders import HashingEmbedder
+from tests.turn_sessions import generated_turns, turn_tools
+
+PRESETS = sorted(p.stem for p in (Path(__file__).parents[1] / "configs" / "retrieval").glob("*.yaml"))
+
+# The recalled conversation's answer is in the user's own words (a text the user pasted for the assistant).
+PASTED = [
+    (
+        "c1",
+        "user",
+        "Please remember this case: in Bajimaya v Reward Homes the construction of the house began in 2014.",
+    ),
+    ("c1", "assistant", "Acknowledged."),
+    ("c1", "user", "Write three meta titles for the article."),
+    ("c1", "assistant", "Three meta titles for the Bajimaya case article: 1. Your dream house 2. Know the law"),
+    ("c2", "user", "What is a good name for a house plant?"),
+    ("c2", "assistant", "Fern Gully is a good name for a house plant."),
+]
+RECALL = "What year did the construction of the house begin in the Bajimaya case from our previous chat?"
+
+
+def _search(cfg: SearchConfig, query: str, turns, *, embedder: bool = True, top_k: int = 10):
+    tools = turn_tools(cfg, turns, embedder=HashingEmbedder() if embedder else None)
+    return tools.call("session_search", {"query": query, "top_k": top_k})
+
+
+def _ids(out) -> list[str]:
+    return [h["event_id"] for h in out.trace["hits"]]
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_every_preset_ranks_a_recall_query_as_any_other(name):
+    assert preset(name).recall_ranking == "fused"
+
+
+def test_a_recall_query_is_ranked_as_bm25_ranks_it_and_answered_in_the_presets_shape():
+    assert recall_cue(RECALL)
+    shipped = _ids(_search(preset("default"), RECALL, PASTED))
+    keyword = _search(preset("default", recall_ranking="keyword"), RECALL, PASTED)
+    bm25 = _search(preset("bm25"), RECALL, PASTED, embedder=False)
+    assert shipped[0] == "e0003"  # the recall prior (user × 0.5) pushed the user's pasted text down
+    assert _ids(keyword) == _ids(bm25) and _ids(keyword)[0] == "e0000"
+    # the default's compact response (hits only, each as the compact shape writes it), not bm25's reference shape
+    compact = _search(preset("default"), RECALL, PASTED)
+    shape = {tuple(h) for h in json.loads(compact.content)["results"]}
+    assert {tuple(h) for h in json.loads(keyword.content)["results"]} == shape
+    assert all("context" in h for h in json.loads(bm25.content)["results"][:2])
+    assert PASTED[0][2] in keyword.content
+
+
+@pytest.mark.parametrize("query", ["meta titles for the article", "Which case did I paste?", "name for a plant"])
+def test_any_other_query_gets_the_shipped_response_byte_for_byte(query):
+    assert not recall_cue(query)
+    shipped = _search(preset("default"), query, PASTED).content
+    assert _search(preset("default", recall_ranking="keyword"), query, PASTED).content == shipped
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_generated_recall_queries_get_bm25s_ranking_and_others_the_shipped_one(seed):
+    """Generated turn sets (few words, so ties and empty results occur) and a query with and without a recall cue."""
+    rng = np.random.default_rng(seed)
+    turns, words = generated_turns(rng, words=int(rng.integers(6, 30)), conversations=int(rng.integers(1, 5)))
+    recall, plain = f"in our previous chat you mentioned {words}", words
+    assert recall_cue(recall) and not recall_cue(plain)
+    k = int(rng.integers(1, 8))
+    keyword = preset("default", recall_ranking="keyword")
+    assert _ids(_search(keyword, recall, turns, top_k=k)) == _ids(_search(preset("bm25"), recall, turns, top_k=k))
+    assert _search(keyword, plain, turns, top_k=k).content == _search(preset("default"), plain, turns, top_k=k).content
+
+
+def test_the_setting_is_checked():
+    with pytest.raises(ValueError, match="recall_ranking"):
+        preset("default", recall_ranking="bm25")
