@@ -12,7 +12,7 @@ import pytest
 
 from harness.retrieval.config import SearchConfig, preset, recall_cue
 from harness.retrieval.embedders import HashingEmbedder
-from tests.turn_sessions import generated_turns, turn_tools
+from tests.turn_sessions import PASTED, PASTED_QUERY, generated_turns, turn_tools
 
 NEW = {"bm25_fusion": 0.0, "recall_top_hits": None, "recall_window": 0}
 
@@ -25,20 +25,6 @@ def _tools(cfg: SearchConfig, turns, *, embedder=True):
 def _hits(cfg: SearchConfig, query: str, turns, *, top_k: int = 10, embedder=True) -> list[tuple[str, float]]:
     out = _tools(cfg, turns, embedder=embedder).call("session_search", {"query": query, "top_k": top_k})
     return [(h["event_id"], h["score"]) for h in out.trace["hits"]]
-
-
-# The recalled conversation's answer is in the user's own words (a text the user pasted for the assistant).
-PASTED = [
-    (
-        "c1",
-        "user",
-        "Please remember this case: in Bajimaya v Reward Homes the construction of the house began in 2014.",
-    ),
-    ("c1", "assistant", "Acknowledged."),
-    ("c1", "user", "Write three meta titles for the article."),
-    ("c1", "assistant", "Three meta titles for the Bajimaya case article: 1. Your dream house 2. Know the law"),
-]
-PASTED_QUERY = "What year did the construction of the house begin in the Bajimaya case from our previous chat?"
 
 
 @pytest.mark.parametrize(

@@ -12,24 +12,17 @@ import pytest
 
 from harness.retrieval.config import SearchConfig, preset, recall_cue
 from harness.retrieval.embedders import HashingEmbedder
-from tests.turn_sessions import generated_turns, turn_tools
+from tests.turn_sessions import PASTED, PASTED_QUERY, generated_turns, turn_tools
 
 PRESETS = sorted(p.stem for p in (Path(__file__).parents[1] / "configs" / "retrieval").glob("*.yaml"))
 
-# The recalled conversation's answer is in the user's own words (a text the user pasted for the assistant).
-PASTED = [
-    (
-        "c1",
-        "user",
-        "Please remember this case: in Bajimaya v Reward Homes the construction of the house began in 2014.",
-    ),
-    ("c1", "assistant", "Acknowledged."),
-    ("c1", "user", "Write three meta titles for the article."),
-    ("c1", "assistant", "Three meta titles for the Bajimaya case article: 1. Your dream house 2. Know the law"),
+# The pasted-text conversation and another that shares a word with the question ("house").
+TURNS = [
+    *PASTED,
     ("c2", "user", "What is a good name for a house plant?"),
     ("c2", "assistant", "Fern Gully is a good name for a house plant."),
 ]
-RECALL = "What year did the construction of the house begin in the Bajimaya case from our previous chat?"
+RECALL = PASTED_QUERY
 
 
 def _search(cfg: SearchConfig, query: str, turns, *, embedder: bool = True, top_k: int = 10):
@@ -48,13 +41,13 @@ def test_every_preset_ranks_a_recall_query_as_any_other(name):
 
 def test_a_recall_query_is_ranked_as_bm25_ranks_it_and_answered_in_the_presets_shape():
     assert recall_cue(RECALL)
-    shipped = _ids(_search(preset("default"), RECALL, PASTED))
-    keyword = _search(preset("default", recall_ranking="keyword"), RECALL, PASTED)
-    bm25 = _search(preset("bm25"), RECALL, PASTED, embedder=False)
+    shipped = _ids(_search(preset("default"), RECALL, TURNS))
+    keyword = _search(preset("default", recall_ranking="keyword"), RECALL, TURNS)
+    bm25 = _search(preset("bm25"), RECALL, TURNS, embedder=False)
     assert shipped[0] == "e0003"  # the recall prior (user × 0.5) pushed the user's pasted text down
     assert _ids(keyword) == _ids(bm25) and _ids(keyword)[0] == "e0000"
     # the default's compact response (hits only, each as the compact shape writes it), not bm25's reference shape
-    compact = _search(preset("default"), RECALL, PASTED)
+    compact = _search(preset("default"), RECALL, TURNS)
     shape = {tuple(h) for h in json.loads(compact.content)["results"]}
     assert {tuple(h) for h in json.loads(keyword.content)["results"]} == shape
     assert all("context" in h for h in json.loads(bm25.content)["results"][:2])
@@ -64,8 +57,8 @@ def test_a_recall_query_is_ranked_as_bm25_ranks_it_and_answered_in_the_presets_s
 @pytest.mark.parametrize("query", ["meta titles for the article", "Which case did I paste?", "name for a plant"])
 def test_any_other_query_gets_the_shipped_response_byte_for_byte(query):
     assert not recall_cue(query)
-    shipped = _search(preset("default"), query, PASTED).content
-    assert _search(preset("default", recall_ranking="keyword"), query, PASTED).content == shipped
+    shipped = _search(preset("default"), query, TURNS).content
+    assert _search(preset("default", recall_ranking="keyword"), query, TURNS).content == shipped
 
 
 @pytest.mark.parametrize("seed", range(12))
