@@ -83,3 +83,30 @@ def test_a_plan_of_mem0_plans_its_extraction_calls_and_sends_nothing(tmp_path: P
     after = json.loads((tmp_path / "after" / "plan.json").read_text())["per_mode"]["memory"]
     assert after["calls"]["memory_ingest"] == sessions
     assert after["cache"]["hit"] == sessions and after["cache"]["miss"] == 0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_generated_plans_of_mem0_match_what_the_run_sends(tmp_path: Path, seed: int) -> None:
+    """A probe over generated run shapes (turns per `add`, how many cases, which seeded stratified cases): the plan
+    counts exactly the extraction calls the run then sends, knows each unit's first prompt (a miss), and after the
+    run finds every extraction request in the cache."""
+    import random
+
+    rng = random.Random(seed)
+    shape = [
+        f"memory.turns_per_add={rng.choice([1, 2, 3, 5, 8])}",
+        f"dataset.limit={rng.randint(1, 3)}",
+        f"dataset.sample_seed={rng.randint(0, 10_000)}",
+    ]
+    with FakeOpenAIServer(_responder()) as srv:
+        assert main(["plan", *_args(tmp_path, srv.base_url, tmp_path / "planned"), *shape]) == 0
+        assert main(["run", *_args(tmp_path, srv.base_url, tmp_path / "run"), *shape]) == 0
+        sent = sum("## New Messages" in json.dumps(r.get("messages")) for r in srv.requests)
+        assert main(["plan", *_args(tmp_path, srv.base_url, tmp_path / "after"), *shape]) == 0
+
+    units = len(load_records(tmp_path / "run" / "records.jsonl"))
+    before = json.loads((tmp_path / "planned" / "plan.json").read_text())["per_mode"]["memory"]
+    after = json.loads((tmp_path / "after" / "plan.json").read_text())["per_mode"]["memory"]
+    assert before["calls"]["memory_ingest"] == after["calls"]["memory_ingest"] == sent >= units, shape
+    assert before["cache"]["miss"] == units and before["cache"]["hit"] == 0, shape
+    assert after["cache"]["hit"] == sent and after["cache"]["miss"] == 0, shape
