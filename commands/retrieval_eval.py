@@ -22,6 +22,7 @@ Writes retrieval_eval.{json,md,png} and retrieval_eval_cases.jsonl to the run di
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import tempfile
 import time
@@ -55,6 +56,18 @@ TABLE_COLUMNS = (
         "response_hits_evidence",
     ]
 )
+
+
+def label_current(summary: dict[str, Any], config: Any) -> None:
+    """ "current" (the run's retrieval node) names a preset by its `name` setting: what it changes from that preset,
+    where that is a preset file (a name of the run's own is left as it is)."""
+    from harness.retrieval.config import preset
+
+    try:
+        base = preset(config.name)
+    except ValueError:
+        return
+    summary["changed_from"] = {"preset": config.name, "settings": changed_settings(config, base)}
 
 
 def preset_config(name: str, current: Any) -> DictConfig:
@@ -115,6 +128,7 @@ def evaluate_preset(
         loads.append(time.perf_counter() - t0)
     summary["warm_load_s_mean"] = sum(loads) / len(loads) if loads else float("nan")
     summary["embedder"] = getattr(retriever.embedder, "identity", None)
+    summary["settings"] = changed_settings(retriever.config)
     rows = [
         {
             "preset": name,
@@ -134,6 +148,31 @@ def evaluate_preset(
         for r in results
     ]
     return summary, rows
+
+
+def changed_settings(config: Any, base: Any = None) -> dict[str, Any]:
+    """The `SearchConfig` settings of `config` that differ from `base` (None: configs/search/default.yaml's
+    defaults), so every evaluated preset, "current" included, is labelled by what it sets."""
+    base = type(config)() if base is None else base
+    return {
+        f.name: getattr(config, f.name)
+        for f in dataclasses.fields(config)
+        if getattr(config, f.name) != getattr(base, f.name)
+    }
+
+
+def presets_table(summaries: dict[str, dict[str, Any]]) -> str:
+    """What each evaluated preset is: its settings other than the search defaults, and for "current" (the run's
+    retrieval node) what it changes from the preset it names."""
+    lines = ["| preset | settings other than configs/search/default.yaml |", "|---|---|"]
+    for name, s in summaries.items():
+        settings = s.get("settings") or {}
+        cell = ", ".join(f"{k}={v}" for k, v in settings.items()) or "(none)"
+        if name == "current" and "changed_from" in s:
+            changed = ", ".join(f"{k}={v}" for k, v in s["changed_from"]["settings"].items()) or "nothing"
+            cell = f"preset `{s['changed_from']['preset']}` with {changed}; in all: {cell}"
+        lines.append(f"| {name} | {cell} |")
+    return "\n".join(lines)
 
 
 def markdown_table(summaries: dict[str, dict[str, Any]]) -> str:
@@ -327,6 +366,8 @@ def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Pa
             )
             summaries[name] = s
             rows += r
+    if "current" in summaries:
+        label_current(summaries["current"], instantiate(preset_config("current", cfg.get("retrieval")).config))
     budgets = case_budgets(rows, budget)
     if budgets is not None:
         add_budget_figures(summaries, rows, budgets)
@@ -370,6 +411,8 @@ def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Pa
         )
         + ").\n\n"
         + markdown_table(summaries)
+        + "\n\n## Presets\n\n"
+        + presets_table(summaries)
         + "\n\n## Per question type\n\n"
         + by_type_table(summaries)
         + "\n\n![recall and token cost](retrieval_eval.png)\n"

@@ -271,3 +271,37 @@ def test_a_recall_query_gets_no_reply_to_question_credit_whatever_its_user_weigh
     assert own == pytest.approx(2 * flipped["e0000"])  # the question's own score, weight 1.0, nothing added
     assert level["e0001"] == pytest.approx(flipped["e0001"])
     assert no_cue["e0000"] == pytest.approx(own + 0.5 * level["e0001"])  # what the credit would have added
+
+
+def test_retrieval_eval_labels_every_preset_by_its_settings_and_current_by_what_it_changes(tmp_path, write_dataset):
+    """`current` (the run's retrieval node, e.g. `retrieval=bm25 retrieval.config.window=1`) is labelled in the
+    report and its JSON by the settings it changes from the preset it names; every preset by what it sets."""
+    from conftest import make_row
+
+    from commands.retrieval_eval import run_retrieval_eval
+    from harness.retrieval.config import preset_node
+
+    sessions = [[{"role": "user", "content": "I went to Paris last May.", "has_answer": True}]]
+    rows = [make_row(qid="q1", question="When did I go to Paris?", sessions=sessions, qtype="multi-session")]
+    dataset = {
+        "_target_": "harness.data.longmemeval.LongMemEvalSource",
+        "path": str(write_dataset(rows)),
+        "question_types": None,
+    }
+    for name, want in (("bm25", {"window": 1, "snippet_chars": 100}), ("mine", None)):
+        current = OmegaConf.merge(preset_node("bm25"), {"config": {"window": 1, "snippet_chars": 100, "name": name}})
+        cfg = OmegaConf.create(
+            {"dataset": dataset, "retrieval": current, "retrieval_eval": {"presets": ["bm25", "current"]}}
+        )
+        out = tmp_path / name
+        md = run_retrieval_eval(cfg, out).read_text()
+        presets = json.loads((out / "retrieval_eval.json").read_text())["presets"]
+        assert presets["bm25"]["settings"] == {"name": "bm25", "default_mode": "keyword"}
+        assert presets["current"]["settings"]["window"] == 1 and presets["current"]["settings"]["snippet_chars"] == 100
+        if want is None:  # a name of the run's own: labelled by its settings only
+            assert "changed_from" not in presets["current"]
+            assert "| current | name=mine, default_mode=keyword, window=1, snippet_chars=100 |" in md
+        else:
+            assert presets["current"]["changed_from"] == {"preset": "bm25", "settings": want}
+            assert "| current | preset `bm25` with window=1, snippet_chars=100; in all:" in md
+        assert "| bm25 | name=bm25, default_mode=keyword |" in md
