@@ -29,6 +29,7 @@ The check that it behaves like it: `bm25` is a fixed preset, and the issue measu
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import random
 from collections import defaultdict
@@ -161,10 +162,19 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--questions", choices=("heldout", "dev"), default="heldout", help="dev: the control")
     ap.add_argument("--store", default="/tmp/lme-retrieval-heldout-proxy.sqlite", help="index cache (SQLite)")
+    ap.add_argument(
+        "--write-dataset",
+        metavar="PATH",
+        help="only write the proxy as a LongMemEval file (gzip JSON) for `lme-harness retrieval-eval dataset.path=PATH`",
+    )
     args = ap.parse_args()
+    rows, cases = proxy_cases(args.seed, args.questions)
+    if args.write_dataset:
+        Path(args.write_dataset).write_bytes(gzip.compress(json.dumps(rows).encode(), mtime=0))
+        print(f"{args.write_dataset}: {len(rows)} questions, {len(cases)} answerable", flush=True)
+        return
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    rows, cases = proxy_cases(args.seed, args.questions)
     print(f"proxy of the {args.questions} questions: {len(rows)}, {len(cases)} answerable", flush=True)
     retr = instantiate(OmegaConf.merge(preset_node("default"), {"store": args.store}))
     indexes = {qid: retr.index(ev) for qid, _, _, ev in cases}
