@@ -3,9 +3,14 @@ of their own evidence sessions among filler that is no question's evidence, the 
 
 from __future__ import annotations
 
+import hashlib
 import json
+import sys
 
-from harness.data.longmemeval import parse_cases
+import pytest
+
+from harness.data.longmemeval import LongMemEvalSource, find_local, parse_cases
+from studies import retrieval_heldout_proxy
 from studies.retrieval_heldout_proxy import build_proxy
 
 
@@ -69,3 +74,16 @@ def test_the_proxy_is_the_same_for_a_seed_and_another_for_another_seed():
 
 def test_the_control_takes_the_development_questions_instead():
     assert [r["question_id"] for r in build_proxy(ORACLE, DEV, seed=0, questions="dev")] == ["d1"]
+
+
+def test_the_written_proxy_is_the_file_docs_retrieval_md_measures(tmp_path, monkeypatch):
+    """`--write-dataset`: the proxy (seed 0) as a LongMemEval file, byte for byte the one whose sha256 the docs give,
+    and loaded by the harness's own dataset source as retrieval-eval loads it."""
+    if find_local("longmemeval_oracle.json.gz") is None or find_local("longmemeval_s_dev.json.gz") is None:
+        pytest.skip("needs the shared LongMemEval files (LME_DATA_DIR)")
+    path = tmp_path / "proxy.json.gz"
+    monkeypatch.setattr(sys, "argv", ["retrieval_heldout_proxy", "--write-dataset", str(path)])
+    retrieval_heldout_proxy.main()
+    assert hashlib.sha256(path.read_bytes()).hexdigest().startswith("5a8f391e")
+    cases, _ = LongMemEvalSource(path=str(path), question_types=None).load()
+    assert len(cases) == 215 and sum(not c.is_abstention and c.has_evidence_label for c in cases) == 203
