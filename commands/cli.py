@@ -159,6 +159,21 @@ def _run_task(cfg, run_dir: Path) -> int:
     return EXIT_FAILED_CASES if summary.n_failed else 0
 
 
+# A retrieval evaluation's directories: under the run name like a run's, but in retrieval-eval/, which no run's
+# directory name can be (those are `key=value` lists), so `retrieval-eval dataset=s` never writes into the directory
+# of `run dataset=s` (its report files landed there, among the run's records).
+RETRIEVAL_EVAL_DIRS = {
+    "hydra.run.dir": "runs/${lme.run_name:${run.name}}/retrieval-eval/${lme.run_dirname:}",
+    "hydra.sweep.dir": "runs/${lme.run_name:${run.name}}/retrieval-eval/multirun",
+}
+
+
+def _own_dirs(argv: list[str], dirs: dict[str, str]) -> list[str]:
+    """`dirs` as overrides, but for a key the command line sets itself."""
+    given = {a.partition("=")[0].lstrip("+") for a in argv}
+    return [f"{key}='{value}'" for key, value in dirs.items() if key not in given]  # quoted: nested ${}
+
+
 def _retrieval_task(cfg, run_dir: Path) -> int:
     from commands.retrieval_eval import run_retrieval_eval
 
@@ -382,8 +397,9 @@ def _main(argv: list[str]) -> int:
         return _hydra_main(_plan_task(out, pricing), overrides)
     if argv and argv[0] in ("run", "retrieval-eval"):
         logging.basicConfig(level=logging.WARNING)
-        task = _run_task if argv[0] == "run" else _retrieval_task
-        return _hydra_main(task, argv[1:])
+        if argv[0] == "run":
+            return _hydra_main(_run_task, argv[1:])
+        return _hydra_main(_retrieval_task, [*argv[1:], *_own_dirs(argv[1:], RETRIEVAL_EVAL_DIRS)])
     args = parser.parse_args(argv)
     if args.cmd == "report":
         from reports.render import build_report

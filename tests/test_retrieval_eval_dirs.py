@@ -1,0 +1,51 @@
+"""`lme-harness retrieval-eval` writes under runs/<run.name>/retrieval-eval/, never into the directory of a run
+with the same overrides (which it did: its report files landed among the run's records)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from commands.cli import main
+from harness.testing.fake_openai import FakeOpenAIServer
+from harness.testing.faults import FakeModel
+
+SHARED = [
+    "model=endpoint",
+    "model.model=fake-model",
+    "run.progress=false",
+    "retrieval=bm25",
+    "client.max_retries=0",
+    "dataset.limit=1",
+    "mode=[long_context]",
+    "judge=none",
+    "+retrieval_eval.presets=[bm25]",
+]
+
+
+def _snapshot(d: Path) -> dict[str, bytes]:
+    """The run directory's files but its SQLite stores (their WAL is folded in when the run's connections close)."""
+    return {
+        str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file() and ".sqlite" not in p.name
+    }
+
+
+def test_a_retrieval_eval_with_a_runs_overrides_leaves_that_run_directory_alone(tmp_path, monkeypatch, capfd):
+    monkeypatch.chdir(tmp_path)
+    with FakeOpenAIServer(FakeModel()) as srv:
+        same = [*SHARED, f"model.base_url={srv.base_url}", f"cache.path={tmp_path / 'cache.sqlite'}"]
+        assert main(["run", *same]) == 0, capfd.readouterr().err[-2000:]
+        [records] = tmp_path.glob("runs/quickstart/*/records.jsonl")
+        run_dir = records.parent
+        before = _snapshot(run_dir)
+        assert main(["retrieval-eval", *same]) == 0, capfd.readouterr().err[-2000:]
+    [report] = tmp_path.glob("runs/quickstart/retrieval-eval/*/retrieval_eval.md")
+    assert report.parent.name == run_dir.name  # the same name, in the evaluation's own folder
+    assert _snapshot(run_dir) == before  # the run's records, snapshot and log untouched
+    assert not list(run_dir.glob("retrieval_eval*"))
+
+
+def test_an_explicit_directory_is_kept(tmp_path, monkeypatch, capfd):
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "mine"
+    assert main(["retrieval-eval", *SHARED, f"hydra.run.dir={out}"]) == 0, capfd.readouterr().err[-2000:]
+    assert (out / "retrieval_eval.md").exists() and not (tmp_path / "runs").exists()
