@@ -32,6 +32,7 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from commands.retrieval_paired import paired_against, paired_table
 from harness import config_files
 from harness.retrieval.evaluation import BY_TYPE_KEYS, KS, evaluate_case, summarize, summarize_by_type
 from harness.retrieval.folds import FOLDS, select_fold
@@ -341,6 +342,9 @@ def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Pa
     presets = list(opts.get("presets") or DEFAULT_PRESETS)
     budget = opts.get("budget", "default" if "default" in presets else None)
     check_budget(budget, presets)
+    against = opts.get("against", "bm25" if "bm25" in presets else None)
+    if against is not None and against not in presets:
+        raise ValueError(f"retrieval_eval.against={against!r}: not one of the evaluated presets {presets}")
     fold = opts.get("fold")
     if fold is not None and str(fold).upper() not in FOLDS:
         raise ValueError(f"retrieval_eval.fold must be one of {FOLDS} (or null), got {fold!r}")
@@ -371,6 +375,7 @@ def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Pa
     budgets = case_budgets(rows, budget)
     if budgets is not None:
         add_budget_figures(summaries, rows, budgets)
+    paired = paired_against(rows, against, budgets, budget_key=BUDGET_KEY, within=within) if against is not None else {}
     curve = budget_curve(rows)
     with (run_dir / "retrieval_eval_budget_curve.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["preset", "question_type", "budget_tokens", "cases", "evidence_rate"])
@@ -386,6 +391,8 @@ def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Pa
                 "fold": None if fold is None else str(fold).upper(),
                 "query_form": query_form,
                 "budget": budget,
+                "against": against,
+                "paired": paired,
                 "presets": summaries,
             },
             indent=1,
@@ -415,6 +422,13 @@ def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Pa
         + presets_table(summaries)
         + "\n\n## Per question type\n\n"
         + by_type_table(summaries)
+        + (
+            f"\n\n## Paired against `{against}`\n\nThe same questions: Δ = the preset's share minus `{against}`'s, a "
+            f"percentile bootstrap interval over questions (2,000 resamples, seed 0), and the questions where only the "
+            f"preset (won) or only `{against}` (lost) has it.\n\n" + paired_table(paired, str(against))
+            if paired
+            else ""
+        )
         + "\n\n![recall and token cost](retrieval_eval.png)\n"
         + "\n![evidence against the response budget](retrieval_eval_budget_curve.png)"
         + " (numbers: retrieval_eval_budget_curve.csv)\n"
