@@ -169,6 +169,18 @@ def write_dataset(tmp_path):
     return _write
 
 
+@pytest.fixture
+def paris_dataset(write_dataset) -> dict:
+    """A one-question dataset node (multi-session, its one evidence turn labelled) for retrieval-eval tests."""
+    sessions = [[{"role": "user", "content": "I went to Paris last May.", "has_answer": True}]]
+    rows = [make_row(qid="q1", question="When did I go to Paris?", sessions=sessions, qtype="multi-session")]
+    return {
+        "_target_": "harness.data.longmemeval.LongMemEvalSource",
+        "path": str(write_dataset(rows)),
+        "question_types": None,
+    }
+
+
 # Record fields that legitimately differ when the same inputs run again: wall times and cache flags.
 # A cached re-run replays model latencies (latency_s, generation_ms), so those stay comparable there.
 CACHED_RERUN_VOLATILE = (

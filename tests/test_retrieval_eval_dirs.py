@@ -8,18 +8,14 @@ from pathlib import Path
 from commands.cli import main
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
+from tests.test_secrets_construction import base
 
-SHARED = [
-    "model=endpoint",
-    "model.model=fake-model",
-    "run.progress=false",
-    "retrieval=bm25",
-    "client.max_retries=0",
-    "dataset.limit=1",
-    "mode=[long_context]",
-    "judge=none",
-    "+retrieval_eval.presets=[bm25]",
-]
+EVAL = "+retrieval_eval.presets=[bm25]"
+
+
+def _overrides(url: str, tmp_path: Path) -> list[str]:
+    """A small run's overrides (tests/test_secrets_construction.py `base`, without its "run"), for both commands."""
+    return [*base(url, tmp_path)[1:], EVAL]
 
 
 def _snapshot(d: Path) -> dict[str, bytes]:
@@ -32,7 +28,7 @@ def _snapshot(d: Path) -> dict[str, bytes]:
 def test_a_retrieval_eval_with_a_runs_overrides_leaves_that_run_directory_alone(tmp_path, monkeypatch, capfd):
     monkeypatch.chdir(tmp_path)
     with FakeOpenAIServer(FakeModel()) as srv:
-        same = [*SHARED, f"model.base_url={srv.base_url}", f"cache.path={tmp_path / 'cache.sqlite'}"]
+        same = _overrides(srv.base_url, tmp_path)
         assert main(["run", *same]) == 0, capfd.readouterr().err[-2000:]
         [records] = tmp_path.glob("runs/quickstart/*/records.jsonl")
         run_dir = records.parent
@@ -47,5 +43,6 @@ def test_a_retrieval_eval_with_a_runs_overrides_leaves_that_run_directory_alone(
 def test_an_explicit_directory_is_kept(tmp_path, monkeypatch, capfd):
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "mine"
-    assert main(["retrieval-eval", *SHARED, f"hydra.run.dir={out}"]) == 0, capfd.readouterr().err[-2000:]
+    argv = _overrides("http://127.0.0.1:1/v1", tmp_path)
+    assert main(["retrieval-eval", *argv, f"hydra.run.dir={out}"]) == 0, capfd.readouterr().err[-2000:]
     assert (out / "retrieval_eval.md").exists() and not (tmp_path / "runs").exists()

@@ -80,16 +80,9 @@ def test_generated_outcomes_give_consistent_deltas_counts_and_intervals(seed):
     assert _paired(rows) == _paired(rows)  # seeded: the same rows give the same intervals
 
 
-def test_retrieval_eval_writes_the_comparison_and_refuses_an_unknown_reference_first(tmp_path, write_dataset):
-    from conftest import make_row
+def test_retrieval_eval_writes_the_comparison_and_refuses_an_unknown_reference_first(tmp_path, paris_dataset):
 
-    sessions = [[{"role": "user", "content": "I went to Paris last May.", "has_answer": True}]]
-    rows = [make_row(qid="q1", question="When did I go to Paris?", sessions=sessions, qtype="multi-session")]
-    dataset = {
-        "_target_": "harness.data.longmemeval.LongMemEvalSource",
-        "path": str(write_dataset(rows)),
-        "question_types": None,
-    }
+    dataset = paris_dataset
     from harness.retrieval.config import preset_node
 
     current = OmegaConf.merge(preset_node("bm25"), {"config": {"window": 1}})

@@ -273,21 +273,14 @@ def test_a_recall_query_gets_no_reply_to_question_credit_whatever_its_user_weigh
     assert no_cue["e0000"] == pytest.approx(own + 0.5 * level["e0001"])  # what the credit would have added
 
 
-def test_retrieval_eval_labels_every_preset_by_its_settings_and_current_by_what_it_changes(tmp_path, write_dataset):
+def test_retrieval_eval_labels_every_preset_by_its_settings_and_current_by_what_it_changes(tmp_path, paris_dataset):
     """`current` (the run's retrieval node, e.g. `retrieval=bm25 retrieval.config.window=1`) is labelled in the
     report and its JSON by the settings it changes from the preset it names; every preset by what it sets."""
-    from conftest import make_row
 
     from commands.retrieval_eval import run_retrieval_eval
     from harness.retrieval.config import preset_node
 
-    sessions = [[{"role": "user", "content": "I went to Paris last May.", "has_answer": True}]]
-    rows = [make_row(qid="q1", question="When did I go to Paris?", sessions=sessions, qtype="multi-session")]
-    dataset = {
-        "_target_": "harness.data.longmemeval.LongMemEvalSource",
-        "path": str(write_dataset(rows)),
-        "question_types": None,
-    }
+    dataset = paris_dataset
     for name, want in (("bm25", {"window": 1, "snippet_chars": 100}), ("mine", None)):
         current = OmegaConf.merge(preset_node("bm25"), {"config": {"window": 1, "snippet_chars": 100, "name": name}})
         cfg = OmegaConf.create(
