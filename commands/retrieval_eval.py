@@ -26,6 +26,7 @@ import dataclasses
 import json
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,8 @@ def evaluate_preset(
     summary["warm_load_s_mean"] = sum(loads) / len(loads) if loads else float("nan")
     summary["embedder"] = getattr(retriever.embedder, "identity", None)
     summary["settings"] = changed_settings(retriever.config)
+    if name == "current":
+        label_current(summary, retriever.config)
     rows = [
         {
             "preset": name,
@@ -271,6 +274,18 @@ def within(row: dict, budget: int) -> bool:
     return row.get("evidence_tokens") is not None and row["evidence_tokens"] <= budget
 
 
+def paired_metrics(budgets: dict[str, int] | None) -> dict[str, Callable[[dict], float]]:
+    """What the paired comparison compares, as each case row's 0/1 value: @5, evidence in the response and, where
+    there is a budget, evidence at it."""
+    metrics: dict[str, Callable[[dict], float]] = {
+        "turn_recall_any@5": lambda r: float(r["turn_recall_any@5"]),
+        "response_has_evidence": lambda r: float(bool(r["response_has_evidence"])),
+    }
+    if budgets is not None:
+        metrics[BUDGET_KEY] = lambda r: float(within(r, budgets[r["question_id"]]))
+    return metrics
+
+
 def add_budget_figures(summaries: dict[str, dict[str, Any]], rows: list[dict], budgets: dict[str, int]) -> None:
     """Evidence at the per-case budget, overall and by type, into each preset's summary."""
     for name, s in summaries.items():
@@ -370,12 +385,10 @@ def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Pa
             )
             summaries[name] = s
             rows += r
-    if "current" in summaries:
-        label_current(summaries["current"], instantiate(preset_config("current", cfg.get("retrieval")).config))
     budgets = case_budgets(rows, budget)
     if budgets is not None:
         add_budget_figures(summaries, rows, budgets)
-    paired = paired_against(rows, against, budgets, budget_key=BUDGET_KEY, within=within) if against is not None else {}
+    paired = paired_against(rows, against, paired_metrics(budgets)) if against is not None else {}
     curve = budget_curve(rows)
     with (run_dir / "retrieval_eval_budget_curve.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["preset", "question_type", "budget_tokens", "cases", "evidence_rate"])

@@ -1,6 +1,6 @@
 """Paired comparison of retrieval presets on the same questions (`lme-harness retrieval-eval`): each preset against
-one of them (`+retrieval_eval.against`, `bm25` by default), per question type and over all, on recall_any@5, evidence
-in the response and evidence at the budget. The margins on one fold are often one or two questions, so the report
+one of them (`+retrieval_eval.against`, `bm25` by default), per question type and over all, on the metrics
+retrieval-eval names (`paired_metrics`: recall_any@5, evidence in the response and at the budget). The margins on one fold are often one or two questions, so the report
 shows how many questions each side wins and a paired bootstrap interval (reports/stats.py, seeded: the same rows give
 the same figures), instead of two rates side by side."""
 
@@ -14,26 +14,11 @@ from reports.stats import paired_bootstrap_ci
 Row = dict[str, Any]
 
 
-def _metrics(budget_key: str, budgets: dict[str, int] | None, within: Callable[[Row, int], bool]):
-    """(name, per-case 0/1 value) of each compared metric; evidence at the budget only where there is a budget."""
-    out: list[tuple[str, Callable[[Row], float]]] = [
-        ("turn_recall_any@5", lambda r: float(r["turn_recall_any@5"])),
-        ("response_has_evidence", lambda r: float(bool(r["response_has_evidence"]))),
-    ]
-    if budgets is not None:
-        out.append((budget_key, lambda r: float(within(r, budgets[r["question_id"]]))))
-    return out
-
-
 def paired_against(
-    rows: list[Row],
-    against: str,
-    budgets: dict[str, int] | None,
-    *,
-    budget_key: str,
-    within: Callable[[Row, int], bool],
+    rows: list[Row], against: str, metrics: dict[str, Callable[[Row], float]]
 ) -> dict[str, dict[str, dict[str, dict[str, float | int]]]]:
-    """preset → question type (and "all") → metric → {delta (preset − `against`), lo, hi, wins, losses, n}."""
+    """preset → question type (and "all") → metric → {delta (preset − `against`), lo, hi, wins, losses, n}, for each
+    of `metrics` (name → a case row's 0/1 value)."""
     by = {(r["preset"], r["question_id"]): r for r in rows}
     presets = [p for p in dict.fromkeys(r["preset"] for r in rows) if p != against]
     qtype = {r["question_id"]: r["question_type"] for r in rows}
@@ -43,7 +28,7 @@ def paired_against(
         for t in [*sorted(set(qtype.values())), "all"]:
             qids = [q for q in qtype if (t == "all" or qtype[q] == t) and (name, q) in by and (against, q) in by]
             cells: dict[str, dict[str, float | int]] = {}
-            for metric, value in _metrics(budget_key, budgets, within):
+            for metric, value in metrics.items():
                 mine = [value(by[(name, q)]) for q in qids]
                 theirs = [value(by[(against, q)]) for q in qids]
                 est = paired_bootstrap_ci(theirs, mine)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from commands.retrieval_eval import BUDGET_KEY, run_retrieval_eval, within
+from commands.retrieval_eval import BUDGET_KEY, paired_metrics, run_retrieval_eval
 from commands.retrieval_paired import paired_against, paired_table
 
 
@@ -25,7 +25,7 @@ def _row(preset: str, qid: str, qtype: str, r5: float, ev: bool, ev_tokens: int 
 
 
 def _paired(rows, budgets=None):
-    return paired_against(rows, "bm25", budgets, budget_key=BUDGET_KEY, within=within)
+    return paired_against(rows, "bm25", paired_metrics(budgets))
 
 
 def test_wins_losses_and_deltas_per_type_and_over_all():
