@@ -31,7 +31,7 @@ temporal-reasoning, preference: where BM25 alone is weaker). Grid, fixed before 
 is the shipped default). Before writing it, a few of these settings were measured on proxy fold A's
 single-session-assistant and -preference questions only (fit data) to check that the code works.
 
-Protocol (as `studies.retrieval_recall_prior_fit`): fit data = every answerable development question (the `_s`
+Protocol (as `studies.retrieval_recall_prior_fit`; run by `studies.retrieval_heldout_proxy.fit_grid`): fit data = every answerable development question (the `_s`
 development half and the 70 single-session-user questions, both folds) plus fold A of the held-out proxy; reported =
 fold B of the held-out proxy. The rule of `studies.retrieval_fold_fit` (`key`: single-session-user tokens ≤ 450,
 fewest (type, metric) pairs below bm25 among @5, evidence and evidence at the setting's budget, then @5 + evidence,
@@ -41,21 +41,9 @@ worth proposing for a preset only if it is at or above bm25 on fold B on every t
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
-from harness.retrieval.config import preset
-from harness.session.tokens import o200k_counter
-from studies.retrieval_fold_fit import (
-    by_type,
-    key,
-    measured,
-    name_of,
-    shortfalls,
-    study_args,
-    write_outputs,
-)
-from studies.retrieval_heldout_proxy import figures, fit_and_unseen
+from studies.retrieval_heldout_proxy import fit_grid
 
 GRID: dict[str, list[Any]] = {
     "bm25_fusion": [0.0, 0.5, 1.0, 2.0],
@@ -63,64 +51,6 @@ GRID: dict[str, list[Any]] = {
     "recall_window": [0, 1, 2],
 }
 SHIPPED = {"bm25_fusion": 0.0, "recall_top_hits": None, "recall_window": 0}
-
-
-def fit_grid(
-    doc: str | None, default_out: str, stem: str, title: str, grid: dict[str, list[Any]], shipped: dict
-) -> None:
-    """Measure every setting of `grid` (the default preset with those settings) and `bm25` on the fit data and the
-    unseen fold, pick one by the rule on the fit data, and write `stem`.json / .md in --out: every setting's pairs
-    below `bm25` on both parts, and per-type tables for the shipped default (`shipped`), the pick and the next four.
-    Per-case rows are cached in --out/grid_cases.jsonl (a rerun measures only new settings)."""
-    out, store = study_args(doc, default_out)
-    cases, role, indexes = fit_and_unseen(store)  # "fit": development and proxy fold A; "unseen": proxy fold B
-    settings = [dict(zip(grid, v)) for v in itertools.product(*grid.values())]
-    todo = [("bm25", preset("bm25"))] + [(name_of(s), preset("default", **s)) for s in settings]
-    rows = measured(out, todo, cases, indexes, o200k_counter())
-    tables = {
-        name_of(s): {
-            part: {t: v for t, v in by_type(rows[name_of(s)], rows["bm25"], role, part).items() if v["n"]}
-            for part in ("fit", "unseen")
-        }
-        for s in settings
-    }
-    ranked = sorted(tables, key=lambda w: key(tables[w]["fit"]), reverse=True)
-    pick = ranked[0]
-    report: dict[str, Any] = {
-        "grid": [name_of(s) for s in settings],
-        "chosen": pick,
-        "fit_order": ranked,
-        "fit_cases": sum(v == "fit" for v in role.values()),
-        "unseen_cases": sum(v == "unseen" for v in role.values()),
-        "tables": tables,
-        "shortfalls": {w: {p: shortfalls(t[p]) for p in t} for w, t in tables.items()},
-    }
-    lines = [
-        f"# {title} fitted on {report['fit_cases']} questions, reported on {report['unseen_cases']}",
-        "",
-        f"Chosen on the fit data: {pick}",
-        "",
-        "Every setting in fit order: (type, metric) pairs below bm25 (fit / unseen); mean tokens (fit / unseen)",
-        "",
-        "| setting | below bm25, fit | below bm25, unseen | tokens, fit | tokens, unseen |",
-        "|---|---|---|---|---|",
-    ]
-    for w in ranked:
-        s, t = report["shortfalls"][w], tables[w]
-        tok = {p: sum(v["tok"] * v["n"] for v in t[p].values()) / sum(v["n"] for v in t[p].values()) for p in t}
-        lines.append(f"| {w} | {s['fit']} | {s['unseen']} | {tok['fit']:,.0f} | {tok['unseen']:,.0f} |")
-    lines += [
-        "",
-        "Per type: the shipped default, the pick and the next four on the fit data",
-        "",
-        "| setting | part | type | n | @1 / @5 / evidence / tokens | bm25 @1 / @5 / evidence / at budget / tokens |",
-        "|---|---|---|---|---|---|",
-    ]
-    for w in dict.fromkeys([name_of(shipped)] + ranked[:5]):
-        for part, tab in tables[w].items():
-            for typ, v in tab.items():
-                lines.append(f"| {w} | {part} | {typ} | {v['n']} | {figures(v)} |")
-    write_outputs(out, stem, report, lines)
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ evidence in the response reaches `bm25`'s; other types change only on the few qu
 Grid, fixed before the first run (GRID): recall_ranking fused / keyword × recall_window 0 / 1 / 2 (6 settings;
 fused and 0 is the shipped default).
 
-Protocol (as `studies.retrieval_bm25_fusion_fit`, whose `fit_grid` this calls): fit data = every answerable
+Protocol (as `studies.retrieval_bm25_fusion_fit`; both call `studies.retrieval_heldout_proxy.fit_grid`): fit data = every answerable
 development question plus fold A of the held-out proxy (370 questions); reported = fold B of the proxy (100), its
 fourth report (the earlier three: docs/retrieval.md). The rule of `studies.retrieval_fold_fit` picks one setting on
 the fit data. The pick is proposed for the default preset only if it is at or above `bm25` on fold B on every type,
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from studies.retrieval_bm25_fusion_fit import fit_grid
+from studies.retrieval_heldout_proxy import fit_grid
 
 GRID: dict[str, list[Any]] = {"recall_ranking": ["fused", "keyword"], "recall_window": [0, 1, 2]}
 SHIPPED = {"recall_ranking": "fused", "recall_window": 0}
