@@ -167,6 +167,25 @@ def figures(v: dict[str, float]) -> str:
     )
 
 
+def fit_report(rows: dict[str, list], bm25_rows: list, role: dict[str, str]) -> dict[str, Any]:
+    """The fit studies' report: each setting's per-type tables on the fit data and the unseen fold (against `bm25`),
+    the settings in the rule's order on the fit data (`key`), the pick, and each setting's pairs below `bm25`."""
+    tables = {
+        w: {part: {t: v for t, v in by_type(r, bm25_rows, role, part).items() if v["n"]} for part in ("fit", "unseen")}
+        for w, r in rows.items()
+    }
+    ranked = sorted(tables, key=lambda w: key(tables[w]["fit"]), reverse=True)
+    return {
+        "grid": list(rows),
+        "chosen": ranked[0],
+        "fit_order": ranked,
+        "fit_cases": sum(v == "fit" for v in role.values()),
+        "unseen_cases": sum(v == "unseen" for v in role.values()),
+        "tables": tables,
+        "shortfalls": {w: {p: shortfalls(t[p]) for p in t} for w, t in tables.items()},
+    }
+
+
 def fit_grid(
     doc: str | None, default_out: str, stem: str, title: str, grid: dict[str, list[Any]], shipped: dict
 ) -> None:
@@ -179,24 +198,8 @@ def fit_grid(
     settings = [dict(zip(grid, v)) for v in itertools.product(*grid.values())]
     todo = [("bm25", preset("bm25"))] + [(name_of(s), preset("default", **s)) for s in settings]
     rows = measured(out, todo, cases, indexes, o200k_counter())
-    tables = {
-        name_of(s): {
-            part: {t: v for t, v in by_type(rows[name_of(s)], rows["bm25"], role, part).items() if v["n"]}
-            for part in ("fit", "unseen")
-        }
-        for s in settings
-    }
-    ranked = sorted(tables, key=lambda w: key(tables[w]["fit"]), reverse=True)
-    pick = ranked[0]
-    report: dict[str, Any] = {
-        "grid": [name_of(s) for s in settings],
-        "chosen": pick,
-        "fit_order": ranked,
-        "fit_cases": sum(v == "fit" for v in role.values()),
-        "unseen_cases": sum(v == "unseen" for v in role.values()),
-        "tables": tables,
-        "shortfalls": {w: {p: shortfalls(t[p]) for p in t} for w, t in tables.items()},
-    }
+    report = fit_report({name_of(s): rows[name_of(s)] for s in settings}, rows["bm25"], role)
+    tables, ranked, pick = report["tables"], report["fit_order"], report["chosen"]
     lines = [
         f"# {title} fitted on {report['fit_cases']} questions, reported on {report['unseen_cases']}",
         "",

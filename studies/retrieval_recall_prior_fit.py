@@ -27,8 +27,8 @@ from typing import Any
 
 from harness.retrieval.config import preset
 from harness.session.tokens import o200k_counter
-from studies.retrieval_fold_fit import by_type, key, measure, name_of, shortfalls, study_args, write_outputs
-from studies.retrieval_heldout_proxy import figures, fit_and_unseen
+from studies.retrieval_fold_fit import measure, name_of, study_args, write_outputs
+from studies.retrieval_heldout_proxy import figures, fit_and_unseen, fit_report
 
 # First run: recall_user_weight alone (null, 0.75, 1.0). Second run, added after reading the first's result (1.0
 # chosen; no change on the unseen fold @5): × `session_boost` 0 / 0.5 / 1 / 2 (a conversation-relevance factor,
@@ -47,21 +47,8 @@ def main() -> None:
     for setting in GRID:
         rows[name_of(setting)] = measure(preset("default", **setting), cases, indexes, counter)
         print("measured", name_of(setting), flush=True)
-    tables = {
-        w: {part: {t: v for t, v in by_type(r, base, role, part).items() if v["n"]} for part in ("fit", "unseen")}
-        for w, r in rows.items()
-    }
-    ranked = sorted(tables, key=lambda w: key(tables[w]["fit"]), reverse=True)
-    pick = ranked[0]
-    report: dict[str, Any] = {
-        "grid": [name_of(g) for g in GRID],
-        "chosen": pick,
-        "fit_order": ranked,
-        "fit_cases": sum(v == "fit" for v in role.values()),
-        "unseen_cases": sum(v == "unseen" for v in role.values()),
-        "tables": tables,
-        "shortfalls": {w: {p: shortfalls(t[p]) for p in t} for w, t in tables.items()},
-    }
+    report = fit_report(rows, base, role)
+    tables, ranked, pick = report["tables"], report["fit_order"], report["chosen"]
     lines = [
         f"# recall_user_weight × session_boost fitted on {report['fit_cases']} questions, reported on {report['unseen_cases']}",
         "",
