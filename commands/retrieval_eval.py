@@ -33,7 +33,7 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from commands.retrieval_paired import paired_against, paired_table
+from commands.retrieval_paired import below_against, below_lines, paired_against, paired_table
 from harness import config_files
 from harness.retrieval.evaluation import BY_TYPE_KEYS, KS, evaluate_case, summarize, summarize_by_type
 from harness.retrieval.folds import FOLDS, select_fold
@@ -406,6 +406,7 @@ def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Pa
                 "budget": budget,
                 "against": against,
                 "paired": paired,
+                "below_against": below_against(paired),
                 "presets": summaries,
             },
             indent=1,
@@ -438,7 +439,10 @@ def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Pa
         + (
             f"\n\n## Paired against `{against}`\n\nThe same questions: Δ = the preset's share minus `{against}`'s, a "
             f"percentile bootstrap interval over questions (2,000 resamples, seed 0), and the questions where only the "
-            f"preset (won) or only `{against}` (lost) has it.\n\n" + paired_table(paired, str(against))
+            f"preset (won) or only `{against}` (lost) has it.\n\n"
+            + below_lines(below_against(paired), str(against))
+            + "\n\n"
+            + paired_table(paired, str(against))
             if paired
             else ""
         )

@@ -2,7 +2,8 @@
 one of them (`+retrieval_eval.against`, `bm25` by default), per question type and over all, on the metrics
 retrieval-eval names (`paired_metrics`: recall_any@5, evidence in the response and at the budget). The margins on one fold are often one or two questions, so the report
 shows how many questions each side wins and a paired bootstrap interval (reports/stats.py, seeded: the same rows give
-the same figures), instead of two rates side by side."""
+the same figures), instead of two rates side by side. `below_against` lists, per preset, the question types and
+metrics where it is below the reference: issue 24's "at or above `bm25` on every type" is an empty list."""
 
 from __future__ import annotations
 
@@ -62,4 +63,34 @@ def paired_table(paired: dict[str, Any], against: str) -> str:
                 for c in cells.values()
             )
             lines.append(f"| {t} | {name} vs {against} | {n} | {row} |")
+    return "\n".join(lines)
+
+
+def below_against(paired: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """preset → the (question type, metric) cells where its share is below the reference's on the same questions
+    (per type; "all" is not a type), in the paired table's order."""
+    return {
+        name: [
+            {"question_type": t, "metric": m, **c}
+            for t, cells in by_type.items()
+            if t != "all"
+            for m, c in cells.items()
+            if c["delta"] < -1e-12  # a tie is not below: the shares are equal
+        ]
+        for name, by_type in paired.items()
+    }
+
+
+def below_lines(below: dict[str, list[dict[str, Any]]], against: str) -> str:
+    """One line per preset: where it is below `against`, or that it is at or above it everywhere."""
+    lines = []
+    for name, cells in below.items():
+        if not cells:
+            lines.append(f"- `{name}`: at or above `{against}` on every question type, for every metric")
+            continue
+        where = "; ".join(
+            f"{c['question_type']} {c['metric']} ({c['delta']:+.3f}: {c['wins']} won / {c['losses']} lost of {c['n']})"
+            for c in cells
+        )
+        lines.append(f"- `{name}`: below `{against}` on {where}")
     return "\n".join(lines)

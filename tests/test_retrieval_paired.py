@@ -10,7 +10,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from commands.retrieval_eval import BUDGET_KEY, paired_metrics, run_retrieval_eval
-from commands.retrieval_paired import paired_against, paired_table
+from commands.retrieval_paired import below_against, below_lines, paired_against, paired_table
 
 
 def _row(preset: str, qid: str, qtype: str, r5: float, ev: bool, ev_tokens: int | None) -> dict:
@@ -78,6 +78,34 @@ def test_generated_outcomes_give_consistent_deltas_counts_and_intervals(seed):
             assert c["wins"] - c["losses"] == int(mine[sel].sum() - theirs[sel].sum())
             assert c["lo"] - 1e-12 <= c["delta"] <= c["hi"] + 1e-12
     assert _paired(rows) == _paired(rows)  # seeded: the same rows give the same intervals
+    # below the reference exactly where it has fewer questions right on a type ("all" is not a type)
+    listed = {(c["question_type"], c["metric"]) for c in below_against(_paired(rows))["x"]}
+    expected = {
+        (t, m)
+        for t in set(types)
+        for m in ("turn_recall_any@5", "response_has_evidence")
+        if mine[types == t].sum() < theirs[types == t].sum()
+    }
+    assert listed == expected
+    line = below_lines(below_against(_paired(rows)), "bm25")
+    assert line.startswith("- `x`: ") and ("at or above `bm25` on every question type" in line) == (not expected)
+
+
+def test_below_lines_name_each_shortfall_with_its_questions():
+    rows = [
+        _row("bm25", "q1", "a", 1.0, True, 1),
+        _row("bm25", "q2", "b", 0.0, False, None),
+        _row("x", "q1", "a", 0.0, True, 1),
+        _row("x", "q2", "b", 1.0, True, 1),
+        _row("y", "q1", "a", 1.0, True, 1),
+        _row("y", "q2", "b", 0.0, False, None),
+    ]
+    below = below_against(_paired(rows))
+    assert [(c["question_type"], c["metric"]) for c in below["x"]] == [("a", "turn_recall_any@5")]
+    assert below["y"] == []  # a tie everywhere is not below
+    text = below_lines(below, "bm25")
+    assert "- `x`: below `bm25` on a turn_recall_any@5 (-1.000: 0 won / 1 lost of 1)" in text
+    assert "- `y`: at or above `bm25` on every question type, for every metric" in text
 
 
 def test_retrieval_eval_writes_the_comparison_and_refuses_an_unknown_reference_first(tmp_path, paris_dataset):
@@ -93,6 +121,8 @@ def test_retrieval_eval_writes_the_comparison_and_refuses_an_unknown_reference_f
     report = json.loads((tmp_path / "out" / "retrieval_eval.json").read_text())
     assert report["against"] == "bm25" and set(report["paired"]) == {"current"}
     assert "## Paired against `bm25`" in md and "| multi-session | current vs bm25 | 1 |" in md
+    assert report["below_against"] == below_against(report["paired"])
+    assert below_lines(report["below_against"], "bm25") in md
     cfg.retrieval_eval.against = "nonesuch"
     with pytest.raises(ValueError, match="retrieval_eval.against='nonesuch'"):
         run_retrieval_eval(cfg, tmp_path / "refused")
