@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 import sys
+from pathlib import Path
 
 import pytest
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
 
-from harness.data.longmemeval import LongMemEvalSource, find_local, parse_cases
+from commands.cli import CONFIG_DIR
+from harness.data.longmemeval import DataError, LongMemEvalSource, find_local, parse_cases
 from studies import retrieval_heldout_proxy
 from studies.retrieval_heldout_proxy import build_proxy
 
@@ -87,3 +92,18 @@ def test_the_written_proxy_is_the_file_docs_retrieval_md_measures(tmp_path, monk
     assert hashlib.sha256(path.read_bytes()).hexdigest().startswith("5a8f391e")
     cases, _ = LongMemEvalSource(path=str(path), question_types=None).load()
     assert len(cases) == 215 and sum(not c.is_abstention and c.has_evidence_label for c in cases) == 203
+    # the dataset overrides docs/retrieval.md gives for the held-out half take a file other than the pinned one
+    held = _documented_heldout_overrides(path)
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=held)
+        pinned = compose(config_name="config", overrides=["dataset=s", f"dataset.path={path}"])
+    cases, _ = instantiate(cfg.dataset).load()
+    assert len(cases) == 215 and {c.question_type for c in cases} >= {"single-session-assistant", "multi-session"}
+    with pytest.raises(DataError, match="sha256 mismatch"):  # why the docs do not say dataset=s
+        instantiate(pinned.dataset).load()
+
+
+def _documented_heldout_overrides(path: Path) -> list[str]:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "retrieval.md").read_text()
+    (line,) = [x for x in text.splitlines() if x.startswith("held=(")]
+    return shlex.split(line[len("held=(") : line.rindex(")")].replace("<held-out file>", shlex.quote(str(path))))
