@@ -60,8 +60,9 @@ IDENTITY_OVERRIDES: tuple[tuple[str, ...], ...] = tuple(
         ("model=endpoint", "model.base_url=http://127.0.0.1:1/v1", "model.model=m", "judge=longmemeval"),
     )
 )
-# run.json keys that name the machine or the commit, not the behaviour.
-MACHINE_KEYS = ("git", "host", "python", "packages", "invocations", "argv", "cwd", "hostname", "pid")
+# run.json keys that name the machine or the commit, not the behaviour (`platform` holds the kernel's release: the
+# baseline recorded on one kernel differed on another, s19).
+MACHINE_KEYS = ("git", "host", "platform", "python", "packages", "invocations", "argv", "cwd", "hostname", "pid")
 HASHED_SUFFIXES = (".md", ".html", ".csv", ".json", ".jsonl", ".yaml", ".txt")
 
 
