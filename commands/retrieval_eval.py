@@ -389,6 +389,7 @@ def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Pa
     if budgets is not None:
         add_budget_figures(summaries, rows, budgets)
     paired = paired_against(rows, against, paired_metrics(budgets)) if against is not None else {}
+    below = below_against(paired)
     curve = budget_curve(rows)
     with (run_dir / "retrieval_eval_budget_curve.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["preset", "question_type", "budget_tokens", "cases", "evidence_rate"])
@@ -406,7 +407,7 @@ def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Pa
                 "budget": budget,
                 "against": against,
                 "paired": paired,
-                "below_against": below_against(paired),
+                "below_against": below,
                 "presets": summaries,
             },
             indent=1,
@@ -440,7 +441,7 @@ def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Pa
             f"\n\n## Paired against `{against}`\n\nThe same questions: Δ = the preset's share minus `{against}`'s, a "
             f"percentile bootstrap interval over questions (2,000 resamples, seed 0), and the questions where only the "
             f"preset (won) or only `{against}` (lost) has it.\n\n"
-            + below_lines(below_against(paired), str(against))
+            + below_lines(below, str(against))
             + "\n\n"
             + paired_table(paired, str(against))
             if paired

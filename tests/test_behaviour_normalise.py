@@ -7,8 +7,11 @@ from importlib import metadata
 from types import SimpleNamespace
 
 import pytest
+from hydra import compose, initialize_config_dir
 
+from commands.cli import CONFIG_DIR
 from harness.run_meta import GitState
+from runners import provenance as prov_mod
 from scripts.behaviour_baseline import _mask_machine
 
 
@@ -67,11 +70,6 @@ def test_every_machine_fact_provenance_writes_is_masked(seed, monkeypatch):
     Python version, commit and whether the tree is dirty, package versions or absence, CPU model, flags and cores): the normalised
     run.json is the same on all of them. Before s19 `platform` (the kernel's release) was kept, so a baseline
     recorded on one kernel differed on another; the config, which is behaviour, still shows."""
-    from hydra import compose, initialize_config_dir
-
-    from commands.cli import CONFIG_DIR
-    from runners import provenance as prov_mod
-
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose(config_name="config", overrides=["dataset.limit=1"])
 
