@@ -63,6 +63,11 @@ IDENTITY_OVERRIDES: tuple[tuple[str, ...], ...] = tuple(
 # run.json keys that name the machine or the commit, not the behaviour (`platform` holds the kernel's release: the
 # baseline recorded on one kernel differed on another, s19).
 MACHINE_KEYS = ("git", "host", "platform", "python", "packages", "invocations", "argv", "cwd", "hostname", "pid")
+# The static embedder's weights are distilled on each machine (harness/retrieval/distill.py) and their digest differs
+# from one CPU to another: run.json's `retrieval.embedder` (`model2vec:<digest prefix>`) keeps the kind, the digest is
+# the machine's (s20: the baseline recorded on one host differed on every fresh clone of another). A pinned digest is
+# behaviour and still shows, in the config's `embedder.sha256`.
+BUILT_WEIGHTS = re.compile(r"^(model2vec):[0-9a-f]+$")
 HASHED_SUFFIXES = (".md", ".html", ".csv", ".json", ".jsonl", ".yaml", ".txt")
 
 
@@ -252,13 +257,22 @@ def _mask(value: Any) -> Any:
 def _mask_machine(value: Any) -> Any:
     """run.json with every MACHINE_KEYS entry masked, at any depth (a rescore names its own commit)."""
     if isinstance(value, dict):
-        return {
-            k: _installed(v) if k == "packages" else _mask(v) if k in MACHINE_KEYS else _mask_machine(v)
-            for k, v in value.items()
-        }
+        return {k: _mask_entry(k, v) for k, v in value.items()}
     if isinstance(value, list):
         return [_mask_machine(v) for v in value]
     return value
+
+
+def _mask_entry(key: str, value: Any) -> Any:
+    if key == "packages":
+        return _installed(value)
+    if key in MACHINE_KEYS:
+        return _mask(value)
+    out = _mask_machine(value)
+    if key == "retrieval" and isinstance(out, dict) and isinstance(out.get("embedder"), str):
+        if m := BUILT_WEIGHTS.match(out["embedder"]):  # weights built on this machine: the kind stays
+            out["embedder"] = f"{m.group(1)}:<machine>"
+    return out
 
 
 def _installed(packages: Any) -> Any:
