@@ -27,7 +27,7 @@ import numpy as np
 from harness.memory.gold import ECHO_SHARE
 from harness.memory.isolation import WINDOW
 from reports import html as H
-from reports.safe import md_cell
+from reports.safe import md_cell, md_code
 
 # The percentiles of the latency table (numpy's default linear interpolation).
 PERCENTILES = (50, 95, 99)
@@ -229,7 +229,7 @@ def ids_note(cases: Sequence[MemoryCase]) -> str:
     if not raw:
         return OPAQUE_IDS
     return (
-        f"Ids: {', '.join(raw)} saw the dataset's own unit and session ids (records written before ids were made "
+        f"Ids: {', '.join(md_code(g) for g in raw)} saw the dataset's own unit and session ids (records written before ids were made "
         "opaque): those ids carry LongMemEval's gold labels (its `answer_*` sessions are the evidence), so a "
         "provider could rank by them; such recall is not comparable with a run on opaque ids."
     )

@@ -542,3 +542,28 @@ def test_a_run_with_a_provider_that_never_forgets_is_flagged_in_the_headline(tmp
     cells = [x.strip() for x in row.strip("|").split("|")]
     assert cells[6] == str(leaks)  # the "from another case" column
     assert memory_scoreboard(recs, "lme_acc")[("memory", "memory_cross_unit_items")] == leaks
+
+
+def test_records_from_before_opaque_ids_are_named_as_such_and_a_providers_name_stays_text() -> None:
+    from reports.memory_systems import integrity_flags, leakage_table, markdown, memory_cases
+    from tests.test_memory_measurements import _g, _rec
+
+    old = _rec("q1", correct=1.0, gold=_g(True))  # an ingest trace without `ids`: written before ids were opaque
+    old["ingest"]["trace"][0]["provider"] = "<b>x</b> [a](http://evil)"
+    new = _rec("q2", correct=1.0, gold=_g(True))
+    new["ingest"]["trace"][0]["ids"] = "opaque"
+    (flag,) = integrity_flags([old, new])
+    assert flag.startswith("Ids: `memory: <b>x</b>") and "saw the dataset's own unit and session ids" in flag
+    text = markdown([leakage_table(memory_cases([old], None, {}))])
+    assert "`memory: <b>x</b> [a](http://evil) (fair)` saw the dataset's own" in text  # a code span: never rendered
+    assert integrity_flags([new]) == [] and "every unit and session id the providers saw was opaque" in markdown(
+        [leakage_table(memory_cases([new], None, {}))]
+    )
+
+
+def test_a_damaged_id_key_stops_the_run_before_any_case_with_one_error(tmp_path, capsys) -> None:
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / KEY_FILE).write_text("garbage\n")
+    rc, requests = run_fake(tmp_path, ["mode=memory", "memory=bm25"])
+    assert rc == 2 and requests == [] and not (tmp_path / "run" / "records.jsonl").exists()
+    assert f"{tmp_path / 'run' / KEY_FILE}: not this harness's id key" in capsys.readouterr().err
