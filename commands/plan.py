@@ -215,6 +215,9 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
     table = load_price_table(pricing)
     cases, _ = instantiate(config.dataset, _convert_="all").load()
     modes = build_modes(config)
+    for m in modes:  # a memory contestant tells another case's memory from its own, as in a run
+        if callable(bind := getattr(m, "bind_cases", None)):
+            bind(cases)
     planned_providers = _plan_remote_providers(modes)
     derived = _plan_derived_memories(modes)
     done = (

@@ -341,6 +341,7 @@ DEFAULT_POLICY: dict[str, dict[str, Any]] = {
     # tokens with the tolerances of the quality and token figures
     "memory_provider_failures": {"max": 0},
     "memory_leaked_items": {"max": 0},
+    "memory_cross_unit_items": {"max": 0},
     "memory_turn_recall": {"abs": 0.05},
     "memory_session_recall": {"abs": 0.05},
     "memory_ingest_tokens": {"rel": 0.10},
@@ -418,6 +419,7 @@ EXACT_POLICY: dict[str, dict[str, Any]] = {
     },
     "memory_provider_failures": {"max": 0},
     "memory_leaked_items": {"max": 0},
+    "memory_cross_unit_items": {"max": 0},
 }
 POLICIES: dict[str, Mapping[str, Mapping[str, Any]]] = {
     "default": DEFAULT_POLICY,

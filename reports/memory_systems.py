@@ -5,7 +5,9 @@ Read from the records alone (the contestant recorded each retrieval's gold label
   LongMemEval's retrieval evaluation leaves them out;
 - every wrong answer by cause: evidence not retrieved, retrieved but cut by the context cap, shown to the reader
   but not used;
-- leakage audits: items dated after the question (dropped before the reader, counted), items without a date;
+- leakage audits: items dated after the question and items from another case's history (both dropped before the
+  reader, counted; the latter flagged in the report's headline), echoes of the question, items without a date, and
+  whether the providers saw opaque ids (harness/memory/ids.py) or the dataset's own;
 - ingest cost and time apart from answer cost and time, per question and per million ingested tokens;
 - p50/p95/p99 latency per phase (ingest, retrieve, answer).
 A run without memory contestants gets no section at all, so other reports are unchanged byte for byte.
@@ -22,8 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from harness.memory.gold import ECHO_SHARE
+from harness.memory.isolation import WINDOW
 from reports import html as H
-from reports.safe import md_cell
+from reports.safe import md_cell, md_code
 
 # The percentiles of the latency table (numpy's default linear interpolation).
 PERCENTILES = (50, 95, 99)
@@ -46,6 +50,12 @@ class MemoryCase:
     answer_ms: float | None
     cost_answer: float | None
     mode: str = ""  # the record's mode (the contestant's name)
+
+    @property
+    def ingest_trace(self) -> Mapping[str, Any]:
+        """The provider's ingest entry (ingest.trace[0])."""
+        trace = self.ingest.get("trace") or [{}]
+        return trace[0] if isinstance(trace[0], Mapping) else {}
 
 
 @dataclass
@@ -126,8 +136,9 @@ def recall_table(cases: Sequence[MemoryCase]) -> Table:
     t = Table(
         "Retrieval recall from gold labels",
         "recall_any@k: a `has_answer` turn (its session) is among the first k items the reader could be shown, "
-        "items dated after the question left out. Items are mapped to turns by provenance, else by text overlap "
-        "(docs/memory-systems.md, Measurements); no model involved. `shown`: the evidence was in what the "
+        "items dated after the question or from another case left out. Items are mapped to turns by provenance "
+        "(the providers' opaque ids mapped back), else by text overlap (docs/memory-systems.md, Measurements); no "
+        "model involved; an echo of the question is never evidence. `shown`: the evidence was in what the "
         "context cap kept. Abstention questions are left out.",
         ["provider (variant)", "question type", "cases", *turn_ks, *session_ks, "shown (turn)"],
     )
@@ -204,14 +215,48 @@ def failure_table(cases: Sequence[MemoryCase]) -> Table:
     return t
 
 
+OPAQUE_IDS = (
+    "Ids: every unit and session id the providers saw was opaque, a keyed hash per run (harness/memory/ids.py): "
+    "LongMemEval's own ids, which carry its gold labels (its `answer_*` sessions are the evidence), never reached "
+    "them, and the harness mapped the ids they handed back to the dataset's before measuring."
+)
+
+
+def ids_note(cases: Sequence[MemoryCase]) -> str:
+    """What the providers were told the units and sessions are called: opaque ids, or (records written before them)
+    the dataset's own, which carry its gold labels."""
+    raw = sorted({c.group for c in cases if c.ingest_trace.get("ids") != "opaque"})
+    if not raw:
+        return OPAQUE_IDS
+    return (
+        f"Ids: {', '.join(md_code(g) for g in raw)} saw the dataset's own unit and session ids (records written before ids were made "
+        "opaque): those ids carry LongMemEval's gold labels (its `answer_*` sessions are the evidence), so a "
+        "provider could rank by them; such recall is not comparable with a run on opaque ids."
+    )
+
+
 def leakage_table(cases: Sequence[MemoryCase]) -> Table:
     t = Table(
         "Leakage audits",
-        "Items dated after the question are dropped before the reader and counted here; items without a date "
-        "cannot be audited. Ingest never receives the question (the contestant sends the sessions only; "
-        "tests/test_memory_contestant.py checks it). Isolation between units (a canary ingested for one unit "
-        "never returned for another) is checked by `lme-harness provider-check URL`.",
-        ["provider (variant)", "retrievals", "items returned", "dated after the question", "cases with any", "undated"],
+        "Items dated after the question, and items from another case's history (by their provenance, or a run of "
+        f"{WINDOW} content words copied from it: a unit returning what another unit holds), are dropped before the "
+        "reader and counted here; the latter are flagged in the headline. Echoes of the question (equal to it, a "
+        f"part of it, or at least {ECHO_SHARE:.0%} of their content words the question's) are counted; none of "
+        "these is ever credited as evidence. Items without a date cannot be audited. Ingest never receives the "
+        "question (the contestant sends the sessions only; tests/test_memory_contestant.py checks it); a canary "
+        "ingested for one unit never returned for another is checked before a run by `lme-harness provider-check "
+        "URL`. " + ids_note(cases),
+        [
+            "provider (variant)",
+            "retrievals",
+            "items returned",
+            "dated after the question",
+            "cases with any",
+            "undated",
+            "from another case",
+            "cases with any from another case",
+            "echoes of the question",
+        ],
     )
     for group, cs in _groups(cases).items():
         rs = [c.retrieval for c in cs if c.retrieval.get("name") == "memory_retrieve"]
@@ -224,9 +269,29 @@ def leakage_table(cases: Sequence[MemoryCase]) -> Table:
                 sum(int(r.get("after_as_of") or 0) for r in rs),
                 sum(bool(r.get("after_as_of")) for r in rs),
                 sum("date" not in i for i in items),
+                sum(int(c.retrieval.get("other_cases") or 0) for c in cs),
+                sum(bool(c.retrieval.get("other_cases")) for c in cs),
+                sum(int(c.retrieval.get("echoes") or 0) for c in cs),
             ]
         )
     return t
+
+
+def integrity_flags(records: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Lines for the report's headline: memory contestants whose units returned another case's memory, or that
+    saw the dataset's own (gold-carrying) ids; empty when there is none."""
+    cases = memory_cases(records, None, {})
+    out = []
+    for group, cs in _groups(cases).items():
+        if leaks := sum(int(c.retrieval.get("other_cases") or 0) for c in cs):
+            hit = sum(bool(c.retrieval.get("other_cases")) for c in cs)
+            out.append(
+                f"memory isolation broken: {group} returned {leaks} item(s) from other cases' histories in {hit} of "
+                f"{len(cs)} cases (dropped before the reader, never credited; see Leakage audits)"
+            )
+    if cases and (note := ids_note(cases)) != OPAQUE_IDS:
+        out.append(note)
+    return out
 
 
 def _provider_usage(c: MemoryCase) -> Mapping[str, Any]:
@@ -474,7 +539,7 @@ def _provider_failed(rec: Mapping[str, Any]) -> bool:
 def memory_scoreboard(records: Sequence[Mapping[str, Any]], lead: str | None) -> dict[tuple[str, str], float]:
     """`{(mode, metric): value}` of every memory contestant: `memory_turn_recall` / `memory_session_recall` (mean
     recall_any at the largest k recorded, abstention left out), `memory_leaked_items` (items dated after the
-    question, summed), `memory_provider_failures` (cases the provider failed or timed out on), `memory_ingest_tokens`
+    question, summed), `memory_cross_unit_items` (items from another case's history, summed), `memory_provider_failures` (cases the provider failed or timed out on), `memory_ingest_tokens`
     (mean ingest LLM tokens per answered case), `memory_ingest_usd` (mean, only when every case reports it), and
     `<lead>@with_provider_failures` (the headline metric with those cases counted as wrong). Empty without memory
     contestants."""
@@ -495,6 +560,8 @@ def memory_scoreboard(records: Sequence[Mapping[str, Any]], lead: str | None) ->
         rs = [c.retrieval for c in cs if c.retrieval.get("name") == "memory_retrieve"]
         if rs:
             out[(mode, "memory_leaked_items")] = float(sum(int(r.get("after_as_of") or 0) for r in rs))
+        if cs:
+            out[(mode, "memory_cross_unit_items")] = float(sum(int(c.retrieval.get("other_cases") or 0) for c in cs))
         if cs:
             out[(mode, "memory_ingest_tokens")] = float(
                 np.mean(
@@ -583,6 +650,8 @@ __all__ = [
     "frontier_points",
     "frontier_table",
     "html",
+    "ids_note",
+    "integrity_flags",
     "markdown",
     "memory_cases",
     "memory_tables",

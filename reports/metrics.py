@@ -129,6 +129,13 @@ AGGREGATES: tuple[MetricSpec, ...] = (
     _m("memory_turn_recall", True, "memory: turn recall", COUNT, "gold evidence turn among the retrieved items"),
     _m("memory_session_recall", True, "memory: session recall", COUNT, "gold evidence session among the items"),
     _m("memory_leaked_items", False, "memory: items after the question", TOKENS, "items dated after the question"),
+    _m(
+        "memory_cross_unit_items",
+        False,
+        "memory: items from other cases",
+        TOKENS,
+        "items from another case's history (a unit not isolated)",
+    ),
     _m("memory_provider_failures", False, "memory: provider failures", TOKENS, "cases the provider failed on"),
     _m("memory_ingest_tokens", False, "memory: ingest tokens/case", TOKENS, "LLM tokens spent ingesting"),
     _m("memory_ingest_usd", False, "memory: ingest $/case", MONEY, "ingest cost the provider reports"),

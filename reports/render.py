@@ -31,6 +31,7 @@ from reports.compare import compare_keys, compare_modes, markdown_paired, mcnema
 from reports.cost import PriceTable, load_price_table
 from reports.deviations import header_notes
 from reports.failures import failures_markdown, group_failures
+from reports.memory_systems import integrity_flags
 from reports.metrics import BUILTIN, MetricCatalog
 from reports.run_frame import RunFrame
 from reports.safe import md_cell, md_code, write_csv
@@ -337,8 +338,9 @@ def headline_rows(
     return heads, rows
 
 
-def _headline_md(head: pd.DataFrame, lead: str | None, metrics: MetricCatalog) -> list[str]:
+def _headline_md(head: pd.DataFrame, lead: str | None, metrics: MetricCatalog, flags: Sequence[str] = ()) -> list[str]:
     L = ["## Headline", "", headline_text(head, lead, metrics), ""]
+    L += [line for f in flags for line in (f"**{md_cell(f)}**", "")]  # memory contestants' broken isolation
     if lead is not None and not head.empty:
         heads, rows = headline_rows(head, lead, metrics)
         L += [_md(heads, [[text for text, _ in r] for r in rows]), "", HEADLINE_NOTE, ""]
@@ -346,9 +348,15 @@ def _headline_md(head: pd.DataFrame, lead: str | None, metrics: MetricCatalog) -
 
 
 def _headline_html(
-    head: pd.DataFrame, lead: str | None, metrics: MetricCatalog, plot: Path, has_notes: bool
+    head: pd.DataFrame,
+    lead: str | None,
+    metrics: MetricCatalog,
+    plot: Path,
+    has_notes: bool,
+    flags: Sequence[str] = (),
 ) -> list[str]:
     left = [f'<p class="verdict" id="verdict">{H.esc(headline_text(head, lead, metrics))}</p>']
+    left += [f'<p class="deviation"><strong>{H.esc(f)}</strong></p>' for f in flags]
     if has_notes:
         left.append(
             '<p class="deviation"><strong>This run deviates from a plain run: see <a href="#run">Run</a>.</strong></p>'
@@ -434,7 +442,7 @@ def _markdown(c: ReportContext) -> str:
         "",
         *_provenance_lines(meta),
         "",
-        *_headline_md(head, lead, metrics),
+        *_headline_md(head, lead, metrics, integrity_flags(c.records)),
         "## Reference table",
         "",
         markdown_table(summary, metrics),
@@ -634,7 +642,9 @@ def _html(c: ReportContext) -> str:
     )
     B: list[str] = [f"<h1>lme-harness report: {H.esc(run_dir.name)}</h1>"]
     # The first screen answers the question (which mode wins, at what cost) before the provenance and any wide table.
-    B += _headline_html(head, lead, metrics, figs["quality_vs_tokens"][0], bool(header_notes(meta)))
+    B += _headline_html(
+        head, lead, metrics, figs["quality_vs_tokens"][0], bool(header_notes(meta)), integrity_flags(records)
+    )
     B += ['<h2 id="run">Run</h2>', _provenance_html(meta)]
     B += [
         "<h2>Reference table</h2>",

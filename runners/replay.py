@@ -109,6 +109,8 @@ def _run_benchmark(config: RunConfig, skeleton: RunSkeleton) -> tuple[int, int, 
     for m in modes:  # a memory contestant keeps its ingest checkpoint here (harness/memory/checkpoint.py)
         if callable(bind := getattr(m, "bind_run_dir", None)):
             bind(run_dir)
+        if callable(bind := getattr(m, "bind_cases", None)):  # and tells another case's memory from its own
+            bind(cases)
     prior = [r for r in read_records(run_dir / RECORDS_FILE) if r.answered]
     done = {r.key for r in prior}
     todo = [(c, [m for m in modes if (c.question_id, m.name) not in done]) for c in cases]

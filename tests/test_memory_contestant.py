@@ -157,8 +157,11 @@ def test_the_contestant_ingests_without_the_question_answers_fairly_and_tears_do
     (trace,) = ingested.trace
     assert trace["provider"] == "recorder" and trace["variant"] == "fair" and trace["ready_polls"] == 2
     out = c.answer(ingested.memory, Question.of(case, case.question), _kit(reader))
-    unit = provider.calls[0][1]  # the question id and the run's tag: runs sharing a service never share a unit
-    assert unit.startswith(case.question_id + ".") and unit != ProviderContestant(provider)._run_tag
+    unit = provider.calls[0][1]  # opaque, and per run: runs sharing a service never share a unit
+    assert case.question_id not in unit and ingested.trace[0]["unit"] == unit
+    other_run = Recorder()
+    ProviderContestant(other_run, ready_poll_s=0).ingest(CaseHistory.of(case, s), _kit(reader))
+    assert other_run.calls[0][1] != unit
     assert {u for _, u, _ in provider.calls} == {unit}
     assert provider.calls[-2] == ("retrieve", unit, case.question)
     assert provider.calls[-1] == ("teardown", unit, "")
@@ -190,7 +193,7 @@ def test_a_failed_ingest_tears_the_unit_down() -> None:
     p = Failing()
     with pytest.raises(ProviderError, match="boom"):
         ProviderContestant(p).ingest(CaseHistory("u", Session(id="x", user_id="u"), ()), _kit(Reader()))
-    assert [(k, u.split(".")[0]) for k, u, _ in p.calls] == [("setup", "u"), ("teardown", "u")]
+    assert [k for k, _, _ in p.calls] == ["setup", "teardown"] and p.calls[0][1] == p.calls[1][1]
 
 
 @pytest.mark.parametrize("memory", ["bm25", "full_context", "summary", "summary_tools"])

@@ -89,13 +89,12 @@ def _args(tmp_path: Path, model_url: str, memory_url: str) -> list[str]:
     ]
 
 
-def _question(unit: str) -> str:
-    return unit.rsplit(".", 1)[0]  # a unit is the question id plus the run's tag
-
-
-def _killed_then_resumed(tmp_path: Path, service: Recording, monkeypatch) -> tuple[list[tuple[str, str]], list[dict]]:
+def _killed_then_resumed(
+    tmp_path: Path, service: Recording, monkeypatch
+) -> tuple[list[tuple[str, str]], list[dict], dict[str, str]]:
     """Run until the first unit is ingested and its reader request arrives, SIGKILL, check the checkpoint left,
-    then resume in-process. The calls the service saw in the resumed run, and the final records."""
+    then resume in-process. The calls the service saw in the resumed run, the final records, and the question of
+    every unit the service saw (units are opaque: the checkpoint and the records' ingest traces name them)."""
     monkeypatch.setenv(KEY_ENV, KEY)
     run_dir = tmp_path / "run"
     with (
@@ -112,6 +111,7 @@ def _killed_then_resumed(tmp_path: Path, service: Recording, monkeypatch) -> tup
         assert {x["unit"] for x in lines} == {stale} and lines[1]["provider"] == "recording"
         assert lines[1]["trace"]["sessions"] > 0 and "ingest_ms" in lines[1]["trace"]
         assert KEY not in ck.read_text() and KEY_ENV not in ck.read_text()  # neither the key nor where it lives
+        question = {x["unit"]: x["key"] for x in lines}
 
         n0 = len(service.calls)
         assert main(_args(tmp_path, srv.base_url, mem.base_url)) == 0
@@ -120,16 +120,18 @@ def _killed_then_resumed(tmp_path: Path, service: Recording, monkeypatch) -> tup
     assert not service.live  # and no unit on the service
     recs = sorted(load_records(run_dir / "records.jsonl"), key=lambda r: r["question_id"])
     assert [r["status"] for r in recs] == ["ok", "ok"]
-    assert _question(stale) == recs[0]["question_id"] or _question(stale) == recs[1]["question_id"]
-    return resumed, recs
+    question |= {r["ingest"]["trace"][0]["unit"]: r["question_id"] for r in recs}
+    assert question[stale] in {r["question_id"] for r in recs}
+    assert set(question) == {u for _, u in service.calls}  # every unit the service saw is one of a case's
+    return resumed, recs, question
 
 
 def test_an_attachable_service_receives_each_session_once_across_a_kill_and_resume(tmp_path, monkeypatch) -> None:
     service = Recording(attachable=True)
-    resumed, recs = _killed_then_resumed(tmp_path, service, monkeypatch)
+    resumed, recs, question = _killed_then_resumed(tmp_path, service, monkeypatch)
     stale = service.calls[0][1]
     # every session of every question reached the service exactly once
-    per_question = [(_question(u), s) for u, s in service.ingested]
+    per_question = [(question[u], s) for u, s in service.ingested]
     assert len(per_question) == len(set(per_question))
     assert {q for q, _ in per_question} == {r["question_id"] for r in recs}
     # the resumed run attached to the killed run's unit: no setup or ingest for it, torn down once answered
@@ -137,23 +139,26 @@ def test_an_attachable_service_receives_each_session_once_across_a_kill_and_resu
     assert ("setup", stale) not in resumed and ("ingest", stale) not in resumed
     assert [c for c, u in resumed if u == stale] == ["attach", "teardown"]
     by_q = {r["question_id"]: r for r in recs}
-    was = by_q[_question(stale)]["ingest"]["trace"][0]
+    was = by_q[question[stale]]["ingest"]["trace"][0]
     assert was["resumed"] is True and was["resume"]["attached"] is True
     assert was["sessions"] > 0 and was["ingest_ms"] >= 0 and "usage" in was  # the original ingest's, carried
-    (other,) = [r for q, r in by_q.items() if q != _question(stale)]
+    (other,) = [r for q, r in by_q.items() if q != question[stale]]
     assert "resumed" not in other["ingest"]["trace"][0]  # a unit ingested in this run says nothing of resuming
 
 
 def test_a_service_without_attach_has_the_stale_unit_torn_down_before_the_reingest(tmp_path, monkeypatch) -> None:
     service = Recording(attachable=False)
-    resumed, recs = _killed_then_resumed(tmp_path, service, monkeypatch)
+    resumed, recs, question = _killed_then_resumed(tmp_path, service, monkeypatch)
     stale = service.calls[0][1]
     assert all(c != "attach" for c, _ in service.calls)  # never asked: the service does not declare it
-    q = _question(stale)
-    mine = [(c, u) for c, u in resumed if _question(u) == q]
+    q = question[stale]
+    mine = [(c, u) for c, u in resumed if question[u] == q]
     # first the stale unit goes, then a fresh unit is set up, ingested, answered and torn down
     assert mine[0] == ("teardown", stale)
     assert [c for c, _ in mine[1:]] == ["setup", "ingest", "teardown"] and mine[1][1] != stale
+    # ids are opaque, and the run's: the fresh unit is told the sessions by the ids the killed run used
+    sessions = {u: [sid for v, sid in service.ingested if v == u] for u in (stale, mine[1][1])}
+    assert sessions[stale] == sessions[mine[1][1]] and not any(sid.startswith("answer") for sid in sessions[stale])
     assert stale not in service.live
     rec = next(r for r in recs if r["question_id"] == q)
     trace = rec["ingest"]["trace"][0]

@@ -203,7 +203,15 @@ def _rec(qid: str, *, correct: float, gold, after: int = 0, dated: bool = True, 
             ],
         },
         "tool_calls": [
-            {"name": "memory_retrieve", "after_as_of": after, "items": [item] * 3, "retrieve_ms": 2.0, "gold": gold}
+            {
+                "name": "memory_retrieve",
+                "after_as_of": after,
+                "other_cases": kw.get("other", 0),
+                "echoes": kw.get("echoes", 0),
+                "items": [item] * 3,
+                "retrieve_ms": 2.0,
+                "gold": gold,
+            }
         ],
     }
 
@@ -225,8 +233,8 @@ def test_the_memory_section_tells_causes_leakage_costs_and_phase_percentiles_apa
 
     records = [
         _rec("q1", correct=1.0, gold=_g(True), ingest_ms=10.0),
-        _rec("q2", correct=0.0, gold=_g(False, session=True), after=2, ingest_ms=20.0),  # not retrieved
-        _rec("q3", correct=0.0, gold=_g(True, shown=False), dated=False, ingest_ms=30.0),  # cut by the cap
+        _rec("q2", correct=0.0, gold=_g(False, session=True), after=2, other=3, ingest_ms=20.0),  # not retrieved
+        _rec("q3", correct=0.0, gold=_g(True, shown=False), dated=False, echoes=2, ingest_ms=30.0),  # cut by the cap
         _rec("q4", correct=0.0, gold=_g(True), ingest_ms=40.0),  # shown, not used
         _rec("q5_abs", correct=0.0, gold=_g(False), ingest_ms=50.0),
         _rec(
@@ -253,7 +261,8 @@ def test_the_memory_section_tells_causes_leakage_costs_and_phase_percentiles_apa
         "of not retrieved: session retrieved": 1,
     }
     (leak,) = leakage.rows
-    assert leak[1:] == [6, 18, 2, 1, 3]  # retrievals, items, dated after, cases with any, undated
+    # retrievals, items, dated after, cases with any, undated, from another case, cases with any, echoes
+    assert leak[1:] == [6, 18, 2, 1, 3, 3, 1, 2]
     (money,) = cost.rows
     m = dict(zip(cost.headers, money))
     assert m["ingested tokens"] == "1,000" and m["ingest LLM tokens (in/out)"] == "400 / 100"
@@ -377,7 +386,7 @@ def test_the_memory_scoreboard_holds_recall_leaks_provider_failures_and_ingest_c
     other = {"question_id": "q9", "mode": "summary", "status": "failed", "error": "timeout"}  # not a memory mode
     records = [
         _rec("q1", correct=1.0, gold=_g(True)),
-        _rec("q2", correct=0.0, gold=_g(False, session=True), after=2),
+        _rec("q2", correct=0.0, gold=_g(False, session=True), after=2, other=1),
         _rec("q3_abs", correct=1.0, gold=_g(False)),  # abstention: left out of recall, scored
         failed,
         other,
@@ -388,6 +397,7 @@ def test_the_memory_scoreboard_holds_recall_leaks_provider_failures_and_ingest_c
         ("memory", "memory_turn_recall"): 0.5,
         ("memory", "memory_session_recall"): 1.0,
         ("memory", "memory_leaked_items"): 2.0,
+        ("memory", "memory_cross_unit_items"): 1.0,
         ("memory", "memory_ingest_tokens"): 500.0,
         ("memory", "memory_ingest_usd"): 0.002,
         ("memory", "lme_acc@with_provider_failures"): 0.5,  # 2 right of 3 scored + 1 failed

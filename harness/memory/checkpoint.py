@@ -14,7 +14,7 @@ event, each fsynced:
     {"v": 1, "event": "ingested", ... the same ..., "trace": {...}}                               ingest done, ready
     {"v": 1, "event": "done",     "key", "unit", "at"}                                            teardown ran
 
-`key` is the case's unit id (the question), `unit` the provider-side unit (the question plus the run's tag), `scope`
+`key` is the case's unit id (the question), `unit` the provider-side unit (opaque: harness/memory/ids.py), `scope`
 the service's id for it when the adapter has one (a hosted user, namespace or agent), `settings` a hash of the
 provider's plain settings (never their values), `trace` the ingest's record entry (sessions, tokens, provider usage,
 times) so a resumed record still says what the ingest cost. Only these declared fields are written, and every line

@@ -7,9 +7,15 @@ SAME reader for every provider: the answer model (`kit.model`, same generation s
 answer prompt over the retrieved items. `native_answer: true` asks the provider's own answer call instead: a
 labelled variant (`variant` in every trace), to be shown beside the fair run, never instead of it.
 
-Isolation: the unit id is the question id plus a per-run tag; the memory handed back to `answer` is only that
-id, and teardown
-runs when the case is done (after answer, or when ingest fails). The question reaches the provider only through retrieve/answer.
+Isolation: the memory handed back to `answer` is only the unit id, and teardown runs when the case is done (after
+answer, or when ingest fails). The question reaches the provider only through retrieve/answer.
+
+Ids: no dataset id reaches the provider (LongMemEval's carry its gold labels: `answer_*` sessions are the
+evidence). Unit and session ids are opaque, keyed per run (harness/memory/ids.py), and the provenance a provider
+hands back is mapped to the dataset's ids before anything is measured (harness/memory/isolation.py). An item from
+another case's history (by its provenance, or copied text) is a cross-unit leak: dropped before the reader, like an
+item dated after the question, counted (`other_cases`), never credited. An item that echoes the question is never
+credited either (`echoes`; harness/memory/gold.py).
 
 Resume (a provider whose units outlive the process, in a run directory: a remote one, `remote = True`, or a Python
 one that keeps its units on disk there, `keep_units_in`; harness/memory/checkpoint.py): each unit is written
@@ -24,7 +30,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -33,12 +38,15 @@ from typing import Any, TypeVar
 from harness.contestants.base import Answer, CaseHistory, Ingested, Question, Stopwatch, Toolkit, query_latency
 from harness.golang import go_trim_space
 from harness.memory.checkpoint import IngestCheckpoint, OpenUnit, checkpoint_path, settings_hash
-from harness.memory.gold import Gold, Label, recall_record
+from harness.memory.gold import ECHO, Gold, Label, echoes, from_other_case, recall_record
+from harness.memory.ids import RunIds
+from harness.memory.isolation import RunCases
 from harness.memory.provider import (
     MemoryItem,
     MemoryProvider,
     MemorySession,
     MemoryTurn,
+    Provenance,
     ProviderError,
     Usage,
     iso_date,
@@ -52,10 +60,14 @@ T = TypeVar("T")
 ITEM_BLOCK = "\n### Memory {} ({}):\n{}\n"
 
 
-def memory_sessions(history: CaseHistory) -> tuple[MemorySession, ...]:
-    """The contract's view of a case's history: ids, ISO dates, roles and texts (no gold labels)."""
+def memory_sessions(history: CaseHistory, ids: RunIds) -> tuple[MemorySession, ...]:
+    """The contract's view of a case's history: opaque session ids, ISO dates, roles and texts (no gold labels)."""
     return tuple(
-        MemorySession(s.session_id, iso_date(s.date), tuple(MemoryTurn(t.role, t.content) for t in s.turns))
+        MemorySession(
+            ids.session(history.unit_id, s.session_id),
+            iso_date(s.date),
+            tuple(MemoryTurn(t.role, t.content) for t in s.turns),
+        )
         for s in history.sessions
     )
 
@@ -115,9 +127,8 @@ class ProviderContestant:
     _who: dict[str, Any] | None = field(default=None, init=False, repr=False)
     _slots: threading.BoundedSemaphore | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-    # A unit is the question id plus this per-run tag: two contestants or two runs sharing one service never
-    # share a unit (ingest is redone whole by a resumed run, so the id need not outlive the process).
-    _run_tag: str = field(default_factory=lambda: uuid.uuid4().hex[:8], init=False, repr=False)
+    # The run's cases and their opaque ids (keyed by the run directory's key once bound).
+    _cases: RunCases | None = field(default=None, init=False, repr=False)
     _bound: bool = field(default=False, init=False, repr=False)
     # Each unit's gold labels (harness/memory/gold.py), kept here from ingest to answer to measure retrieval;
     # never sent to the provider or the reader.
@@ -139,6 +150,9 @@ class ProviderContestant:
         keeps them (`memory-store.<contestant>/`). A checkpoint an earlier run left is read now, before the first
         case, so a damaged one stops the run with one error (CheckpointError) instead of failing every case."""
         self._run_dir = Path(run_dir)
+        with self._lock:
+            self._cases = None  # the ids are the run directory's from now on
+        self._run_cases()  # the id key is read (or drawn) now: a damaged one stops the run before the first case
         if callable(keep := getattr(self.provider, "keep_units_in", None)):
             keep(self._run_dir / f"memory-store.{self.name}")
             self._kept_on_disk = True
@@ -149,6 +163,19 @@ class ProviderContestant:
                 log.warning("%s", e)
                 return
             self._open_checkpoint(who)
+
+    def _run_cases(self) -> RunCases:
+        """The run's cases and their ids, under the run directory's key once one is bound (else a key of this
+        contestant's own)."""
+        with self._lock:
+            if self._cases is None:
+                self._cases = RunCases(RunIds.of_run(self._run_dir, self.name))
+            return self._cases
+
+    def bind_cases(self, cases: Any) -> None:
+        """Every case of the run (harness/data/longmemeval.py Case), before the first: what a provider hands back
+        from another case's history is then known as such, whichever case it comes from (the pipeline calls it)."""
+        self._run_cases().add_cases(cases)
 
     def __post_init__(self) -> None:
         if self.provider is None:
@@ -234,6 +261,8 @@ class ProviderContestant:
             why = "the earlier ingest never finished"
         elif last.settings != ck.settings:
             why = "the provider's settings changed since the earlier ingest"
+        elif (last.trace or {}).get("ids") != "opaque":
+            why = "the earlier ingest sent the dataset's own ids (an older harness)"
         elif "attach" not in calls or getattr(self.provider, "attach", None) is None:
             why = "the provider does not support attach"
         attached_ms = None
@@ -279,14 +308,16 @@ class ProviderContestant:
         who = self._capabilities()
         self._bind_model(kit)
         key = history.unit_id
+        cases = self._run_cases()  # the case is known before an attached unit's provenance must be mapped
+        cases.add(key, ((s.session_id, s.turns) for s in history.sessions))
         ck = self._open_checkpoint(who)
         resume: dict[str, Any] = {}
         if ck is not None and (stale := ck.take(key)):
             attached, resume = self._resume(key, stale, history)
             if attached is not None:
                 return attached
-        unit = f"{history.unit_id}.{self._run_tag}"
-        sessions = memory_sessions(history)
+        unit = cases.ids.unit(key)
+        sessions = memory_sessions(history, cases.ids)
         scope = self._scope(unit) if ck is not None else None
         with self._lock:
             self._keys[unit] = key
@@ -317,6 +348,8 @@ class ProviderContestant:
         trace = {
             **who,
             "call": "ingest",
+            "unit": unit,  # the id the provider knows the case by (opaque, as its session ids: `ids`)
+            "ids": "opaque",
             "sessions": len(history.sessions),
             # what the provider was given, in o200k tokens (ingest cost per million ingested tokens)
             "ingested_tokens": sum(kit.token_counter.count(t.content) for s in sessions for t in s.turns),
@@ -328,7 +361,7 @@ class ProviderContestant:
         gold = Gold.of(history)
         with self._lock:
             self._gold[unit] = gold
-        if (stored := self._stored(unit, gold)) is not None:
+        if (stored := self._stored(unit, key, gold)) is not None:
             trace["stored"] = stored
         if ck is not None:
             ck.ingested(key, unit, scope, trace)
@@ -336,7 +369,7 @@ class ProviderContestant:
             trace = {**trace, "resumed": False, "resume": resume}
         return Ingested(memory=unit, trace=[trace])
 
-    def _stored(self, unit: str, gold: Gold) -> dict[str, Any] | None:
+    def _stored(self, unit: str, key: str, gold: Gold) -> dict[str, Any] | None:
         """For a provider that stores derived memories and can list them (`stored(unit)`, e.g. mem0's `get_all`):
         did any stored memory hold an evidence turn (session), by the gold mapping rule (harness/memory/gold.py)?
         A wrong answer whose evidence was never stored is then `not stored` rather than `not retrieved`."""
@@ -348,7 +381,7 @@ class ProviderContestant:
         except ProviderError as e:  # not knowing what was stored loses that measurement only, never the case
             log.warning("%s", e)
             return {"error": str(e)}
-        labels = [gold.label(i.text, i.provenance) for i in items]
+        labels = [self._resolve(gold, key, i, None)[0] for i in items]
         return {
             "items": len(items),
             "evidence_turn": any(gold.hits_turn(x) for x in labels) if gold.evidence_turns else None,
@@ -357,6 +390,7 @@ class ProviderContestant:
 
     def answer(self, memory: Any, question: Question, kit: Toolkit) -> Answer:
         try:
+            self._run_cases().index()  # built once, before any case's timing (harness/memory/isolation.py)
             out = self._answer(memory, question, kit)
         except BaseException:
             self._teardown(memory)
@@ -380,21 +414,42 @@ class ProviderContestant:
                 self._checkpoint.done(key, unit)  # the record says whether teardown failed; it is not retried
         return None
 
+    def _resolve(self, gold: Gold, case: str, item: MemoryItem, query: str | None) -> tuple[Label, Provenance | None]:
+        """An item's label and its provenance in the dataset's ids (None: it names no session of the run). An item
+        from another case's history, by its provenance or by its text, is a cross-unit leak; one that echoes the
+        question (`query`) holds no evidence (harness/memory/gold.py)."""
+        cases = self._run_cases()
+        p = item.provenance
+        origin = cases.origin(p.session_id if p is not None else None)
+        mapped = None
+        if p is not None and (origin is not None or p.session_id is None):
+            mapped = Provenance(origin.session_id if origin else None, p.turn_index, p.date)
+        if origin is not None and origin.case != case:
+            return from_other_case(origin.case), mapped
+        if query is not None and echoes(item.text, query):
+            return ECHO, mapped
+        if (copied := cases.copied_from(item.text, case)) is not None:
+            return from_other_case(copied), mapped
+        unknown = Provenance(None, p.turn_index, p.date) if p is not None else None  # an id of no session of the run
+        return gold.label(item.text, mapped or unknown, query), mapped
+
     def _answer(self, unit: str, question: Question, kit: Toolkit) -> Answer:
         who = self._capabilities()
         sw = Stopwatch()
         as_of = iso_date(question.date)
         with self._lock:
             gold = self._gold.get(unit) or Gold([])
+        case = question.unit_id
         if self.native_answer:
             t0 = time.perf_counter()
             own = self._call(lambda: self.provider.answer(unit, question.text, as_of))
-            used = [gold.label(i.text, i.provenance) for i in own.items]
+            used = [self._resolve(gold, case, i, question.text)[0] for i in own.items]
             trace = {
                 "name": "memory_answer",
                 **who,
                 "usage": asdict(own.usage),
                 "items": len(own.items),
+                **_integrity_counts(used),
                 "answer_ms": round((time.perf_counter() - t0) * 1000, 1),
                 # what the provider says it used (its items are all it read); None when it does not say
                 "gold": recall_record(gold, used, len(used), used) if used else None,
@@ -406,21 +461,28 @@ class ProviderContestant:
         got = self._call(lambda: self.provider.retrieve(unit, question.text, self.top_k, as_of))
         retrieve_ms = round((time.perf_counter() - t0) * 1000, 1)
         cutoff = parse_iso(as_of)
+        resolved = {id(i): self._resolve(gold, case, i, question.text) for i in got.items}
+        labels = {k: label for k, (label, _) in resolved.items()}
         late = [i for i in got.items if i.provenance and i.provenance.date and parse_iso(i.provenance.date) > cutoff]
-        shown = [i for i in got.items if all(i is not x for x in late)][: self.top_k]
+        # leakage: dated after the question, or from another case's history: dropped, never shown to the reader
+        dropped = {id(i) for i in late} | {k for k, label in labels.items() if label.by == "other_case"}
+        shown = [i for i in got.items if id(i) not in dropped][: self.top_k]
         cut = cut_to_cap(shown, self.context_tokens, kit.token_counter.count)
-        labels = {id(i): gold.label(i.text, i.provenance) for i in got.items}
         trace = {
             "name": "memory_retrieve",
             **who,
             "top_k": self.top_k,
             "returned": len(got.items),
-            "after_as_of": len(late),  # leakage: dated after the question, dropped (never shown to the reader)
-            "items": [{**_item_record(i), "gold": labels[id(i)].record(gold)} for i in got.items],
+            "after_as_of": len(late),
+            **_integrity_counts(labels.values()),
+            "items": [{**_item_record(i, resolved[id(i)][1]), "gold": labels[id(i)].record(gold)} for i in got.items],
             "usage": asdict(got.usage),
             "retrieve_ms": retrieve_ms,
             "gold": recall_record(
-                gold, [labels[id(i)] for i in shown], self.top_k, _kept_labels(gold, shown, cut.kept, labels)
+                gold,
+                [labels[id(i)] for i in shown],
+                self.top_k,
+                _kept_labels(gold, shown, cut.kept, resolved, question.text),
             ),
         }
         blocks = "".join(ITEM_BLOCK.format(n + 1, _label(i), text) for n, (i, text) in enumerate(zip(shown, cut.kept)))
@@ -436,15 +498,29 @@ class ProviderContestant:
         )
 
 
-def _kept_labels(gold: Gold, shown: list[MemoryItem], kept: tuple[str, ...], labels: dict[int, Label]) -> list[Label]:
+def _integrity_counts(labels: Any) -> dict[str, int]:
+    """The retrieval's leak and echo counts for the record (reports/memory_systems.py's leakage audits)."""
+    by = [x.by for x in labels]
+    return {"other_cases": by.count("other_case"), "echoes": by.count("echo")}
+
+
+def _kept_labels(
+    gold: Gold,
+    shown: list[MemoryItem],
+    kept: tuple[str, ...],
+    resolved: dict[int, tuple[Label, Provenance | None]],
+    query: str,
+) -> list[Label]:
     """The labels of what the reader was shown: whole items as labelled; an item cut by the cap by its kept text."""
     out = []
     for item, text in zip(shown, kept):
-        whole = text == item.text
-        p = item.provenance
+        label, p = resolved[id(item)]
+        if text == item.text or label.by == "echo":
+            out.append(label)
+            continue
         # a cut item keeps its provenance's session, never its turn: the kept text must still hold the turn
-        session_only = p and p.session_id and type(p)(p.session_id, None, p.date)
-        out.append(labels[id(item)] if whole else gold.label(text, session_only or None))
+        session_only = p and p.session_id and Provenance(p.session_id, None, p.date)
+        out.append(gold.label(text, session_only or None, query))
     return out
 
 
@@ -455,10 +531,14 @@ def _label(item: MemoryItem) -> str:
     return ", ".join(x for x in (p.date and f"date {p.date}", p.session_id and f"session {p.session_id}") if x) or "-"
 
 
-def _item_record(item: MemoryItem) -> dict[str, Any]:
+def _item_record(item: MemoryItem, mapped: Provenance | None) -> dict[str, Any]:
+    """An item's record: its size, score and provenance in the dataset's ids (an id that names no session of the
+    run is kept as `unmapped_session_id`)."""
     out: dict[str, Any] = {"chars": len(item.text), "score": item.score}
     if item.provenance is not None:
-        out.update({k: v for k, v in asdict(item.provenance).items() if v is not None})
+        out.update({k: v for k, v in asdict(mapped or item.provenance).items() if v is not None})
+        if mapped is None and item.provenance.session_id is not None:
+            out["unmapped_session_id"] = out.pop("session_id")
     return out
 
 

@@ -10,7 +10,11 @@ Mapping rule, one item at a time (docs/memory-systems.md "Measurements"):
 3. No usable provenance: text overlap against every turn. An item and a turn match when they share at least
    `MIN_SHARED` distinct content words (lower-cased letter/digit runs, a few function words left out) and those
    are at least `OVERLAP` of the turn's words (the item holds the turn: a chunk, a whole session) or of the
-   item's words (the turn holds the item: a fact extracted from it).
+   item's words (the turn holds the item: a fact extracted from it), and at least one of the shared words is not
+   in the question (`overlaps`' `query`): a match that rests on the question's own words alone is an echo of it.
+Before any of these, an item that echoes the question (`echoes`: equal to it, a part of it, or at least
+`ECHO_SHARE` of its distinct content words the question's) is labelled `echo` and holds no turn, whatever its
+provenance says: a provider that hands the question back has retrieved nothing.
 An item cut by the context cap counts as shown to the reader only when its kept text still matches (rule 3, within
 the provenance session when named). recall_any@k (as evaluation.py defines it): an evidence turn (session) is
 among the first k items the reader could be shown (items dated after the question already dropped).
@@ -27,6 +31,8 @@ from harness.scoring.lexical import tokenize
 
 OVERLAP = 0.5
 MIN_SHARED = 3
+# "Mostly made of the question": at least this share of an item's distinct content words are the question's.
+ECHO_SHARE = 0.8
 # Function words shared by almost any two English texts: left out so that they cannot make a match alone.
 STOPWORDS = frozenset(
     "a an and are as at be but by can do for from had has have he her his i if in is it its me my of on or our "
@@ -38,10 +44,29 @@ def words(text: str) -> frozenset[str]:
     return frozenset(w for w in tokenize(text) if w not in STOPWORDS)
 
 
-def overlaps(item: frozenset[str], turn: frozenset[str]) -> bool:
-    """The stated rule: ≥ MIN_SHARED shared words, and ≥ OVERLAP of the turn's or of the item's words."""
-    shared = len(item & turn)
-    return shared >= MIN_SHARED and (shared >= OVERLAP * len(turn) or shared >= OVERLAP * len(item))
+def overlaps(item: frozenset[str], turn: frozenset[str], query: frozenset[str] = frozenset()) -> bool:
+    """The stated rule: ≥ MIN_SHARED shared words, ≥ OVERLAP of the turn's or of the item's words, and one shared
+    word at least that the question (`query`, its content words) does not hold."""
+    common = item & turn
+    shared = len(common)
+    return (
+        shared >= MIN_SHARED
+        and (shared >= OVERLAP * len(turn) or shared >= OVERLAP * len(item))
+        and not common <= query
+    )
+
+
+def echoes(text: str, query: str) -> bool:
+    """Whether an item is the question handed back rather than anything retrieved: every token of it is one of the
+    question's (equal to it, or a part of it, in any order; case and punctuation aside), or at least ECHO_SHARE of
+    its distinct content words are the question's (the question with a word or two changed or added)."""
+    tokens = set(tokenize(text))
+    if not tokens:
+        return False
+    if tokens <= set(tokenize(query)):
+        return True
+    own = words(text)
+    return bool(own) and len(own & words(query)) >= ECHO_SHARE * len(own)
 
 
 @dataclass(frozen=True)
@@ -54,12 +79,26 @@ class GoldTurn:
 
 @dataclass(frozen=True)
 class Label:
-    by: str  # "provenance" | "overlap" | "none" (matched nothing)
+    # "provenance" | "overlap" | "none" (matched nothing) | "echo" (the question handed back) |
+    # "other_case" (another case's history: a cross-unit leak, harness/memory/isolation.py)
+    by: str
     turns: frozenset[tuple[str, int]]
     sessions: frozenset[str]
+    other_case: str | None = None  # the case it came from (by == "other_case")
 
     def record(self, gold: Gold) -> dict[str, Any]:
-        return {"by": self.by, "evidence_session": gold.hits_session(self), "evidence_turn": gold.hits_turn(self)}
+        out = {"by": self.by, "evidence_session": gold.hits_session(self), "evidence_turn": gold.hits_turn(self)}
+        if self.other_case is not None:
+            out["other_case"] = self.other_case
+        return out
+
+
+ECHO = Label("echo", frozenset(), frozenset())
+
+
+def from_other_case(case: str) -> Label:
+    """The label of an item from another case's history: it holds no turn of this case, whatever its text."""
+    return Label("other_case", frozenset(), frozenset(), case)
 
 
 class Gold:
@@ -80,14 +119,18 @@ class Gold:
         """From a CaseHistory (harness/contestants/base.py): its dated sessions and their dataset turns."""
         return cls([(s.session_id, [(t.content, t.has_answer) for t in s.turns]) for s in history.sessions])
 
-    def label(self, text: str, provenance: Any = None) -> Label:
+    def label(self, text: str, provenance: Any = None, query: str | None = None) -> Label:
+        """The item's label by the module's rule; `provenance` in the dataset's ids (the contestant maps the
+        provider's opaque ones back first); `query` the question it was retrieved for (None: not a retrieval)."""
+        if query is not None and echoes(text, query):
+            return ECHO
         sid = getattr(provenance, "session_id", None)
         idx = getattr(provenance, "turn_index", None)
         if sid is not None and (sid, idx) in self.by_key:
             return Label("provenance", frozenset({(sid, idx)}), frozenset({sid}))  # type: ignore[arg-type]
         pool = [t for t in self.turns if t.session_id == sid] if sid in self.session_ids else self.turns
-        w = words(text)
-        hit = frozenset((t.session_id, t.index) for t in pool if overlaps(w, t.words))
+        w, q = words(text), words(query or "")
+        hit = frozenset((t.session_id, t.index) for t in pool if overlaps(w, t.words, q))
         if sid in self.session_ids:
             return Label("provenance", hit, frozenset({sid}))  # type: ignore[arg-type]
         return Label("overlap" if hit else "none", hit, frozenset(s for s, _ in hit))
@@ -129,4 +172,16 @@ def recall_record(
     return out
 
 
-__all__ = ["MIN_SHARED", "OVERLAP", "Gold", "Label", "overlaps", "recall_record", "words"]
+__all__ = [
+    "ECHO",
+    "ECHO_SHARE",
+    "MIN_SHARED",
+    "OVERLAP",
+    "Gold",
+    "Label",
+    "echoes",
+    "from_other_case",
+    "overlaps",
+    "recall_record",
+    "words",
+]
