@@ -27,6 +27,8 @@ from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, mcnemar, paired_bootstra
 COST_SIDE = (
     "final_prompt_tokens",
     "prompt_tokens_total",
+    "total_tokens",  # every LLM token of the question: answer + ingest + retrieve (reports/phases.py)
+    "ingest_tokens",
     "summary_tokens",
     "n_search",
     "n_load",

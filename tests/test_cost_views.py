@@ -285,3 +285,24 @@ def test_the_contestant_records_how_a_providers_usage_is_priced():
     assert traces["bound"]["llm"] == "answer_model" and "llm" not in traces["plain"]
     assert "remote" not in traces["plain"]
     assert ProviderContestant(HttpProvider(url="http://127.0.0.1:9/v1"))._spend() == {"remote": True}
+
+
+def test_compares_paired_tokens_count_ingest(tmp_path):
+    """`compare bm25 mem0`: besides the answer's prompt tokens, the paired rows hold the tokens including ingest,
+    so mem0's extraction shows as the cost it is."""
+    from reports.compare import compare_runs, load_runs
+
+    bm25 = write_run(tmp_path / "bm25", [memory_rec(q, "memory", "bm25", answer_prompt=3000) for q in ("q1", "q2")])
+    mem0 = write_run(
+        tmp_path / "mem0",
+        [
+            memory_rec(q, "memory", "mem0", answer_prompt=800, ingest_usage=MEM0_INGEST, spend={"llm": "answer_model"})
+            for q in ("q1", "q2")
+        ],
+    )
+    (pair,) = compare_runs(load_runs([bm25, mem0], prices=load_price_table()))
+    rows = pair.stats.set_index("metric")
+    assert rows.loc["prompt_tokens_total", "delta"] == -2200  # the answer's prompt alone: mem0 looks cheaper
+    assert rows.loc["total_tokens", "mean_a"] == 3010 and rows.loc["total_tokens", "mean_b"] == 16410
+    assert rows.loc["ingest_tokens", "delta"] == 15600 and rows.loc["total_tokens", "losses"] == 2
+    assert rows.loc["cost_total", "delta"] > 0  # and it costs more
