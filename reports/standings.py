@@ -59,6 +59,7 @@ class Contestant:
     answer_ms: float | None  # median over questions (the query latency)
     latency_ms: float | None  # median over questions of ingest + answer
     spend_reported: bool = True  # False: a remote service that reported neither tokens nor cost
+    failed: int = 0  # its cases not scored (a provider's failures among them): never counted in the means above
 
     @property
     def total_tokens(self) -> float:
@@ -169,6 +170,7 @@ def contestants_of(
                 answer_ms=_median(query_ms),
                 latency_ms=_median(ingest_ms.fillna(0) + query_ms),
                 spend_reported=not (ing and ing.get("remote")) or any(_reported(u) for u in usages),
+                failed=int(((df["mode"].astype(str) == mode) & (df["status"] != "ok")).sum()),
             )
         )
     return out
@@ -335,7 +337,8 @@ def table(contestants: Sequence[Contestant], lead: str | None, metrics: MetricCa
         "(means): USD and LLM tokens (prompt + completion) of answer + ingest + retrieve, the split beside (the judge "
         "apart; ingest: a summary's generation, a memory provider's ingest such as mem0's extraction calls priced as "
         "the run's model, an index's embeddings; retrieve: a provider's query-time call and query vectors); n/a: "
-        "unpriced, or a service that reports no cost. p50 ingest and answer time over questions. `variant`: not run "
+        "unpriced, or a service that reports no cost. `cases`: scored (failed ones, e.g. a provider's errors, are "
+        "counted apart and left out of every mean). p50 ingest and answer time over questions. `variant`: not run "
         "at the fair defaults. `frontier`: no other contestant is at least as good on quality with no more tokens "
         "per question and better on one (a service that reported no usage at all is not on it by being cheap).",
         [
@@ -363,7 +366,7 @@ def table(contestants: Sequence[Contestant], lead: str | None, metrics: MetricCa
                 rank,
                 c.name,
                 c.variant,
-                c.n,
+                f"{c.n} ({c.failed} failed)" if c.failed else c.n,
                 quality,
                 usd,
                 " / ".join(_num(c.usd[p], "{:.6f}") or "n/a" for p in PHASES),

@@ -179,6 +179,12 @@ def test_names_are_the_contestants_own_and_only_names_that_collide_are_qualified
         "bm25 (run 1)",
         "bm25 (run 2)",
     ]
+    # a service that calls itself bm25 cannot pass for the built-in: both are qualified, by what they are
+    twin = [_c("bm25", 0.5, 1, run=0), _c("bm25", 0.5, 1, run=1)]
+    assert [c.name for c in name_contestants(twin, [metas[0], metas[3]], paths[:2])] == [
+        "bm25 (memory._target_=IndexProvider)",
+        "bm25 (memory._target_=HttpProvider)",
+    ]
     # two contestants of one run with the same provider (two memory modes): their mode keys
     one_run = [_c("bm25", 0.5, 1, mode="memory"), _c("bm25", 0.5, 1, mode="memory_k20")]
     assert [c.name for c in name_contestants(one_run)] == ["bm25 (memory)", "bm25 (memory_k20)"]
@@ -256,10 +262,24 @@ def contest(tmp_path: Path) -> list[Path]:
             ingest_usage={"cost_usd": 0.01},
             retrieve_usage={"cost_usd": 0.001},
         ),
-        memory_run(
-            root / "e", "full_context", [1, 1, 1, 0], config=_config("builtin.FullContextProvider"), answer_prompt=4000
+        _with_failure(
+            memory_run(
+                root / "e",
+                "full_context",
+                [1, 1, 1, 0],
+                config=_config("builtin.FullContextProvider"),
+                answer_prompt=4000,
+            )
         ),
     ]
+
+
+def _with_failure(run_dir: Path) -> Path:
+    """One more case, which the provider failed: recorded, not scored."""
+    failed = rec("q9", "memory", status="failed", error="memory provider 'full_context': retrieve failed")
+    with open(run_dir / "records.jsonl", "a") as f:
+        f.write(json.dumps({"schema": 1, **failed}) + "\n")
+    return run_dir
 
 
 def _rows(md: str) -> list[list[str]]:
@@ -282,6 +302,7 @@ def test_compare_ranks_every_contestant_in_one_table_named_by_the_contestant(tmp
         "my-service",
     ]
     assert [r[0] for r in _rows(md)] == ["1", "1", "3", "3", "5"]
+    assert rows["bm25"][3] == "4" and rows["full_context"][3] == "4 (1 failed)"  # a failure is shown, not hidden
     assert rows["mem0 (memory.top_k=20)"][2] == "settings (top_k=20)" and rows["bm25"][2] == ""
     # tokens per question include ingest: mem0's 15,600 extraction tokens a question
     assert rows["mem0 (memory.top_k=10)"][7] == "16,410" and rows["mem0 (memory.top_k=10)"][8] == "810 / 15,600 / 0"
