@@ -21,8 +21,9 @@ import pandas as pd
 
 from harness.records import RECORDS_FILE, STATUS_OK, Record, RecordError, load_records
 from harness.run_meta import RunMeta, read_run_meta
-from reports.cost import Endpoints, PriceTable, judge_calls, load_price_table, record_costs, summary_calls
+from reports.cost import PHASES, Endpoints, PriceTable, load_price_table, record_costs
 from reports.metrics import BUILTIN, COST_KEYS, MetricCatalog, catalog_of
+from reports.phases import ingest_ms, judge_calls, phase_tokens, summary_calls
 from reports.run_frame import RunFrame
 from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap_ci, paired_bootstrap_ci
 
@@ -99,6 +100,15 @@ def records_frame(
             "summary_chars": summary.get("chars") if summary else None,
             "summary_bytes": summary.get("bytes") if summary else None,
         }
+        if ok:  # what the contestant spent on the question, by phase (reports/phases.py): every cost view shows all
+            spent = phase_tokens(rec, by_key)
+            row.update(
+                answer_tokens=spent.answer,
+                ingest_tokens=spent.ingest,
+                retrieve_tokens=spent.retrieve,
+                total_tokens=spent.total,
+                ingest_ms=ingest_ms(rec),
+            )
         for source, spec in metrics.derived:  # e.g. llm_acc from the tRPC judge's verdict
             if details.get(source) is not None and ok:
                 row[spec.name] = _verdict(details[source], spec.verdict or "")
@@ -270,6 +280,7 @@ def headline_metric(frame: RunFrame) -> str | None:
 
 
 HEADLINE_COLUMNS = ["mode", "n", "mean", "lo", "hi", "delta", "delta_lo", "delta_hi", "pairs"]
+HEADLINE_COLUMNS += ["tokens", "tokens_share", *(f"{p}_tokens" for p in PHASES)]
 HEADLINE_COLUMNS += ["prompt_tokens", "prompt_share", "latency_ms", "latency_share"]
 
 
@@ -284,12 +295,14 @@ def headline(
 ) -> pd.DataFrame:
     """Per mode, what the report's first screen says: `metric`'s mean with its 95 % CI over scored cases; against
     `long_context`, over the cases scored in both, the paired difference (mode − long_context, CI resampling
-    cases) and the prompt tokens and latency as a share of long_context's (ratio of means); and the mode's own
-    mean prompt tokens (`tokens`: every answer call by default) and latency. Without long_context in the run the
-    comparison columns are NaN."""
+    cases) and the tokens and latency as a share of long_context's (ratio of means); and the mode's own means:
+    `tokens`, every LLM token of the question (answer + ingest + retrieve, `total_tokens`) with its split by phase,
+    `prompt_tokens` (`tokens`: the answer calls' prompt tokens by default) and latency. Without long_context in the
+    run the comparison columns are NaN."""
     df = frame.df
     ok = _ok(df)
-    ok = ok.assign(**{c: pd.to_numeric(ok[c], errors="coerce") for c in (tokens, latency)})
+    spent = ["total_tokens", *(f"{p}_tokens" for p in PHASES)]
+    ok = ok.assign(**{c: pd.to_numeric(ok[c], errors="coerce") for c in (tokens, latency, *spent) if c in ok})
     base = ok[ok["mode"] == BASELINE_MODE].set_index("question_id") if BASELINE_MODE in modes(df) else None
     rows = []
     for mode in modes(df):
@@ -306,6 +319,7 @@ def headline(
             "prompt_tokens": float(part[tokens].mean()),
             "latency_ms": float(part[latency].mean()),
         }
+        row.update({("tokens" if c == "total_tokens" else c): _mean(part, c) for c in spent})
         if base is not None and not base.empty:
             both = base.merge(part.set_index("question_id"), left_index=True, right_index=True, suffixes=("_base", ""))
             d = paired_bootstrap_ci(
@@ -317,8 +331,14 @@ def headline(
             row.update(delta=d.mean, delta_lo=d.lo, delta_hi=d.hi, pairs=d.n)
             row["prompt_share"] = _share(both[tokens], both[f"{tokens}_base"])
             row["latency_share"] = _share(both[latency], both[f"{latency}_base"])
+            if "total_tokens" in both:
+                row["tokens_share"] = _share(both["total_tokens"], both["total_tokens_base"])
         rows.append(row)
     return pd.DataFrame(rows, columns=HEADLINE_COLUMNS)
+
+
+def _mean(part: pd.DataFrame, column: str) -> float:
+    return float(part[column].mean()) if column in part else math.nan
 
 
 def _share(mode: pd.Series, base: pd.Series) -> float:
@@ -356,7 +376,8 @@ def tool_stats(frame: RunFrame) -> pd.DataFrame:
 
 
 def cost_table(frame: RunFrame) -> pd.DataFrame:
-    """Per mode: cost per case and run total, by part; the final call's prompt tokens shown beside, apart."""
+    """Per mode: tokens and cost per case by phase (answer, ingest, retrieve; the judge apart) and the run total;
+    the final call's prompt tokens (the reference's figure) shown beside, apart."""
     df = frame.df
     if "cost_total" not in df.columns:
         return pd.DataFrame()
@@ -373,6 +394,7 @@ def cost_table(frame: RunFrame) -> pd.DataFrame:
             "prompt_tokens_total": float(p["prompt_tokens_total"].mean()),
             "summary_tokens": float(p["summary_tokens"].mean()),
             "judge_tokens": float(p["judge_tokens"].mean()),
+            **{k: _mean(p, k) for k in ("total_tokens", *(f"{ph}_tokens" for ph in PHASES))},
         }
         for k in COST_KEYS:
             vals = p[k]

@@ -27,6 +27,8 @@ from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, mcnemar, paired_bootstra
 COST_SIDE = (
     "final_prompt_tokens",
     "prompt_tokens_total",
+    "total_tokens",  # every LLM token of the question: answer + ingest + retrieve (reports/phases.py)
+    "ingest_tokens",
     "summary_tokens",
     "n_search",
     "n_load",
@@ -57,6 +59,7 @@ class Run:
     label: str
     frame: RunFrame
     meta: RunMeta = field(default_factory=lambda: RunMeta.from_json({}))
+    records: list[dict[str, Any]] = field(default_factory=list)  # as read (the source of the frame)
 
     @property
     def df(self) -> pd.DataFrame:
@@ -118,7 +121,7 @@ def _short(v: Any, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def _fewest(keys: Sequence[str], flat: Sequence[Mapping[str, Any]]) -> list[str]:
+def fewest_keys(keys: Sequence[str], flat: Sequence[Mapping[str, Any]]) -> list[str]:
     """The fewest of `keys` (shallowest first) that tell the runs apart: a provider's name repeated under the
     contestant (`mode.memory.provider.name`) adds nothing to `memory.name`. All of them when none suffice."""
 
@@ -142,7 +145,7 @@ def _labels(paths: Sequence[Path], metas: Sequence[RunMeta]) -> list[str]:
         keys += [k for k, _, _ in config_diff(metas[0], m) if k not in keys]
     named = [k for k in keys if k.split(".")[-1] == "name"]  # e.g. prompt.name says it all for a prompt variant
     flat = [flatten(m.config or {}) for m in metas]
-    keys = _fewest(named, flat) or keys[:3]
+    keys = fewest_keys(named, flat) or keys[:3]
     if keys:
         labels = [",".join(_entry(k, f) for k in keys) for f in flat]
         if len(set(labels)) == len(labels):
@@ -165,7 +168,7 @@ def _entry(key: str, flat: Mapping[str, Any]) -> str:
 def load_runs(paths: Sequence[Path], *, prices: PriceTable | None = None) -> list[Run]:
     runs = [read_run(p, prices=prices) for p in paths]
     metas = [r.meta for r in runs]
-    return [Run(p, label, r.frame, r.meta) for p, label, r in zip(paths, _labels(paths, metas), runs)]
+    return [Run(p, label, r.frame, r.meta, r.records) for p, label, r in zip(paths, _labels(paths, metas), runs)]
 
 
 def paired_frame(a: pd.DataFrame, b: pd.DataFrame, *, on: Sequence[str] = ("question_id", "mode")) -> pd.DataFrame:

@@ -1,9 +1,11 @@
 """Cost of a run from its records and a dated price table (USD per 1M tokens).
 
-Every model call a record holds is priced: answer calls, summary generation (charged to each mode that uses
-the summary, even when it was generated once and shared), judge calls and embedding calls. A call of a local
-model costs 0; a call whose model has no price is *unpriced* and its cost is None (n/a), never 0.
-Calls replayed from the response cache are priced as if live: the figure is the cost of the configuration.
+Every model call a record holds is priced, by the phase it served (reports/phases.py): answer calls; ingest (summary
+generation, charged to each mode that uses the summary, even when it was generated once and shared; the embedding
+calls of an index over the history; a memory provider's ingest, `provider_cost`); retrieve (query vectors, a memory
+provider's retrieve); and, apart, the judge's calls. A call of a local model costs 0; a call whose model has no price
+is *unpriced* and its cost is None (n/a), never 0. Calls replayed from the response cache are priced as if live: the
+figure is the cost of the configuration.
 """
 
 from __future__ import annotations
@@ -17,12 +19,23 @@ from typing import Any
 import yaml
 
 from harness.config_files import CONFIG_DIR
-from harness.records import Record
 from harness.run_meta import ModelRef, RunMeta
 from harness.settings import judge_model
+from reports.phases import (
+    ByKey,
+    RecordLike,
+    embedding_calls,
+    judge_calls,
+    provider_ingest,
+    provider_query,
+    split_embedding_calls,
+    summary_calls,
+    typed_record,
+)
 
 DEFAULT_PRICING = CONFIG_DIR / "pricing" / "default.yaml"
-COST_PARTS = ("answer", "summary", "judge", "embedding")
+PHASES = ("answer", "ingest", "retrieve")  # what a contestant spends on a question (reports/phases.py)
+COST_PARTS = (*PHASES, "judge")  # cost_total: the judge is the measurement's, shown apart
 
 
 class PricingError(ValueError):
@@ -137,65 +150,48 @@ def call_cost(
     return ((prompt - cached) * price.input + cached * cached_price + out * price.output) / 1e6, None
 
 
-RecordLike = Record | Mapping[str, Any]  # a typed record, or its JSON object
-ByKey = Mapping[tuple[str, str], RecordLike]
+def provider_cost(
+    entry: Mapping[str, Any] | None, table: PriceTable, endpoints: Endpoints
+) -> tuple[float | None, str | None]:
+    """(USD, what is unpriced or None) of a memory provider's call as its trace records it (reports/phases.py
+    `provider_ingest` / `provider_query`). The `cost_usd` a provider reports is kept as it is. Without one, LLM tokens
+    of a provider whose calls went through the run's answer model (`llm: answer_model`: mem0's extraction, the summary
+    engine) are priced as that model's; a remote service (`remote: true`) that reports no `cost_usd` has an unknown
+    cost (n/a, never 0: a service that spends nothing says `cost_usd: 0`); tokens of any other model are unpriced."""
+    if entry is None:
+        return 0.0, None
+    usage = entry.get("usage") or {}
+    if usage.get("cost_usd") is not None:
+        return float(usage["cost_usd"]), None
+    who = f"memory provider {entry.get('provider')!r}"
+    if int(usage.get("embedding_tokens") or 0):  # the provider's embedder is not named: no price to look up
+        return None, f"{who} (embedding tokens without cost_usd)"
+    tokens = {"prompt_tokens": usage.get("input_tokens") or 0, "completion_tokens": usage.get("output_tokens") or 0}
+    if entry.get("llm") == "answer_model" and any(tokens.values()):
+        return call_cost({"usage": tokens}, table, local=endpoints.answer_local, fallback_model=endpoints.answer_model)
+    if entry.get("remote"):
+        return None, f"{who} (no cost_usd reported)"
+    if any(tokens.values()):
+        return None, f"{who} (LLM tokens without cost_usd)"
+    return 0.0, None
 
 
-def _typed(rec: RecordLike) -> Record:
-    return rec if isinstance(rec, Record) else Record.from_json(rec)
-
-
-def judge_calls(rec: RecordLike) -> list[dict[str, Any]]:
-    """The judge calls of a record: every scorer detail that carries a ChatResult record as `usage`; a voted
-    judge's (harness/scoring/votes.py) are its `votes`, every one a call (its top-level usage is one of them)."""
-    out = []
-    for det in (_typed(rec).metric_details or {}).values():
-        if not isinstance(det, Mapping):
-            continue
-        votes = det.get("votes")
-        for call in votes if isinstance(votes, list) else [det]:
-            u = call.get("usage") if isinstance(call, Mapping) else None
-            if isinstance(u, Mapping) and "usage" in u:
-                out.append(dict(u))
-    return out
-
-
-def summary_calls(rec: RecordLike, by_key: ByKey) -> list[dict[str, Any]]:
-    """Calls that produced the summary this record used; a shared summary is looked up in the mode it was made for."""
-    r = _typed(rec)
-    summ = r.summary or {}
-    if not summ:
-        return []
-    made_for = summ.get("generated_for")
-    if summ.get("reused") and made_for and made_for != r.mode:
-        src = by_key.get((r.question_id, made_for))
-        return list(((_typed(src).summary or {}).get("calls") if src is not None else None) or [])
-    return list(summ.get("calls") or [])
-
-
-def embedding_calls(rec: RecordLike) -> list[dict[str, Any]]:
-    """Embedding requests, when the retrieval layer records them (`embedding_calls`: [{model, usage}])."""
-    return [dict(c) for c in (_typed(rec).embedding_calls or [])]
+def _sum(values: Iterable[float | None]) -> float | None:
+    """A sum only when every value is known: an unknown part makes the whole unknown, never smaller."""
+    vals = list(values)
+    return None if any(v is None for v in vals) else float(sum(v for v in vals if v is not None))
 
 
 def record_costs(
     rec: RecordLike, by_key: ByKey, table: PriceTable, endpoints: Endpoints
 ) -> tuple[dict[str, float | None], set[str]]:
-    """Per-part cost of one record (`cost_answer`, ..., `cost_total`) and the unpriced model ids met."""
-    rec = _typed(rec)
-    parts: dict[str, Iterable[Mapping[str, Any]]] = {
-        "answer": rec.calls or [],
-        "summary": summary_calls(rec, by_key),
-        "judge": judge_calls(rec),
-        "embedding": embedding_calls(rec),
-    }
-    costs: dict[str, float | None] = {}
+    """Per-part cost of one record and the unpriced model ids met. By phase (reports/phases.py): `cost_answer`,
+    `cost_ingest`, `cost_retrieve`, their sum `cost_contestant`; `cost_judge` apart; `cost_total` all four. By
+    source, for the detail: `cost_summary` (in ingest) and `cost_embedding` (ingest's and query-time calls)."""
+    rec = typed_record(rec)
     unpriced: set[str] = set()
-    for part, calls in parts.items():
-        local = endpoints.judge_local if part == "judge" else (endpoints.answer_local if part != "embedding" else False)
-        fallback = (
-            endpoints.judge_model if part == "judge" else (endpoints.answer_model if part != "embedding" else None)
-        )
+
+    def priced(calls: Iterable[Mapping[str, Any]], *, local: bool, fallback: str | None) -> float | None:
         total: float | None = 0.0
         for c in calls:
             usd, missing = call_cost(c, table, local=local, fallback_model=fallback)
@@ -204,7 +200,34 @@ def record_costs(
                 total = None
             elif total is not None:
                 total += usd
-        costs[f"cost_{part}"] = total
-    vals = [costs[f"cost_{p}"] for p in COST_PARTS]
-    costs["cost_total"] = None if any(v is None for v in vals) else sum(vals)  # type: ignore[arg-type]
+        return total
+
+    def provider(entry: Mapping[str, Any] | None) -> float | None:
+        usd, missing = provider_cost(entry, table, endpoints)
+        if missing:
+            unpriced.add(missing)
+        return usd
+
+    def by_answer_model(calls: Iterable[Mapping[str, Any]]) -> float | None:  # the run's answer client's calls
+        return priced(calls, local=endpoints.answer_local, fallback=endpoints.answer_model)
+
+    ingest_embeddings, query_embeddings = split_embedding_calls(rec)
+    ingest = rec.ingest or {}
+    if rec.summary:
+        own_ingest = by_answer_model(summary_calls(rec, by_key))
+    else:  # the contestant's own model calls while ingesting: the run's answer client, recorded as counts
+        counts = {"prompt_tokens": ingest.get("prompt_tokens"), "completion_tokens": ingest.get("completion_tokens")}
+        own_ingest = by_answer_model([{"usage": counts}] if any(counts.values()) else [])
+    costs: dict[str, float | None] = {
+        "cost_answer": by_answer_model(rec.calls or []),
+        "cost_summary": by_answer_model(summary_calls(rec, by_key)),
+        "cost_judge": priced(judge_calls(rec), local=endpoints.judge_local, fallback=endpoints.judge_model),
+        "cost_embedding": priced(embedding_calls(rec), local=False, fallback=None),
+        "cost_ingest": _sum(
+            [own_ingest, provider(provider_ingest(rec)), priced(ingest_embeddings, local=False, fallback=None)]
+        ),
+        "cost_retrieve": _sum([provider(provider_query(rec)), priced(query_embeddings, local=False, fallback=None)]),
+    }
+    costs["cost_contestant"] = _sum(costs[f"cost_{p}"] for p in PHASES)
+    costs["cost_total"] = _sum(costs[f"cost_{p}"] for p in COST_PARTS)
     return costs, unpriced

@@ -8,7 +8,7 @@ Read from the records alone (the contestant recorded each retrieval's gold label
 - leakage audits: items dated after the question and items from another case's history (both dropped before the
   reader, counted; the latter flagged in the report's headline), echoes of the question, items without a date, and
   whether the providers saw opaque ids (harness/memory/ids.py) or the dataset's own;
-- ingest cost and time apart from answer cost and time, per question and per million ingested tokens;
+- ingest cost and time apart from retrieve and answer cost and time, per question and per million ingested tokens;
 - p50/p95/p99 latency per phase (ingest, retrieve, answer).
 A run without memory contestants gets no section at all, so other reports are unchanged byte for byte.
 """
@@ -18,8 +18,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -50,6 +49,8 @@ class MemoryCase:
     answer_ms: float | None
     cost_answer: float | None
     mode: str = ""  # the record's mode (the contestant's name)
+    cost_ingest: float | None = None  # priced by phase (reports/cost.py): None when unpriced or not reported
+    cost_retrieve: float | None = None
 
     @property
     def ingest_trace(self) -> Mapping[str, Any]:
@@ -75,11 +76,11 @@ def _trace(rec: Mapping[str, Any]) -> Mapping[str, Any] | None:
 def memory_cases(
     records: Iterable[Mapping[str, Any]],
     lead: str | None,
-    cost_answer: Mapping[tuple[str, str], float | None],
+    costs: Mapping[tuple[str, str], Mapping[str, float | None]],
     run: str | None = None,
 ) -> list[MemoryCase]:
-    """The answered records of memory contestants (those whose ingest trace names a provider); `run` labels
-    the rows when several runs are shown side by side (compare)."""
+    """The answered records of memory contestants (those whose ingest trace names a provider), with their costs by
+    phase (`costs_of`); `run` labels the rows when several runs are shown side by side (compare)."""
     out = []
     for rec in records:
         ing = _trace(rec)
@@ -106,8 +107,10 @@ def memory_cases(
                 ingest=rec.get("ingest") or {},
                 usage=rec.get("usage") or {},
                 answer_ms=answer_ms,
-                cost_answer=cost_answer.get((rec["question_id"], rec["mode"])),
+                cost_answer=(cost := costs.get((rec["question_id"], rec["mode"])) or {}).get("cost_answer"),
                 mode=str(rec["mode"]),
+                cost_ingest=cost.get("cost_ingest"),
+                cost_retrieve=cost.get("cost_retrieve"),
             )
         )
     return out
@@ -298,6 +301,14 @@ def _provider_usage(c: MemoryCase) -> Mapping[str, Any]:
     return (c.ingest.get("trace") or [{}])[0].get("usage") or {}
 
 
+def _num(v: Any) -> float:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return 0.0
+    return 0.0 if math.isnan(x) else x
+
+
 def _usd(values: Sequence[float | None]) -> float | None:
     """A sum only when every value is known: an unreported cost is n/a, never 0."""
     return None if not values or any(v is None for v in values) else float(sum(v for v in values if v is not None))
@@ -307,9 +318,11 @@ def cost_table(cases: Sequence[MemoryCase]) -> Table:
     t = Table(
         "Ingest apart from answer",
         "Per question (mean). Ingest: the provider's reported usage plus any harness model calls while "
-        "ingesting; $ as the provider reports it (n/a when it does not). Per 1M ingested tokens: the ingest "
-        "figures over the tokens of the sessions given to ingest (o200k). Answer: the reader's calls (priced "
-        "with the run's price table) and the provider's retrieval usage.",
+        "ingesting. $ with the run's price table: a provider's own `cost_usd` as reported, else the LLM tokens of a "
+        "provider whose calls go through the run's model (mem0's extraction) at that model's price; n/a for a "
+        "service that reports no cost, and for any unpriced case (never a partial sum). Per 1M ingested tokens: "
+        "the ingest figures over the tokens of the sessions given to ingest (o200k). Retrieve: the provider's "
+        "retrieval usage and query vectors. Answer: the reader's calls.",
         [
             "provider (variant)",
             "cases",
@@ -322,6 +335,7 @@ def cost_table(cases: Sequence[MemoryCase]) -> Table:
             "ingest $ / 1M ingested",
             "answer tokens (in/out)",
             "retrieval embedding tokens",
+            "retrieve $",
             "answer $",
         ],
     )
@@ -339,7 +353,8 @@ def cost_table(cases: Sequence[MemoryCase]) -> Table:
             for c in cs
         )
         unusable = sum(int(_provider_usage(c).get("unusable_replies") or 0) for c in cs)
-        usd = _usd([_provider_usage(c).get("cost_usd") for c in cs])
+        usd = _usd([c.cost_ingest for c in cs])
+        r_usd = _usd([c.cost_retrieve for c in cs])
         r_emb = sum(int((c.retrieval.get("usage") or {}).get("embedding_tokens") or 0) for c in cs)
         a_usd = _usd([c.cost_answer for c in cs])
         per_m = 1e6 / ingested if ingested else math.nan
@@ -357,6 +372,7 @@ def cost_table(cases: Sequence[MemoryCase]) -> Table:
                 f"{sum(int(c.usage.get('prompt_tokens_total') or 0) for c in cs) / n:,.0f} / "
                 f"{sum(int(c.usage.get('completion_tokens_total') or 0) for c in cs) / n:,.0f}",
                 f"{r_emb / n:,.0f}",
+                None if r_usd is None else f"{r_usd / n:.6f}",
                 None if a_usd is None else f"{a_usd / n:.6f}",
             ]
         )
@@ -385,145 +401,38 @@ def latency_table(cases: Sequence[MemoryCase]) -> Table:
     return t
 
 
-@dataclass(frozen=True)
-class FrontierPoint:
-    """One contestant (a mode, or a memory provider) on the quality–cost–latency frontier; means per question."""
-
-    label: str
-    n: int  # answered (scored) cases
-    quality: float | None  # mean of the headline metric
-    tokens: float  # answer tokens (in + out) + ingest tokens
-    ingest_tokens: float  # the summary's generation tokens, or the provider's ingest LLM tokens (in + out)
-    latency_ms: float | None  # median over questions of ingest time + answer time
-
-
-def _num(v: Any) -> float:
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        return 0.0
-    return 0.0 if math.isnan(x) else x
-
-
-def frontier_points(
-    df: Any, records: Iterable[Mapping[str, Any]], lead: str | None, run: str | None = None
-) -> list[FrontierPoint]:
-    """Every contestant of a records frame `df` (and its records, for the memory providers' ingest) as a frontier
-    point. Ingest counts: a summary mode's generation (also when shared: the tokens of the summary it used, as the
-    report's `summary_tokens`), a provider's reported ingest LLM tokens; its time: the summary's model time, the
-    provider's ingest and readiness wait. Answer: the record's prompt + completion tokens and its `query_ms`."""
-    by_key = {(str(r.get("question_id")), str(r.get("mode"))): r for r in records}
-    groups: dict[str, list[tuple[float | None, float, float, float | None]]] = {}
-    if df is None or getattr(df, "empty", True) or not lead or lead not in df.columns:
-        return []
-    for row in df[df["status"] == "ok"].to_dict("records"):
-        rec = by_key.get((str(row["question_id"]), str(row["mode"]))) or {}
-        ing = _trace(rec)
-        if ing is not None:
-            usage = ing.get("usage") or {}
-            ingest = rec.get("ingest") or {}
-            label = f"{row['mode']}: {ing['provider']}"
-            ingest_tokens = sum(_num(usage.get(k)) for k in ("input_tokens", "output_tokens")) + sum(
-                _num(ingest.get(k)) for k in ("prompt_tokens", "completion_tokens")
-            )
-            ingest_ms = _num(ing.get("ingest_ms")) + _num(ing.get("ready_wait_ms"))
-        else:
-            label = str(row["mode"])
-            ingest_tokens = _num(row.get("summary_tokens"))
-            ingest_ms = _num((rec.get("summary") or {}).get("generation_ms"))
-        answer_ms = row.get("query_ms")
-        latency = None if answer_ms is None or answer_ms != answer_ms else ingest_ms + float(answer_ms)
-        quality = row.get(lead)
-        tokens = _num(row.get("prompt_tokens_total")) + _num(row.get("completion_tokens_total")) + ingest_tokens
-        groups.setdefault((f"{run} · " if run else "") + label, []).append(
-            (None if quality is None or quality != quality else float(quality), tokens, ingest_tokens, latency)
-        )
-    out = []
-    for label, xs in groups.items():
-        lat = [x[3] for x in xs if x[3] is not None]
-        out.append(
-            FrontierPoint(
-                label,
-                len(xs),
-                _mean(x[0] for x in xs),
-                float(np.mean([x[1] for x in xs])),
-                float(np.mean([x[2] for x in xs])),
-                float(np.median(lat)) if lat else None,
-            )
-        )
-    return out
-
-
-def frontier_table(points: Sequence[FrontierPoint], lead: str | None) -> Table:
-    t = Table(
-        "Quality, cost and latency frontier",
-        f"Every contestant of the run: `{lead}` (mean), tokens per question including ingest (the summary's "
-        "generation, a provider's ingest LLM tokens) and the median per question of ingest + answer time. "
-        "`frontier`: no other contestant has at least its quality with fewer tokens (the plot's dashed line).",
-        [
-            "contestant",
-            "cases",
-            lead or "quality",
-            "tokens / question",
-            "of which ingest",
-            "p50 ingest + answer ms",
-            "frontier",
-        ],
-    )
-    on = set(pareto(points))
-    for p in points:
-        t.rows.append(
-            [
-                p.label,
-                p.n,
-                p.quality,
-                f"{p.tokens:,.0f}",
-                f"{p.ingest_tokens:,.0f}",
-                p.latency_ms,
-                "yes" if p.label in on else "",
-            ]
-        )
-    return t
-
-
-def pareto(points: Sequence[FrontierPoint]) -> list[str]:
-    """The labels on the quality–tokens frontier, cheapest first: each has a higher quality than every cheaper one."""
-    out: list[str] = []
-    best = -math.inf
-    for p in sorted((p for p in points if p.quality is not None), key=lambda p: (p.tokens, -(p.quality or 0))):
-        if p.quality is not None and p.quality > best:
-            out.append(p.label)
-            best = p.quality
-    return out
-
-
 def memory_tables(
-    records: Iterable[Mapping[str, Any]], lead: str | None, cost_answer: Mapping[tuple[str, str], float | None]
+    records: Iterable[Mapping[str, Any]],
+    lead: str | None,
+    costs: Mapping[tuple[str, str], Mapping[str, float | None]],
 ) -> list[Table]:
     """The section's tables; none when the run has no memory contestant."""
-    return tables_of(memory_cases(records, lead, cost_answer))
+    return tables_of(memory_cases(records, lead, costs))
 
 
-def cost_answer_of(df: Any) -> dict[tuple[str, str], float | None]:
-    """(question_id, mode) -> the priced answer cost of a records frame (None: unpriced or not priced)."""
-    if "cost_answer" not in df.columns:
-        return {}
+COST_PHASES = ("cost_answer", "cost_ingest", "cost_retrieve")
+
+
+def costs_of(df: Any) -> dict[tuple[str, str], dict[str, float | None]]:
+    """(question_id, mode) -> the priced costs by phase of a records frame (None: unpriced, or not priced)."""
+    cols = [c for c in COST_PHASES if c in df.columns]
     return {
-        (str(q), str(m)): None if v is None or v != v else float(v)
-        for q, m, v in zip(df["question_id"], df["mode"], df["cost_answer"])
+        (str(q), str(m)): {c: None if v is None or v != v else float(v) for c, v in zip(cols, vals)}
+        for q, m, *vals in zip(df["question_id"], df["mode"], *(df[c] for c in cols))
     }
 
 
-def compare_tables(runs: Sequence[Any]) -> list[Table]:
-    """The tables over several runs side by side (`lme-harness compare`), each row labelled by its run;
-    none when no run has a memory contestant. `runs`: reports.compare.Run (path, label, df)."""
-    from harness.records import RECORDS_FILE, load_records
+def compare_tables(runs: Sequence[Any], names: Mapping[tuple[int, str], str]) -> list[Table]:
+    """The tables over several runs side by side (`lme-harness compare`), each row named by its contestant
+    (`names`: (run index, mode) -> name, reports/standings.py) and variant; none when no run has a memory
+    contestant. `runs`: reports.compare.Run (frame, records)."""
     from reports.aggregate import headline_metric
 
     cases: list[MemoryCase] = []
-    for r in runs:
-        records = load_records(Path(r.path) / RECORDS_FILE)
-        cases += memory_cases(records, headline_metric(r.frame), cost_answer_of(r.df), run=r.label)
+    for i, r in enumerate(runs):
+        for c in memory_cases(r.records, headline_metric(r.frame), costs_of(r.df)):
+            variant = ((c.ingest.get("trace") or [{}])[0]).get("variant", "?")
+            cases.append(replace(c, group=f"{names.get((i, c.mode), c.mode)} ({variant})"))
     return tables_of(cases)
 
 
@@ -582,18 +491,6 @@ def memory_scoreboard(records: Sequence[Mapping[str, Any]], lead: str | None) ->
     return out
 
 
-def compare_frontier(runs: Sequence[Any]) -> list[FrontierPoint]:
-    """Every contestant of several runs as frontier points, labelled by run; none when no run has a memory
-    contestant (compare's output is then as before)."""
-    from harness.records import RECORDS_FILE, load_records
-    from reports.aggregate import headline_metric
-
-    loaded = [(r, load_records(Path(r.path) / RECORDS_FILE)) for r in runs]
-    if not any(_trace(rec) for _, records in loaded for rec in records):
-        return []
-    return [p for r, records in loaded for p in frontier_points(r.df, records, headline_metric(r.frame), run=r.label)]
-
-
 def tables_of(cases: Sequence[MemoryCase]) -> list[Table]:
     if not cases:
         return []
@@ -606,7 +503,8 @@ def tables_of(cases: Sequence[MemoryCase]) -> list[Table]:
     ]
 
 
-def _text(v: Any) -> str:
+def cell_text(v: Any) -> str:
+    """A table value as shown: n/a for None/NaN, a small float to 3 places, a large one with separators."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "n/a"
     if isinstance(v, float):
@@ -621,7 +519,7 @@ def markdown(tables: Sequence[Table]) -> str:
     for t in tables:
         L += [f"### {t.title}", "", t.intro, ""]
         L += ["| " + " | ".join(md_cell(h) for h in t.headers) + " |", "|" + "---|" * len(t.headers)]
-        L += ["| " + " | ".join(md_cell(_text(v)) for v in r) + " |" for r in t.rows]
+        L += ["| " + " | ".join(md_cell(cell_text(v)) for v in r) + " |" for r in t.rows]
         L += [""]
     return "\n".join(L)
 
@@ -638,22 +536,20 @@ def html(tables: Sequence[Table]) -> list[str]:
         B += [
             f"<h3>{H.esc(t.title)}</h3>",
             f'<p class="muted">{H.esc(t.intro.replace("`", ""))}</p>',
-            H.table(t.headers, [[H.cell(_text(v)) for v in r] for r in t.rows], table_id=_slug(t.title)),
+            H.table(t.headers, [[H.cell(cell_text(v)) for v in r] for r in t.rows], table_id=_slug(t.title)),
         ]
     return B
 
 
 __all__ = [
-    "FrontierPoint",
     "MemoryCase",
     "Table",
-    "frontier_points",
-    "frontier_table",
+    "compare_tables",
+    "costs_of",
     "html",
     "ids_note",
     "integrity_flags",
     "markdown",
     "memory_cases",
     "memory_tables",
-    "pareto",
 ]

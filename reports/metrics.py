@@ -52,11 +52,19 @@ ORDER = (
     "wall_ms",
     "summary_chars",
     "summary_bytes",
+    "total_tokens",
+    "answer_tokens",
+    "ingest_tokens",
+    "retrieve_tokens",
+    "ingest_ms",
     "cost_answer",
-    "cost_summary",
+    "cost_ingest",
+    "cost_retrieve",
+    "cost_contestant",
     "cost_judge",
-    "cost_embedding",
     "cost_total",
+    "cost_summary",
+    "cost_embedding",
 )
 HEADLINE = frozenset(ORDER[:16])
 # Quality metrics are listed judge-first in the CI tables and plots.
@@ -107,11 +115,26 @@ HARNESS_METRICS: tuple[MetricSpec, ...] = (
     _m("wall_ms", False, "wall ms", TOKENS, "this process's wall time for the mode (a cached re-run shrinks it)"),
     _m("summary_chars", False, "summary chars", TOKENS, "characters of the summary"),
     _m("summary_bytes", False, "summary bytes (reference's chars)", TOKENS, "UTF-8 bytes of the summary"),
+    # what a contestant spent on a question by phase (reports/phases.py): LLM tokens, prompt + completion
+    _m("total_tokens", False, "tokens incl. ingest", TOKENS, "answer + ingest + retrieve LLM tokens of the question"),
+    _m("answer_tokens", False, "answer tokens", TOKENS, "prompt + completion tokens of the answer calls"),
+    _m("ingest_tokens", False, "ingest tokens", TOKENS, "a summary's generation, ingest calls, a provider's ingest"),
+    _m("retrieve_tokens", False, "retrieve tokens", TOKENS, "a memory provider's reported query-time LLM tokens"),
+    _m(
+        "ingest_ms",
+        False,
+        "ingest ms",
+        TOKENS,
+        "ingest time: a provider's ingest and readiness, a summary's model time",
+    ),
     _m("cost_answer", False, "cost: answer $/case", MONEY, "answer calls priced with the price table"),
-    _m("cost_summary", False, "cost: summary $/case", MONEY, "summary calls priced"),
+    _m("cost_ingest", False, "cost: ingest $/case", MONEY, "summary, ingest embeddings, a provider's ingest"),
+    _m("cost_retrieve", False, "cost: retrieve $/case", MONEY, "query embeddings, a provider's retrieve"),
+    _m("cost_contestant", False, "cost: contestant $/case", MONEY, "answer + ingest + retrieve (the judge apart)"),
     _m("cost_judge", False, "cost: judge $/case", MONEY, "judge calls priced"),
-    _m("cost_embedding", False, "cost: embedding $/case", MONEY, "embedding calls priced"),
-    _m("cost_total", False, "cost $/case", MONEY, "every call priced"),
+    _m("cost_total", False, "cost $/case", MONEY, "every call priced: answer + ingest + retrieve + judge"),
+    _m("cost_summary", False, "cost: summary $/case", MONEY, "summary calls priced (part of ingest)"),
+    _m("cost_embedding", False, "cost: embedding $/case", MONEY, "embedding calls priced (ingest's and retrieve's)"),
 )
 COST_KEYS = tuple(m.name for m in HARNESS_METRICS if m.name.startswith("cost_"))
 # Scoreboard-only aggregates (no per-case column), for the gate's direction.

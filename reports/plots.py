@@ -5,8 +5,10 @@ SVGs are written without a date and with a fixed hash salt, so the same records 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Collection, Sequence
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -31,10 +33,11 @@ def quality_markers(metrics: MetricCatalog = BUILTIN) -> list[str]:
     return list(QUALITY) + [k for k in metrics.quality_keys if k not in BUILTIN]
 
 
-def save(fig, out_base: Path) -> list[Path]:
-    """Write `out_base`.png and .svg; returns both paths."""
+def save(fig, out_base: Path, *, rect: tuple[float, float, float, float] | None = None) -> list[Path]:
+    """Write `out_base`.png and .svg; returns both paths. `rect`: the part of the figure the axes are laid out in
+    (figure coordinates), leaving the rest to a figure legend."""
     out_base = Path(out_base)
-    fig.tight_layout()
+    fig.tight_layout(rect=rect)
     # tight_layout leaves a placeholder layout engine behind, and with any engine set, savefig draws the whole
     # figure once more before each format (a third of the plotting time of a report); the layout is already done.
     fig.set_layout_engine(None)
@@ -213,35 +216,69 @@ def paired_deltas(table: pd.DataFrame, out_base: Path, *, title: str) -> list[Pa
     return save(fig, out_base)
 
 
-def frontier(points: Sequence, out_base: Path, *, quality_label: str, pareto: Sequence[str] = ()) -> list[Path]:
+def frontier(points: Sequence, out_base: Path, *, quality_label: str, on: Collection[str] = ()) -> list[Path]:
     """Quality against tokens per question including ingest (left, log x) and against the median ingest + answer
-    time (right, log x), one colour per contestant; the quality–tokens frontier (`pareto`, labels cheapest first)
-    dashed. `points`: reports.memory_systems.FrontierPoint."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10.5, 4.5), dpi=120, sharey=True)
+    time (right, log x), one colour and marker per contestant (hollow: a variant); the frontier (`on`, names)
+    joined by a dashed line. `points`: reports.standings.Contestant. The legend, one entry per contestant named in
+    full, lies below both plots in as many columns as fit the figure's width; the plots are laid out above it."""
     shown = [p for p in points if p.quality is not None]
-    colors = {p.label: f"C{i % 10}" for i, p in enumerate(shown)}
-    for p in shown:
-        left.scatter(max(p.tokens, 1.0), p.quality, color=colors[p.label], s=60, label=f"{p.label} (n={p.n})")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10.5, 4.5), dpi=120, sharey=True)
+    handles = []
+    for i, p in enumerate(shown):
+        style = {"color": f"C{i % 10}", "marker": MARKERS[(i // 10) % len(MARKERS)], "s": 60}
+        if p.variant:
+            style.update(facecolors="none", edgecolors=style.pop("color"), linewidths=1.5)
+        handles.append(left.scatter(max(p.total_tokens, 1.0), p.quality, label=p.legend, **style))
         if p.latency_ms is not None:
-            right.scatter(max(p.latency_ms, 1.0), p.quality, color=colors[p.label], s=60)
-    by_label = {p.label: p for p in shown}
-    line = [by_label[lab] for lab in pareto if lab in by_label]
+            right.scatter(max(p.latency_ms, 1.0), p.quality, **style)
+    line = sorted((p for p in shown if p.name in on and math.isfinite(p.frontier_cost)), key=lambda p: p.total_tokens)
     if len(line) > 1:
-        left.plot([max(p.tokens, 1.0) for p in line], [p.quality for p in line], ls="--", color="#555", lw=1)
+        left.plot([max(p.total_tokens, 1.0) for p in line], [p.quality for p in line], ls="--", color="#555", lw=1)
     for ax, xlabel in (
         (left, "tokens / question incl. ingest (log)"),
         (right, "p50 ingest + answer ms / question (log)"),
     ):
         ax.set_xscale("log")
+        lo, hi = ax.get_xlim()
+        # 1-2-5 ticks within a decade or two; over a wider range one a decade, so the labels never run together
+        subs = (1.0, 2.0, 5.0) if math.log10(max(hi / max(lo, 1e-9), 1.0)) <= 2 else (1.0,)
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=subs))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(xlabel)
         ax.grid(True, which="both", alpha=0.3)
     left.set_ylabel(f"{quality_label} (mean)")
     left.set_ylim(-0.05, 1.05)
-    fig.suptitle("Quality vs cost vs latency per contestant")
-    if shown:
-        right.legend(
-            *left.get_legend_handles_labels(), loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, frameon=False
-        )
-    return save(fig, out_base)
+    fig.suptitle("Quality vs cost vs latency per contestant (dashed: the frontier)")
+    rect = None
+    if handles:
+        legend = _legend_below(fig, handles)
+        height = legend.get_window_extent(_renderer(fig)).height / fig.bbox.height
+        rect = (0.0, min(0.9, height + 0.02), 1.0, 1.0)
+    return save(fig, out_base, rect=rect)
+
+
+def _renderer(fig) -> Any:
+    """The figure's renderer (Agg, this module's backend), to measure text before the figure is saved."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = fig.canvas
+    return (canvas if isinstance(canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)).get_renderer()
+
+
+def _legend_below(fig, handles: Sequence) -> Any:
+    """A figure legend at the bottom in the most columns (up to 4) whose width fits the figure; the figure grows
+    by the legend's height, so the plots keep theirs."""
+    renderer = _renderer(fig)
+    legend = None
+    for ncol in range(min(4, len(handles)), 0, -1):
+        if legend is not None:
+            legend.remove()
+        legend = fig.legend(handles=handles, loc="lower center", ncol=ncol, fontsize=8, frameon=False)
+        if legend.get_window_extent(renderer).width <= 0.98 * fig.bbox.width:
+            break
+    assert legend is not None
+    extra = legend.get_window_extent(renderer).height / fig.dpi
+    width, height = fig.get_size_inches()
+    fig.set_size_inches(width, height + extra + 0.2)
+    return legend

@@ -28,7 +28,7 @@ from reports.aggregate import (
     tool_stats,
 )
 from reports.compare import compare_keys, compare_modes, markdown_paired, mcnemar_cell
-from reports.cost import PriceTable, load_price_table
+from reports.cost import PHASES, PriceTable, load_price_table
 from reports.deviations import header_notes
 from reports.failures import failures_markdown, group_failures
 from reports.memory_systems import integrity_flags
@@ -210,7 +210,7 @@ def build_report(run_dir: Path, *, prices: PriceTable | str | Path | None = None
     md = _markdown(ctx)
     # empty for a single-type run: its files stay exactly as before
     type_md, ctx.by_type_html = _by_type(frame, run_dir, out)
-    memory_md, ctx.memory_html = _memory(df, records, lead, run_dir, out)  # empty without memory contestants
+    memory_md, ctx.memory_html = _memory(frame, records, lead, run_dir, out)  # empty without memory contestants
     out["markdown"].write_text(md + type_md + memory_md)
     out["html"].write_text(_html(ctx))
     return out
@@ -234,21 +234,24 @@ def _by_type(frame: RunFrame, run_dir: Path, out: dict[str, Path]) -> tuple[str,
 
 
 def _memory(
-    df: pd.DataFrame, records: Sequence[dict[str, Any]], lead: str | None, run_dir: Path, out: dict[str, Path]
+    frame: RunFrame, records: Sequence[dict[str, Any]], lead: str | None, run_dir: Path, out: dict[str, Path]
 ) -> tuple[str, list[str]]:
-    """The memory-systems section (reports/memory_systems.py), Markdown and HTML, with the frontier plot of every contestant
-    (frontier.png/svg); empty for runs without memory contestants."""
+    """The memory-systems section (reports/memory_systems.py), Markdown and HTML, led by every contestant of the run
+    ranked (reports/standings.py) with the frontier plot (frontier.png/svg); empty for runs without memory
+    contestants."""
     from reports import memory_systems as memory
+    from reports import standings as C
 
-    tables = memory.memory_tables(records, lead, memory.cost_answer_of(df))
+    tables = memory.memory_tables(records, lead, memory.costs_of(frame.df))
     if not tables:
         return "", []
-    points = memory.frontier_points(df, records, lead)
-    if not points:
-        return memory.markdown(tables), memory.html(tables)
-    paths = plots.frontier(points, run_dir / "frontier", quality_label=lead or "quality", pareto=memory.pareto(points))
+    found = C.name_contestants(C.contestants_of(frame, records, lead))
+    hib = frame.metrics.higher_is_better(lead) is not False if lead else True
+    on = C.frontier(found, higher_is_better=hib)
+    label = frame.metrics.label(lead) if lead else "quality"
+    paths = plots.frontier(found, run_dir / "frontier", quality_label=label, on=on)
     out["plot_frontier"], out["plot_frontier_svg"] = paths[0], paths[1]
-    tables = [memory.frontier_table(points, lead), *tables]
+    tables = [C.table(found, lead, frame.metrics), *tables]
     md = memory.markdown(tables).replace(
         "### Retrieval recall", f"![frontier]({paths[0].name}) ([svg]({paths[1].name}))\n\n### Retrieval recall", 1
     )
@@ -260,9 +263,11 @@ def _memory(
 
 HEADLINE_NOTE = (
     "Quality: mean over scored cases [95 % bootstrap CI]. Δ: paired over the cases both modes scored "
-    "(mode − long_context) [95 % CI]. Prompt tokens: every answer call of a case (the final call alone is the "
-    "plot's x and the reference table's figure); latency: the reference's query latency; the % is the mode's "
-    "share of long_context's over the same cases (ratio of means)."
+    "(mode − long_context) [95 % CI]. Tokens: every LLM token a case cost its mode (prompt + completion), ingest "
+    "included: the answer calls, ingest (a summary's generation, a memory provider's ingest such as mem0's "
+    "extraction) and retrieve (a memory provider's query-time calls); the final call's prompt tokens alone are the "
+    "plot's x and the reference table's figure. Latency: the reference's query latency. The % is the mode's share "
+    "of long_context's over the same cases (ratio of means)."
 )
 
 
@@ -291,16 +296,17 @@ def headline_text(head: pd.DataFrame, lead: str | None, metrics: MetricCatalog) 
     if top["mode"] == BASELINE_MODE:
         if others.empty:
             return text
-        hib_sign = 1 if hib else -1  # the best other mode; among equals the one with the fewest prompt tokens
-        alt = others.assign(_q=-hib_sign * others["mean"], _t=others["prompt_share"].fillna(math.inf))
+        hib_sign = 1 if hib else -1  # the best other mode; among equals the one with the fewest tokens
+        alt = others.assign(_q=-hib_sign * others["mean"], _t=others["tokens_share"].fillna(math.inf))
         nxt = alt.sort_values(["_q", "_t"], kind="stable").iloc[0]
         return text + (
             f" The best other mode, {nxt['mode']}, scores Δ {_delta(nxt, f)}{_sig_text(nxt)}, at "
-            f"{_pct(nxt['prompt_share'])} of its prompt tokens and {_pct(nxt['latency_share'])} of its latency."
+            f"{_pct(nxt['tokens_share'])} of its tokens (ingest included) and {_pct(nxt['latency_share'])} of its "
+            "latency."
         )
     return text + (
-        f" Against {BASELINE_MODE}: Δ {_delta(top, f)}{_sig_text(top)}, at {_pct(top['prompt_share'])} of its "
-        f"prompt tokens and {_pct(top['latency_share'])} of its latency."
+        f" Against {BASELINE_MODE}: Δ {_delta(top, f)}{_sig_text(top)}, at {_pct(top['tokens_share'])} of its "
+        f"tokens (ingest included) and {_pct(top['latency_share'])} of its latency."
     )
 
 
@@ -323,18 +329,19 @@ def headline_rows(
     heads = ["mode", f"{metrics.arrow_label(lead)} [95 % CI]"]
     if has_base:
         heads.append(f"Δ vs {BASELINE_MODE} [95 % CI]")
-    heads += ["prompt tokens/case", "latency ms/case"]
+    heads += ["tokens/case incl. ingest", "answer / ingest / retrieve", "latency ms/case"]
     rows = []
     for r in head.to_dict("records"):
         cells = [(str(r["mode"]), None), (f"{H.fmt_ci(r['mean'], r['lo'], r['hi'], f)} (n={r['n']})", r["mean"])]
-        tokens, latency = _fmt(r["prompt_tokens"], "{:,.0f}"), _fmt(r["latency_ms"], "{:,.0f}")
+        tokens, latency = _fmt(r["tokens"], "{:,.0f}"), _fmt(r["latency_ms"], "{:,.0f}")
+        split = " / ".join(_fmt(r[f"{p}_tokens"], "{:,.0f}") for p in PHASES)
         if has_base:
             base = r["mode"] == BASELINE_MODE
             cells.append(("baseline" if base else _delta(r, f), r["delta"]))
             if not base:
-                tokens += f" ({_pct(r['prompt_share'])})"
+                tokens += f" ({_pct(r['tokens_share'])})"
                 latency += f" ({_pct(r['latency_share'])})"
-        rows.append([*cells, (tokens, r["prompt_tokens"]), (latency, r["latency_ms"])])
+        rows.append([*cells, (tokens, r["tokens"]), (split, r["ingest_tokens"]), (latency, r["latency_ms"])])
     return heads, rows
 
 
@@ -576,6 +583,25 @@ def _markdown(c: ReportContext) -> str:
     return "\n".join(L)
 
 
+# The cost table's columns: (key, header, format); tokens and $ by phase, the judge apart (reports/phases.py).
+COST_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("final_prompt_tokens", "final-call prompt tokens", "{:,.0f}"),
+    ("total_tokens", "tokens/case incl. ingest", "{:,.0f}"),
+    ("answer_tokens", "answer tokens", "{:,.0f}"),
+    ("ingest_tokens", "ingest tokens", "{:,.0f}"),
+    ("retrieve_tokens", "retrieve tokens", "{:,.0f}"),
+    ("judge_tokens", "judge tokens", "{:,.0f}"),
+    ("cost_answer", "answer $/case", "{:.6f}"),
+    ("cost_ingest", "ingest $/case", "{:.6f}"),
+    ("cost_retrieve", "retrieve $/case", "{:.6f}"),
+    ("cost_judge", "judge $/case", "{:.6f}"),
+    ("cost_total", "total $/case", "{:.6f}"),
+    ("cost_total_sum", "total $", "{:.4f}"),
+    ("cost_summary", "of which summary $/case", "{:.6f}"),  # the detail by source: in ingest
+    ("cost_embedding", "of which embedding $/case", "{:.6f}"),  # in ingest (an index) and retrieve (queries)
+)
+
+
 def _cost_md(costs: pd.DataFrame, table: PriceTable, unpriced: Sequence[str]) -> list[str]:
     if costs.empty:
         return []
@@ -583,44 +609,23 @@ def _cost_md(costs: pd.DataFrame, table: PriceTable, unpriced: Sequence[str]) ->
         "## Cost",
         "",
         _md(
-            [
-                "mode",
-                "final-call prompt tokens",
-                "prompt tokens, all calls",
-                "summary gen tokens",
-                "judge tokens",
-                "answer $/case",
-                "summary $/case",
-                "judge $/case",
-                "embedding $/case",
-                "total $/case",
-                "total $",
-            ],
-            [
-                [
-                    r["mode"],
-                    f"{r['final_prompt_tokens']:,.0f}",
-                    f"{r['prompt_tokens_total']:,.0f}",
-                    _fmt(r["summary_tokens"], "{:,.0f}"),
-                    _fmt(r["judge_tokens"], "{:,.0f}"),
-                    *[
-                        _fmt(r[k], "{:.6f}")
-                        for k in ("cost_answer", "cost_summary", "cost_judge", "cost_embedding", "cost_total")
-                    ],
-                    _fmt(r["cost_total_sum"], "{:.4f}"),
-                ]
-                for r in costs.to_dict("records")
-            ],
+            ["mode", *(head for _, head, _ in COST_COLUMNS)],
+            [[str(r["mode"]), *(_fmt(r.get(k), f) for k, _, f in COST_COLUMNS)] for r in costs.to_dict("records")],
         ),
         "",
         f"Prices: {md_code(Path(table.path).name if table.path else 'table')} dated {md_cell(table.date)} "
         f"({md_cell(table.currency)} per 1M "
-        "tokens; input, cached input, output). The final-call prompt tokens are the reference's figure; the cost "
-        "counts every call: answer rounds, summary generation (charged to each mode that uses the summary), judge "
-        "and embedding calls. Local models cost 0; calls replayed from the response cache are priced as if live.",
+        "tokens; input, cached input, output). The final-call prompt tokens are the reference's figure. Tokens "
+        "(prompt + completion) and $ are shown by phase: answer (every answer round), ingest (summary generation, "
+        "charged to each mode that uses the summary; the embedding calls of an index over the history; a memory "
+        "provider's ingest, e.g. mem0's extraction calls, priced as the run's model) and retrieve (query vectors, a "
+        "memory provider's retrieve); the judge apart; summary and embedding $ are shown apart too, as parts of those. "
+        "A memory provider's own `cost_usd` is kept as reported; a "
+        "remote service that reports none has an unknown cost (n/a). Local models cost 0; calls replayed from the "
+        "response cache are priced as if live.",
     ]
     if unpriced:
-        L.append(f"Unpriced models (cost n/a, not 0): {', '.join(md_code(m) for m in unpriced)}.")
+        L.append(f"Unpriced (cost n/a, not 0): {', '.join(md_code(m) for m in unpriced)}.")
     L.append("")
     return L
 
@@ -746,19 +751,7 @@ def _html(c: ReportContext) -> str:
             "<h2>Cost</h2>",
             H.frame_table(
                 costs.to_dict("records"),
-                [
-                    ("mode", "mode", None),
-                    ("final_prompt_tokens", "final-call prompt tokens", "{:,.0f}"),
-                    ("prompt_tokens_total", "prompt tokens, all calls", "{:,.0f}"),
-                    ("summary_tokens", "summary gen tokens", "{:,.0f}"),
-                    ("judge_tokens", "judge tokens", "{:,.0f}"),
-                    ("cost_answer", "answer $/case", "{:.6f}"),
-                    ("cost_summary", "summary $/case", "{:.6f}"),
-                    ("cost_judge", "judge $/case", "{:.6f}"),
-                    ("cost_embedding", "embedding $/case", "{:.6f}"),
-                    ("cost_total", "total $/case", "{:.6f}"),
-                    ("cost_total_sum", "total $", "{:.4f}"),
-                ],
+                [("mode", "mode", None), *COST_COLUMNS],
                 table_id="cost",
             ),
             f'<p class="muted">{H.esc(" ".join(_cost_md(costs, table, c.unpriced_models)[3:]).replace("`", ""))}</p>',

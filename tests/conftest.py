@@ -76,10 +76,10 @@ PLACEHOLDER_SVG = (
 )
 
 
-def save_without_drawing(fig, out_base) -> list[Path]:
+def save_without_drawing(fig, out_base, *, rect=None) -> list[Path]:
     """`reports.plots.save` less the drawing (most of a report's time in the suite, docs/reliability.md issue
     21): the figure was built by the plotting code as in a real run; the same two paths come back, each holding
-    a placeholder, and the figure is closed so none accumulates."""
+    a placeholder, and the figure is closed so none accumulates (`rect`, the layout's area, is not laid out)."""
     import matplotlib.pyplot as plt
     from matplotlib.figure import Figure
 

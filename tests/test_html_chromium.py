@@ -40,12 +40,15 @@ def _chromium() -> str:
     pytest.skip("chromium not installed (apt-get install -y chromium)")
 
 
-def dump_dom(html_file: Path, tmp_path: Path) -> str:
+def dump_dom(html_file: Path, tmp_path: Path, window: tuple[int, int] | None = None) -> str:
+    """The page's DOM after its scripts, laid out at `window` (width, height) when given."""
+    at = [f"--window-size={window[0]},{window[1]}", "--hide-scrollbars"] if window else []
     proc = subprocess.run(
         [
             _chromium(),
             *FLAGS,
             f"--user-data-dir={tmp_path / 'profile'}",
+            *at,
             "--virtual-time-budget=2000",
             "--dump-dom",
             html_file.resolve().as_uri(),
@@ -178,24 +181,8 @@ def test_the_first_screen_at_a_laptop_window_says_which_mode_wins_with_the_plot(
     html = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", report.read_text())
     page = tmp_path / "measured.html"
     page.write_text(html.replace("</body>", MEASURE, 1))
-    proc = subprocess.run(
-        [
-            _chromium(),
-            *FLAGS,
-            f"--user-data-dir={tmp_path / 'profile'}",
-            f"--window-size={window[0]},{window[1]}",
-            "--hide-scrollbars",
-            "--virtual-time-budget=2000",
-            "--dump-dom",
-            page.resolve().as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr[-2000:]
     dom = Dom()
-    dom.feed(proc.stdout)
+    dom.feed(dump_dom(page, tmp_path, window))
     import json
 
     got = json.loads(dom.tags("body")[0]["data-test"])

@@ -241,7 +241,10 @@ def test_the_memory_section_tells_causes_leakage_costs_and_phase_percentiles_apa
             "q6", correct=0.0, gold=None, ingest_ms=60.0, unusable=2
         ),  # not measured (e.g. a record from before gold labels)
     ]
-    recall, causes, leakage, cost, latency = memory_tables(records, "lme_acc", {("q1", "memory"): 0.01})
+    # priced by phase (reports/cost.py): the provider's cost_usd kept as ingest's; one answer priced, five not
+    costs = {(r["question_id"], "memory"): {"cost_ingest": 0.002, "cost_retrieve": 0.0} for r in records}
+    costs[("q1", "memory")]["cost_answer"] = 0.01
+    recall, causes, leakage, cost, latency = memory_tables(records, "lme_acc", costs)
     (row_type, row_all) = recall.rows
     assert row_all[:3] == ["memory: p (fair)", "all", 4]  # abstention and unmeasured left out
     assert row_all[recall.headers.index("turn_recall_any@1")] == 0.75
@@ -270,6 +273,7 @@ def test_the_memory_section_tells_causes_leakage_costs_and_phase_percentiles_apa
     assert m["ingest LLM tokens / 1M ingested"] == "500,000"
     assert m["unusable replies"] == 2  # summed over the cases: a loss mem0 itself only logs
     assert m["answer $"] is None  # five answers unpriced: n/a, never a partial sum
+    assert m["retrieve $"] == "0.000000"
     ingest = next(r for r in latency.rows if r[1] == "ingest")
     assert ingest[2:] == [6, 35.0, 57.5, 59.5]
     assert "## Memory systems" in markdown([recall])
@@ -301,82 +305,44 @@ def test_memory_run_reports_and_compare_hold_the_memory_section(tmp_path) -> Non
         assert f"### {title}" in section and title in page
     assert 'id="memory"' in page
     assert out["plot_frontier"].exists() and out["plot_frontier_svg"].exists()
-    assert "### Quality, cost and latency frontier" in section and "![frontier](frontier.png)" in section
-    assert "| memory: bm25 | 2 |" in section and 'alt="frontier"' in page
+    assert "### Contestants: quality, cost and latency" in section and "![frontier](frontier.png)" in section
+    assert "| 1 | bm25 |  | 2 |" in section and 'alt="frontier"' in page  # named by the provider
 
     assert compare_main([str(tmp_path / "bm25"), str(tmp_path / "full_context")], out=str(tmp_path / "cmp")) == 0
     cmp = (tmp_path / "cmp" / "compare.md").read_text()
     side = cmp[cmp.index("## Memory systems") :]
-    assert "· memory: bm25 (fair) | all | 2 |" in side and "· memory: full_context (fair) | all | 2 |" in side
+    assert "| bm25 (fair) | all | 2 |" in side and "| full_context (fair) | all | 2 |" in side
     assert "Memory systems" in (tmp_path / "cmp" / "compare.html").read_text()
-    # one frontier over both runs' contestants, each labelled by its run
+    # one ranked table and one frontier over both runs' contestants, each named by its provider
     assert (tmp_path / "cmp" / "frontier.png").exists() and "![frontier](frontier.png)" in cmp
-    front = side[side.index("### Quality, cost and latency frontier") :].split("###")[1]
-    assert front.count("· memory: bm25 | 2 |") == 1 and front.count("· memory: full_context | 2 |") == 1
+    front = cmp[cmp.index("## Contestants: quality, cost and latency") :].split("\n## ")[0]
+    assert front.count(" | bm25 |  | 2 |") == 1 and front.count(" | full_context |  | 2 |") == 1
 
 
 def test_the_frontier_counts_ingest_in_cost_and_time_for_modes_and_providers() -> None:
-    import pandas as pd
-
-    from reports.memory_systems import frontier_points, frontier_table, pareto
+    from reports.aggregate import records_frame
+    from reports.standings import contestants_of, frontier, name_contestants, table
+    from tests.report_fixtures import call, summary_block
+    from tests.report_fixtures import rec as mode_rec
 
     mem = _rec("q1", correct=1.0, gold=_g(True), ingest_ms=1000.0)  # provider ingest: 400 + 100 tokens, 1 s
-    summ = {"question_id": "q1", "mode": "summary", "summary": {"generation_ms": 3000.0}}
-    cheap = {"question_id": "q1", "mode": "long_context"}
-    df = pd.DataFrame(
-        [
-            {
-                "question_id": "q1",
-                "mode": "memory",
-                "status": "ok",
-                "lme_acc": 1.0,
-                "prompt_tokens_total": 100,
-                "completion_tokens_total": 5,
-                "summary_tokens": None,
-                "query_ms": 200.0,
-            },
-            {
-                "question_id": "q1",
-                "mode": "summary",
-                "status": "ok",
-                "lme_acc": 1.0,
-                "prompt_tokens_total": 50,
-                "completion_tokens_total": 5,
-                "summary_tokens": 2000,
-                "query_ms": 100.0,
-            },
-            {
-                "question_id": "q1",
-                "mode": "long_context",
-                "status": "ok",
-                "lme_acc": 0.0,
-                "prompt_tokens_total": 10,
-                "completion_tokens_total": 5,
-                "summary_tokens": None,
-                "query_ms": 50.0,
-            },
-            {
-                "question_id": "q2",
-                "mode": "long_context",
-                "status": "failed",
-                "lme_acc": None,
-                "prompt_tokens_total": 0,
-                "completion_tokens_total": 0,
-                "summary_tokens": None,
-                "query_ms": None,
-            },
-        ]
-    )
-    points = {p.label: p for p in frontier_points(df, [mem, summ, cheap], "lme_acc")}
-    assert set(points) == {"memory: p", "summary", "long_context"}
-    m, s, lc = points["memory: p"], points["summary"], points["long_context"]
-    assert (m.tokens, m.ingest_tokens, m.latency_ms) == (605.0, 500.0, 1200.0)
-    assert (s.tokens, s.ingest_tokens, s.latency_ms) == (2055.0, 2000.0, 3100.0)
-    assert (lc.n, lc.quality, lc.tokens, lc.latency_ms) == (1, 0.0, 15.0, 50.0)  # the failed case left out
-    # the cheapest first; summary is as good as memory but dearer: not on the frontier
-    assert pareto(list(points.values())) == ["long_context", "memory: p"]
-    rows = {r[0]: r for r in frontier_table(list(points.values()), "lme_acc").rows}
-    assert rows["summary"][-1] == "" and rows["memory: p"][-1] == "yes"
+    mem["calls"] = [call(100, 5)]
+    mem["latency"] = {"query_ms": 200.0}
+    summ = mode_rec("q1", "summary", lme=1.0, calls=[call(50, 5)], query_ms=100.0)
+    summ["summary"] = {**summary_block(prompt=1800, completion=200), "generation_ms": 3000.0}
+    cheap = mode_rec("q1", "long_context", lme=0.0, calls=[call(10, 5)], query_ms=50.0)
+    failed = mode_rec("q2", "long_context", status="failed")
+    frame = records_frame([mem, summ, cheap, failed])
+    points = {c.name: c for c in name_contestants(contestants_of(frame, [mem, summ, cheap, failed], "lme_acc"))}
+    assert set(points) == {"p", "summary", "long_context"}  # a provider by its own name
+    m, s, lc = points["p"], points["summary"], points["long_context"]
+    assert (m.total_tokens, m.tokens["ingest"], m.latency_ms) == (605.0, 500.0, 1200.0)
+    assert (s.total_tokens, s.tokens["ingest"], s.latency_ms) == (2055.0, 2000.0, 3100.0)
+    assert (lc.n, lc.quality, lc.total_tokens, lc.latency_ms) == (1, 0.0, 15.0, 50.0)  # the failed case left out
+    # summary is as good as the provider but dearer: not on the frontier
+    assert frontier(list(points.values())) == {"long_context", "p"}
+    rows = {r[1]: r for r in table(list(points.values()), "lme_acc", frame.metrics).rows}
+    assert rows["summary"][-1] == "" and rows["p"][-1] == "yes"
 
 
 def test_the_memory_scoreboard_holds_recall_leaks_provider_failures_and_ingest_cost() -> None:

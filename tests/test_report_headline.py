@@ -80,7 +80,9 @@ def test_the_report_leads_with_the_headline(tmp_path):
         "summary_ondemand, scores Δ -0.2500 [-0.7500, +0.0000] over 4 paired cases (the interval includes 0"
     )
     assert sentence in md and sentence in page
-    assert "| summary_ondemand | 0.7500 [0.2500, 1.0000] (n=4) | -0.2500 [-0.7500, +0.0000] | 1,500 (40 %) |" in md
+    # tokens incl. ingest: answer 510 + 1,010, ingest the (shared) summary's 300 + 40; long_context's 3,760 a case
+    row = "| summary_ondemand | 0.7500 [0.2500, 1.0000] (n=4) | -0.2500 [-0.7500, +0.0000] | 1,860 (49 %) |"
+    assert row + " 1,520 / 340 / 0 | 502 (56 %) |" in md
     # in the page: the verdict, the headline table and the plot come before the provenance and every other table
     first_other_table = min(page.index(f'id="{t}"') for t in ("reference", "metrics-ci", "cost", "cases"))
     for anchor in ('id="verdict"', 'id="headline-table"', 'id="headline-plot"'):
@@ -94,7 +96,10 @@ def test_a_run_without_long_context_has_a_headline_without_a_baseline(tmp_path):
     md = out["markdown"].read_text()
     assert "summary leads on LongMemEval acc: 1.0000 [1.0000, 1.0000] over 2 cases. No long_context in this run" in md
     table = md[md.index("## Headline") : md.index("## Reference table")]
-    assert "| mode | LongMemEval acc ↑ [95 % CI] | prompt tokens/case | latency ms/case |" in table
+    assert (
+        "| mode | LongMemEval acc ↑ [95 % CI] | tokens/case incl. ingest | answer / ingest / retrieve | latency ms/case |"
+        in table
+    )
     assert "Δ" not in table.replace("Δ:", "")  # no difference column; the note may define Δ
     assert 'id="headline-table"' in out["html"].read_text()
 

@@ -217,9 +217,21 @@ class ProviderContestant:
                 if self.native_answer and not caps.supports("answer"):
                     raise ProviderError(caps.name, "capabilities", None, "native_answer is set but no 'answer' call")
                 self._slots = threading.BoundedSemaphore(caps.concurrency)
-                self._who = {"provider": caps.name, "version": caps.version, "variant": self.variant}
+                self._who = {"provider": caps.name, "version": caps.version, "variant": self.variant, **self._spend()}
                 self._calls = caps.calls
             return self._who
+
+    def _spend(self) -> dict[str, Any]:
+        """How the provider's reported usage is priced by the reports (reports/cost.py `provider_cost`), as facts
+        recorded in every trace: `llm: answer_model` when its LLM calls go through the run's answer model (mem0's
+        extraction, the summary engine: `bind_model` / `bind_toolkit`), `remote: true` for a service outside this
+        process, whose spend is known only from the `cost_usd` it reports."""
+        out: dict[str, Any] = {}
+        if any(getattr(self.provider, bind, None) is not None for bind in ("bind_model", "bind_toolkit")):
+            out["llm"] = "answer_model"
+        if getattr(self.provider, "remote", False):
+            out["remote"] = True
+        return out
 
     def _call(self, fn: Callable[[], T]) -> T:
         """One provider call, within the provider's own concurrency limit (calls in flight at once)."""
