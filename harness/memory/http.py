@@ -182,6 +182,11 @@ class HttpProvider:
         self.api_key_env = api_key_env
         self._name = self.url
 
+    def preflight(self) -> None:
+        """Before any request: a token variable named (`api_key_env`) but unset is one ProviderError naming it."""
+        if self.api_key_env and not os.environ.get(self.api_key_env):
+            raise ProviderError(self._name, "preflight", None, f"environment variable {self.api_key_env} is not set")
+
     def _call(self, call: str, unit: str | None, body: dict[str, Any] | None) -> Any:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.api_key_env:
