@@ -362,6 +362,8 @@ class ProviderContestant:
         except ProviderError as e:  # not knowing what was stored loses that measurement only, never the case
             log.warning("%s", e)
             return {"error": str(e)}
+        if items is None:  # a service that does not list `stored` (the HTTP client asks its capabilities)
+            return None
         labels = [gold.label(i.text, i.provenance) for i in items]
         return {
             "items": len(items),
