@@ -97,6 +97,17 @@ def _schemas(doc: dict[str, Any], method: str, route: str, status: int) -> tuple
     return (_validator(doc, req) if req else None), validate_body
 
 
+def _run_over_http(
+    provider: Any, run_dir: Path, *overrides: str, async_ingest: bool = False
+) -> tuple[int, list[tuple[str, str, Any, int, Any]]]:
+    """`lme-harness run mode=memory memory=http` (two oracle cases, the fake model) against `provider` served by the
+    recorded reference server: the exit code and the exchanges."""
+    with Recorded(provider, async_ingest=async_ingest) as mem, FakeOpenAIServer(FakeModel()) as model:
+        argv = ["run", f"hydra.run.dir={run_dir}", "mode=memory", "memory=http", f"memory.url={mem.base_url}"]
+        rc = main([*argv, *overrides, *fake_endpoint_args(model.base_url, run_dir.parent)])
+    return rc, mem.exchanges
+
+
 def _problems(doc: dict[str, Any], exchanges: list[tuple[str, str, Any, int, Any]]) -> list[str]:
     out = []
     for method, route, req, status, resp in exchanges:
@@ -159,19 +170,9 @@ def test_the_reference_server_s_responses_and_the_client_s_requests_keep_the_sch
             with urllib.request.urlopen(f"{srv.base_url}/openapi.json", timeout=10):
                 pass
         seen += srv.exchanges
-    with Recorded(IndexProvider()) as mem, FakeOpenAIServer(FakeModel()) as model:
-        rc = main(
-            [
-                "run",
-                f"hydra.run.dir={tmp_path / 'run'}",
-                "mode=memory",
-                "memory=http",
-                f"memory.url={mem.base_url}",
-                *fake_endpoint_args(model.base_url, tmp_path),
-            ]
-        )
+    rc, exchanges = _run_over_http(IndexProvider(), tmp_path / "run")
     assert rc == 0
-    seen += mem.exchanges
+    seen += exchanges
     assert _problems(doc, seen) == []
     # every documented route was exercised, errors included (an unknown unit's 404)
     assert {route for _, route, *_ in seen} == set(doc["paths"])
@@ -319,17 +320,10 @@ def test_an_http_service_that_lists_what_it_stored_gets_its_misses_classed_not_s
     causes = {}
     for provider in (ForgetfulListing(), Forgetful()):
         name = type(provider).__name__
-        with Recorded(provider) as mem, FakeOpenAIServer(FakeModel()) as model:
-            argv = [
-                "run",
-                f"hydra.run.dir={tmp_path / name}",
-                "mode=memory",
-                "memory=http",
-                f"memory.url={mem.base_url}",
-            ]
-            assert main([*argv, *fake_endpoint_args(model.base_url, tmp_path)]) == 0
+        rc, exchanges = _run_over_http(provider, tmp_path / name)
+        assert rc == 0
         traces = [r["ingest"]["trace"][0] for r in load_records(tmp_path / name / "records.jsonl")]
-        stored_calls = [e for e in mem.exchanges if e[1] == "/stored"]
+        stored_calls = [e for e in exchanges if e[1] == "/stored"]
         if isinstance(provider, ForgetfulListing):
             assert all(t["stored"] == {"items": 1, "evidence_turn": False, "evidence_session": False} for t in traces)
             assert len(stored_calls) == len(traces) == 2
@@ -354,18 +348,7 @@ class SlowIngest(IndexProvider):
 def test_an_ingest_longer_than_the_per_call_timeout_runs_when_the_service_answers_ready_false(
     async_ingest: bool, tmp_path: Path
 ) -> None:
-    with Recorded(SlowIngest(), async_ingest=async_ingest) as mem, FakeOpenAIServer(FakeModel()) as model:
-        rc = main(
-            [
-                "run",
-                f"hydra.run.dir={tmp_path / 'run'}",
-                "mode=memory",
-                "memory=http",
-                f"memory.url={mem.base_url}",
-                "memory.timeout_s=0.5",
-                *fake_endpoint_args(model.base_url, tmp_path),
-            ]
-        )
+    rc, exchanges = _run_over_http(SlowIngest(), tmp_path / "run", "memory.timeout_s=0.5", async_ingest=async_ingest)
     recs = load_records(tmp_path / "run" / "records.jsonl")
     if not async_ingest:  # the per-call timeout ends every ingest: failed cases
         assert rc == 3 and [r["status"] for r in recs] == ["failed", "failed"]
@@ -375,7 +358,7 @@ def test_an_ingest_longer_than_the_per_call_timeout_runs_when_the_service_answer
         t = r["ingest"]["trace"][0]
         assert t["ready_polls"] >= 1 and t["ready_wait_ms"] >= 1000  # it waited for the background ingest
         assert r["tool_calls"][0]["returned"] >= 1  # and retrieved from the finished unit
-    ingests = [e for e in mem.exchanges if e[1] == "/ingest"]
+    ingests = [e for e in exchanges if e[1] == "/ingest"]
     assert all(e[4]["ready"] is False for e in ingests)
 
 
