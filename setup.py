@@ -10,5 +10,6 @@ CONFIG_GROUPS = [f"lme_configs.{p}" for p in find_namespace_packages(where="conf
 setup(
     packages=[*find_packages(include=["harness*", "runners*", "commands*", "reports*"]), "lme_configs", *CONFIG_GROUPS],
     package_dir={"lme_configs": "configs"},
-    package_data={"lme_configs": ["*.yaml"], **{g: ["*.yaml"] for g in CONFIG_GROUPS}},
+    # harness.memory: the HTTP contract's OpenAPI document (contract.openapi.json), served by the reference server
+    package_data={"lme_configs": ["*.yaml"], **{g: ["*.yaml"] for g in CONFIG_GROUPS}, "harness.memory": ["*.json"]},
 )

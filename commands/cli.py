@@ -348,12 +348,18 @@ def _main(argv: list[str]) -> int:
     )
     p = sub.add_parser(
         "provider-check",
-        help="does a memory service keep the provider contract (shapes, isolation, as-of, errors)? "
-        "exit 1 naming each failed check (docs/memory-systems.md)",
+        help="does a memory provider keep the provider contract (shapes, isolation, as-of, score order, errors)? "
+        "exit 1 naming each failed check, 2 for a refused target (docs/memory-systems.md)",
     )
-    p.add_argument("url", help="the service's base URL, e.g. http://127.0.0.1:8765/v1")
+    p.add_argument(
+        "target",
+        metavar="TARGET",
+        help="a service's base URL (http://127.0.0.1:8765/v1; no userinfo, query or fragment) or a Python provider "
+        "class (module.path:ClassName)",
+    )
+    p.add_argument("--kwargs", help="a Python provider's constructor arguments, as a JSON object")
     p.add_argument("--timeout-s", type=float, default=60.0, help="per call")
-    p.add_argument("--api-key-env", help="environment variable holding a bearer token")
+    p.add_argument("--api-key-env", help="the NAME of the environment variable holding a bearer token (a URL only)")
     p = sub.add_parser("models", help="manage embedded models")
     msub = p.add_subparsers(dest="models_cmd", required=True)
     pp = msub.add_parser("pull", help="assemble and sha256-verify a model file")
@@ -462,14 +468,7 @@ def _main(argv: list[str]) -> int:
 
         return _guard(export)
     if args.cmd == "provider-check":
-        from harness.memory.check import check_url
-
-        def provider_check() -> int:
-            rep = check_url(args.url, timeout_s=args.timeout_s, api_key_env=args.api_key_env)
-            print(rep.text())
-            return 0 if rep.ok else 1
-
-        return _guard(provider_check)
+        return _guard(lambda: _provider_check(args))
     if args.cmd == "models":
         from harness.llm.models import available_models, load_spec, pull
 
@@ -482,6 +481,35 @@ def _main(argv: list[str]) -> int:
 
         return _guard(lambda: (print(json.dumps(info(args.path), indent=1)), 0)[1])
     return 2
+
+
+def _provider_check(args: argparse.Namespace) -> int:
+    """`provider-check TARGET`: the report on stdout, exit 1 when a check failed, 2 when the target is refused (no
+    call made). The token's value is registered as a secret and the output masked (a service may echo it)."""
+    from harness import secrets
+    from harness.memory.check import TargetError, check_provider, provider_of
+
+    if args.api_key_env and secrets.env_field_problem("--api-key-env", args.api_key_env) is None:
+        secrets.register([os.environ.get(args.api_key_env)])
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = secrets.RedactingStream(sys.stdout), secrets.RedactingStream(sys.stderr)
+    try:
+        try:
+            kwargs = json.loads(args.kwargs) if args.kwargs is not None else None
+            if kwargs is not None and not isinstance(kwargs, dict):
+                raise TargetError(f"--kwargs: expected a JSON object, got {type(kwargs).__name__}")
+            provider, shown = provider_of(
+                args.target, kwargs=kwargs, timeout_s=args.timeout_s, api_key_env=args.api_key_env
+            )
+        except (TargetError, ValueError) as e:  # json's error names a position, never the text
+            print(f"lme-harness: error: provider-check: {e}", file=sys.stderr)
+            return 2
+        print(f"checking {shown}")
+        rep = check_provider(provider)
+        print(rep.text())
+        return 0 if rep.ok else 1
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 def _guard(fn) -> int:

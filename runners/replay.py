@@ -115,6 +115,9 @@ def _run_benchmark(config: RunConfig, skeleton: RunSkeleton) -> tuple[int, int, 
     done = {r.key for r in prior}
     todo = [(c, [m for m in modes if (c.question_id, m.name) not in done]) for c in cases]
     todo = [(c, ms) for c, ms in todo if ms]
+    for m in {m.name: m for _, ms in todo for m in ms}.values():  # e.g. a memory service's key, before any request
+        if callable(check := getattr(m, "preflight", None)):
+            check()
     wanted = {(c.question_id, m.name) for c in cases for m in modes}
     # answered, but the judge failed: scored again, no answer-model call
     rescore = [r for r in prior if r.status == STATUS_SCORING_FAILED and r.key in wanted]

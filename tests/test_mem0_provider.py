@@ -23,7 +23,8 @@ from harness.llm.client import LLMClient
 from harness.llm.loopback import Reply
 from harness.memory.provider import MemorySession, MemoryTurn, ProviderError, iso_date
 from harness.retrieval.embedders import HashingEmbedder
-from harness.testing.fake_openai import FakeOpenAIServer, completion
+from harness.testing.fake_openai import FakeOpenAIServer, completion, mem0_extraction
+from harness.testing.fake_openai import mem0_new_messages as _new_messages
 
 # Looked up, not imported: mem0 must first be imported by the adapter, which turns its telemetry off.
 if importlib.util.find_spec("mem0") is None:
@@ -36,20 +37,9 @@ from harness.memory.mem0_provider import INGEST_PURPOSE, Mem0Provider  # noqa: E
 pytestmark = pytest.mark.mem0
 
 
-def _new_messages(req: dict[str, Any]) -> str:
-    """The "## New Messages" section of mem0's extraction prompt (the turns being ingested)."""
-    user = req["messages"][-1]["content"]
-    return user.split("## New Messages", 1)[1].split("## Observation Date", 1)[0]
-
-
 def extractor(req: dict[str, Any]) -> Reply:
-    """A deterministic stand-in for mem0's extraction LLM: one fact per user line, its text verbatim (cut)."""
-    facts = [
-        {"text": line[len("user: ") :][:300]}
-        for line in _new_messages(req).strip().splitlines()
-        if line.startswith("user: ") and line[len("user: ") :].strip()
-    ]
-    return completion(json.dumps({"memory": facts}), prompt_tokens=100, completion_tokens=7)
+    """A deterministic stand-in for mem0's extraction LLM (the fake endpoint's): one fact per user line, verbatim."""
+    return mem0_extraction(req)
 
 
 @pytest.fixture

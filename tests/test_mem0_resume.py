@@ -13,12 +13,11 @@ import importlib.util
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from harness.records import load_records
-from harness.testing.fake_openai import completion
+from harness.testing.fake_openai import is_mem0_extraction as _is_extraction
 from harness.testing.faults import FakeModel
 from tests.fake_run import is_reader_request, killed_at_first_reader
 
@@ -28,17 +27,6 @@ if importlib.util.find_spec("mem0") is None:
     pytest.skip("mem0ai not installed (pip install -e '.[memory]')", allow_module_level=True)
 
 pytestmark = pytest.mark.mem0
-
-
-def _is_extraction(req: dict[str, Any]) -> bool:
-    return "## New Messages" in json.dumps(req.get("messages"))
-
-
-def _extract(req: dict[str, Any]) -> Any:
-    """mem0's extraction reply: one fact per user line of the new messages (as tests/test_mem0_provider.py)."""
-    new = req["messages"][-1]["content"].split("## New Messages", 1)[1].split("## Observation Date", 1)[0]
-    facts = [{"text": ln[6:][:300]} for ln in new.strip().splitlines() if ln.startswith("user: ") and ln[6:].strip()]
-    return completion(json.dumps({"memory": facts}), prompt_tokens=100, completion_tokens=7)
 
 
 def _args(tmp_path: Path, base_url: str) -> list[str]:
@@ -64,12 +52,7 @@ def _args(tmp_path: Path, base_url: str) -> list[str]:
 def test_a_killed_mem0_run_resumes_by_attaching_to_the_unit_it_had_ingested(tmp_path: Path) -> None:
     from commands.cli import main
 
-    model = FakeModel()
-
-    def respond(req):
-        return _extract(req) if _is_extraction(req) else model(req)
-
-    with killed_at_first_reader(respond, lambda url: _args(tmp_path, url)) as srv:
+    with killed_at_first_reader(FakeModel(), lambda url: _args(tmp_path, url)) as srv:
         killed = list(srv.requests)
         run = tmp_path / "run"
         assert not (run / "records.jsonl").exists() or not load_records(run / "records.jsonl")

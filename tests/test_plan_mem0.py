@@ -15,7 +15,7 @@ import pytest
 
 from commands.cli import main
 from harness.records import load_records
-from harness.testing.fake_openai import FakeOpenAIServer, completion
+from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
 
 if importlib.util.find_spec("mem0") is None:
@@ -28,17 +28,8 @@ CAP = 4000  # configs/mode/memory.yaml context_tokens
 
 
 def _responder() -> Any:
-    model = FakeModel()
-
-    def respond(req: dict[str, Any]) -> Any:
-        text = json.dumps(req.get("messages"))
-        if "## New Messages" not in text:
-            return model(req)
-        new = req["messages"][-1]["content"].split("## New Messages", 1)[1].split("## Observation Date", 1)[0]
-        facts = [{"text": ln[6:][:200]} for ln in new.splitlines() if ln.startswith("user: ") and ln[6:].strip()]
-        return completion(json.dumps({"memory": facts}), prompt_tokens=100, completion_tokens=7)
-
-    return respond
+    """The fake endpoint's model: mem0's extraction calls answered in mem0's format, the rest as any run's."""
+    return FakeModel()
 
 
 def _args(tmp_path: Path, base_url: str, run_dir: Path) -> list[str]:

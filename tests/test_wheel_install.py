@@ -48,6 +48,16 @@ def test_the_wheel_holds_every_config_file(installed):
     assert (installed / "bin" / "lme-harness").exists()
 
 
+def test_the_wheel_ships_the_memory_contract_s_openapi_document(installed, tmp_path):
+    """Package data beside the code: the reference server serves it from an install as from the checkout."""
+    assert (installed / "harness" / "memory" / "contract.openapi.json").is_file()
+    code = "from harness.memory.http import contract_schema; print(contract_schema()['info']['title'])"
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=_env(installed), capture_output=True, text=True, check=True
+    ).stdout
+    assert "memory-provider contract" in out
+
+
 def test_an_installed_harness_runs_from_another_directory(installed, tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -53,7 +53,7 @@ from harness.memory.provider import (
     parse_iso,
 )
 from harness.prompts.answer import LME_OFFICIAL_TEMPLATE
-from harness.settings import group_default, yaml_field
+from harness.settings import RunConfigError, group_default, yaml_field
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -182,6 +182,20 @@ class ProviderContestant:
             raise ValueError(
                 "mode=memory needs a provider: add memory=<name> (configs/memory/, docs/memory-systems.md)"
             )
+
+    def preflight(self) -> None:
+        """Before the first case (the pipeline asks once): what would fail every unit, such as a service's key
+        variable unset, is one RunConfigError naming it, before any request, instead of one failed case per question.
+        Optional for a provider (`preflight()` raising ProviderError)."""
+        check = getattr(self.provider, "preflight", None)
+        if not callable(check):
+            return
+        try:
+            check()
+        except ProviderError as e:
+            raise RunConfigError(
+                f"mode.{self.name}: memory provider {e.provider!r}: {e.detail}; nothing was sent"
+            ) from None
 
     def _bind_model(self, kit: Toolkit) -> None:
         """A provider that runs an LLM of its own while ingesting (mem0's fact extraction) gets the run's answer
@@ -393,6 +407,8 @@ class ProviderContestant:
         except ProviderError as e:  # not knowing what was stored loses that measurement only, never the case
             log.warning("%s", e)
             return {"error": str(e)}
+        if items is None:  # a service that does not list `stored` (the HTTP client asks its capabilities)
+            return None
         labels = [self._resolve(gold, key, i, None)[0] for i in items]
         return {
             "items": len(items),

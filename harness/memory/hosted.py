@@ -112,13 +112,22 @@ class HostedProvider(ProviderBase):
         """The service-side id of `unit` (a user, namespace or agent name)."""
         return f"{self.scope_prefix}{unit}"
 
+    def preflight(self) -> None:
+        """What would fail every unit, found before any request (the contestant asks once, before the first case):
+        the key's variable unset is one ProviderError naming it."""
+        self._key("preflight", None)
+
+    def _key(self, call: str, unit: str | None) -> str:
+        key = os.environ.get(self.api_key_env)
+        if not key:
+            raise ProviderError(self.NAME, call, unit, f"environment variable {self.api_key_env} is not set")
+        return key
+
     def client(self, call: str = "setup", unit: str | None = None) -> Any:
         """The SDK client, built once; its key is read from `api_key_env` here and nowhere else."""
         with self._lock:
             if self._client is None:
-                key = os.environ.get(self.api_key_env)
-                if not key:
-                    raise ProviderError(self.NAME, call, unit, f"environment variable {self.api_key_env} is not set")
+                key = self._key(call, unit)
                 secrets.register([key])  # masked by every writer, whatever the SDK puts in a message
                 with self._errors(call, unit):
                     self._client = self._client_for(key)

@@ -10,7 +10,9 @@ One route per call under a base URL (e.g. http://127.0.0.1:8765/v1), JSON in and
     POST {base}/retrieve  {unit, query, top_k, as_of}         -> {items: [{text, score, provenance}], usage}
     POST {base}/answer    {unit, query, as_of}                -> {answer, usage, items}
     POST {base}/attach    {unit}                              -> {attached}       (optional, see below)
+    POST {base}/stored    {unit}                              -> {items}          (optional, see below)
     POST {base}/teardown  {unit}                              -> {}
+    GET  {base}/openapi.json                                  -> the contract as OpenAPI 3.1 (reference server)
 
 `usage` is {input_tokens, output_tokens, embedding_tokens, llm_calls, cost_usd, cached_llm_calls,
 unusable_replies} (any may be left out),
@@ -22,6 +24,14 @@ unusable_replies} (any may be left out),
 earlier process set up and ingested is still there, complete and ready (`attached: true`), so that a resumed run
 answers against it without sending the sessions again. A service that does not list it is never asked (its units
 are torn down and ingested again on resume), so services written before the route keep working unchanged.
+`stored` is optional the same way: a service that lists it answers every memory it stored for the unit, so a
+wrong answer whose evidence was never stored is classed "not stored" rather than "not retrieved".
+
+The schema (`contract.openapi.json`, shipped beside this module, `contract_schema()`) is the machine-readable form of
+these routes; the reference server serves it at `{base}/openapi.json`. Asynchronous ingest: a service whose ingest
+takes longer than the client's per-call timeout answers ingest at once with `ready: false` and keeps working; the
+harness polls `ready` until true (`mode.memory.ready_timeout_s`). `MemoryServer(provider, async_ingest=True)` (and
+`python -m harness.memory.http --async-ingest`) serves a Python provider that way.
 """
 
 from __future__ import annotations
@@ -32,7 +42,7 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from harness.llm.loopback import LoopbackServer, Reply
@@ -51,7 +61,17 @@ from harness.memory.provider import (
     Usage,
 )
 
-POST_ROUTES = ("setup", "ingest", "ready", "retrieve", "answer", "attach", "teardown")
+POST_ROUTES = ("setup", "ingest", "ready", "retrieve", "answer", "attach", "stored", "teardown")
+SCHEMA_FILE = "contract.openapi.json"  # package data of harness.memory (setup.py)
+SCHEMA_ROUTE = "openapi.json"
+
+
+def contract_schema() -> dict[str, Any]:
+    """The HTTP contract as an OpenAPI 3.1 document (its schemas are JSON Schema 2020-12)."""
+    from importlib.resources import files
+
+    loaded: dict[str, Any] = json.loads(files("harness.memory").joinpath(SCHEMA_FILE).read_text(encoding="utf-8"))
+    return loaded
 
 
 class ShapeError(ValueError):
@@ -182,6 +202,11 @@ class HttpProvider:
         self.api_key_env = api_key_env
         self._name = self.url
 
+    def preflight(self) -> None:
+        """Before any request: a token variable named (`api_key_env`) but unset is one ProviderError naming it."""
+        if self.api_key_env and not os.environ.get(self.api_key_env):
+            raise ProviderError(self._name, "preflight", None, f"environment variable {self.api_key_env} is not set")
+
     def _call(self, call: str, unit: str | None, body: dict[str, Any] | None) -> Any:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.api_key_env:
@@ -214,6 +239,7 @@ class HttpProvider:
     def capabilities(self) -> Capabilities:
         caps: Capabilities = self._decode("capabilities", None, capabilities_of, self._call("capabilities", None, None))
         self._name = caps.name or self.url
+        self._calls = caps.calls
         return caps
 
     def setup(self, unit: str) -> None:
@@ -257,6 +283,17 @@ class HttpProvider:
         d = self._call("attach", unit, {"unit": unit})
         return bool(self._decode("attach", unit, lambda d: _req(d, "attached", bool, "attach"), d))
 
+    def stored(self, unit: str) -> tuple[MemoryItem, ...] | None:
+        """Every memory the service stored for `unit` (the optional `stored` route); None, with no request, when the
+        service does not list it (the contestant then keeps "not stored" and "not retrieved" as one class)."""
+        calls = getattr(self, "_calls", None)
+        if calls is None:
+            calls = self.capabilities().calls
+        if "stored" not in calls:
+            return None
+        d = self._call("stored", unit, {"unit": unit})
+        return self._decode("stored", unit, lambda d: items_of(_req(d, "items", list, "stored")), d)
+
     def teardown(self, unit: str) -> None:
         self._call("teardown", unit, {"unit": unit})
 
@@ -273,16 +310,77 @@ def _error_text(raw: bytes) -> str:
 # --- the server ---------------------------------------------------------------------------------------------------
 
 
-class Routes:
-    """The contract's routes over a Python provider: request JSON → reply (status, JSON)."""
+@dataclass
+class _Ingesting:
+    """An ingest running in the background (asynchronous ingest): set once done, with its error if any."""
 
-    def __init__(self, provider: MemoryProvider) -> None:
+    done: threading.Event
+    error: ProviderError | None = None
+
+
+class Routes:
+    """The contract's routes over a Python provider: request JSON → reply (status, JSON). With `async_ingest`,
+    ingest answers `ready: false` at once and runs in a thread; `ready` says false until it is done (its error,
+    if any, is the `ready` call's), then asks the provider."""
+
+    def __init__(self, provider: MemoryProvider, *, async_ingest: bool = False) -> None:
         self.provider = provider
+        self.async_ingest = async_ingest
+        self._ingesting: dict[str, _Ingesting] = {}
+        self._lock = threading.Lock()
+
+    def capabilities(self) -> Capabilities:
+        """The provider's, plus what this server adds: `ready` (asynchronous ingest), `stored` (a Python provider
+        that has the method)."""
+        caps = self.provider.capabilities()
+        extra = {"ready"} if self.async_ingest else set()
+        if callable(getattr(self.provider, "stored", None)):
+            extra.add("stored")
+        return replace(caps, calls=caps.calls | extra)
 
     def get(self, path: str) -> Reply:
-        if path.rstrip("/").endswith("/capabilities"):
-            return Reply(body=capabilities_json(self.provider.capabilities()))
+        route = path.split("?", 1)[0].rstrip("/")
+        if route.endswith("/capabilities"):
+            return Reply(body=capabilities_json(self.capabilities()))
+        if route.endswith("/" + SCHEMA_ROUTE):
+            return Reply(body=contract_schema())
         return Reply(status=404, body={"error": f"no route GET {path}"})
+
+    def _ingest_in_background(self, unit: str, sessions: Sequence[MemorySession]) -> None:
+        job = _Ingesting(threading.Event())
+
+        def work() -> None:
+            try:
+                self.provider.ingest(unit, sessions)
+            except ProviderError as e:
+                job.error = e
+            except Exception as e:  # reported by `ready`, never lost in a thread
+                job.error = ProviderError(self.provider.capabilities().name, "ingest", unit, f"{type(e).__name__}: {e}")
+            finally:
+                job.done.set()
+
+        with self._lock:
+            self._ingesting[unit] = job
+        threading.Thread(target=work, daemon=True, name=f"ingest-{unit}").start()
+
+    def _ready(self, unit: str) -> bool:
+        with self._lock:
+            job = self._ingesting.get(unit)
+        if job is not None:
+            if not job.done.is_set():
+                return False
+            with self._lock:
+                self._ingesting.pop(unit, None)
+            if job.error is not None:
+                raise job.error
+        return bool(self.provider.ready(unit))
+
+    def _settle(self, unit: str) -> None:
+        """A unit's background ingest finished (teardown waits for it: it must not fill a unit torn down)."""
+        with self._lock:
+            job = self._ingesting.pop(unit, None)
+        if job is not None:
+            job.done.wait()
 
     def post(self, req: dict[str, Any]) -> Reply:
         call = str(req.get("_path", "")).rstrip("/").rsplit("/", 1)[-1]
@@ -295,10 +393,19 @@ class Routes:
                 p.setup(unit)
                 return Reply(body={})
             if call == "ingest":
-                done = p.ingest(unit, sessions_of(req.get("sessions")))
+                sessions = sessions_of(req.get("sessions"))
+                if self.async_ingest:
+                    self._ingest_in_background(unit, sessions)
+                    return Reply(body={"ready": False, "usage": asdict(Usage())})
+                done = p.ingest(unit, sessions)
                 return Reply(body={"ready": done.ready, "usage": asdict(done.usage)})
             if call == "ready":
-                return Reply(body={"ready": p.ready(unit)})
+                return Reply(body={"ready": self._ready(unit)})
+            if call == "stored":
+                listing = getattr(p, "stored", None)
+                if not callable(listing):
+                    return Reply(status=404, body={"error": f"{p.capabilities().name}: no 'stored' call"})
+                return Reply(body={"items": items_json(listing(unit))})
             if call == "retrieve":
                 got = p.retrieve(
                     unit, _req(req, "query", str, call), _req(req, "top_k", int, call), _req(req, "as_of", str, call)
@@ -311,6 +418,7 @@ class Routes:
             if call == "answer":
                 own = p.answer(unit, _req(req, "query", str, call), _req(req, "as_of", str, call))
                 return Reply(body={"answer": own.answer, "usage": asdict(own.usage), "items": items_json(own.items)})
+            self._settle(unit)
             p.teardown(unit)
             return Reply(body={})
         except ShapeError as e:
@@ -321,23 +429,25 @@ class Routes:
 
 class MemoryServer(LoopbackServer):
     """The reference server: `with MemoryServer(IndexProvider()) as srv: HttpProvider(srv.base_url)`. Binds
-    127.0.0.1 only (a port of 0 picks a free one)."""
+    127.0.0.1 only (a port of 0 picks a free one). `async_ingest`: ingest answers `ready: false` at once and
+    runs in the background (Routes)."""
 
-    def __init__(self, provider: MemoryProvider, *, port: int = 0) -> None:
-        routes = Routes(provider)
+    def __init__(self, provider: MemoryProvider, *, port: int = 0, async_ingest: bool = False) -> None:
+        routes = Routes(provider, async_ingest=async_ingest)
         super().__init__(routes.post, on_get=routes.get, record=False, port=port)
 
 
 BUILT_IN = ("bm25", "full_context")
 
 
-def serve(name: str, port: int = 0) -> MemoryServer:
+def serve(name: str, port: int = 0, *, async_ingest: bool = False) -> MemoryServer:
     """A reference server over a built-in provider (not started: use it as a context manager)."""
     from harness.memory.builtin import FullContextProvider, IndexProvider
 
     if name not in BUILT_IN:
         raise ValueError(f"unknown built-in provider {name!r}; known: {', '.join(BUILT_IN)}")
-    return MemoryServer(IndexProvider() if name == "bm25" else FullContextProvider(), port=port)
+    provider = IndexProvider() if name == "bm25" else FullContextProvider()
+    return MemoryServer(provider, port=port, async_ingest=async_ingest)
 
 
 def main(argv: Sequence[str] | None = None, *, stop: threading.Event | None = None) -> int:
@@ -348,9 +458,12 @@ def main(argv: Sequence[str] | None = None, *, stop: threading.Event | None = No
     parser = argparse.ArgumentParser(prog="python -m harness.memory.http", description=main.__doc__)
     parser.add_argument("--provider", choices=BUILT_IN, default="bm25")
     parser.add_argument("--port", type=int, default=8765, help="0: any free port")
+    parser.add_argument(
+        "--async-ingest", action="store_true", help="ingest answers ready: false at once and runs in the background"
+    )
     args = parser.parse_args(argv)
     stop = stop or threading.Event()
-    with serve(args.provider, args.port) as srv:
+    with serve(args.provider, args.port, async_ingest=args.async_ingest) as srv:
         print(f"serving {args.provider} at {srv.base_url}", flush=True)
         try:
             stop.wait()

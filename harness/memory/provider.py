@@ -10,13 +10,17 @@ A provider is driven per *unit* (one unit per LongMemEval question, so cases nev
     answer(unit, query, as_of)              -> ProviderAnswer     (optional: systems that answer themselves)
     attach(unit)                            -> bool               (optional: is the unit, ingested and ready,
                                                                    still there? A resumed run then skips ingest)
+    stored(unit)                            -> tuple[MemoryItem]  (optional: every memory stored for the unit, to
+                                                                   tell "not stored" from "not retrieved")
     teardown(unit)                                                 (forget the unit)
 
 The same calls exist as HTTP/JSON routes (harness/memory/http.py); this module is the Python form. A Python
 provider may also offer `keep_units_in(directory)`: the contestant calls it once, before the first unit, with a
 directory of the run's; the provider then keeps its units there (they outlive the process, as a remote service's
 do) and should offer `attach`, so a resumed run answers against an ingested unit instead of ingesting it again. Dates are
-ISO 8601 in UTC (`2023-05-20T02:21:00Z`), so they compare as strings in any language. A provider that fails
+ISO 8601 in UTC (`2023-05-20T02:21:00Z`), so they compare as strings in any language. A Python provider offers
+`stored` by having the method; a service over HTTP lists `stored` in its calls (the client then answers None when
+it does not: nothing to measure). A provider that fails
 raises `ProviderError`; the harness records the failure against the unit and never scores it as a wrong answer.
 
 Stable: the mem0 adapter and the HTTP client are written against it; a change here is named in its commit.
@@ -32,7 +36,7 @@ from typing import Protocol, runtime_checkable
 CONTRACT_VERSION = "1"
 # Calls every provider answers, and the optional ones a provider names in `Capabilities.calls`.
 REQUIRED_CALLS = frozenset({"setup", "ingest", "retrieve", "teardown"})
-OPTIONAL_CALLS = frozenset({"ready", "answer", "attach"})
+OPTIONAL_CALLS = frozenset({"ready", "answer", "attach", "stored"})
 ROLES = frozenset({"user", "assistant"})
 LME_DATE_FORMAT = "%Y/%m/%d (%a) %H:%M"  # the dataset's dates, e.g. "2023/05/20 (Sat) 02:21"
 

@@ -31,7 +31,15 @@ from pathlib import Path
 from typing import Any
 
 from harness.llm.types import ChatResult, Usage
-from harness.testing.fake_openai import FakeOpenAIServer, Reply, Responder, completion, embeddings
+from harness.testing.fake_openai import (
+    FakeOpenAIServer,
+    Reply,
+    Responder,
+    completion,
+    embeddings,
+    is_mem0_extraction,
+    mem0_facts,
+)
 
 # The client retries these (HTTP status, timeout, transport, unparsable body) ...
 TRANSPORT_FAULTS = ("429", "500", "503", "timeout", "reset", "malformed_json")
@@ -44,9 +52,12 @@ UNKNOWN_TOOL = "web_browse"
 
 
 def request_kind(req: Mapping[str, Any]) -> str:
-    """What a request is for: embedding | judge | summary | tool_answer (tools offered) | answer."""
+    """What a request is for: embedding | memory_extraction (mem0's) | judge | summary | tool_answer (tools offered)
+    | answer."""
     if str(req.get("_path", "")).endswith("/embeddings"):
         return "embedding"
+    if is_mem0_extraction(req):
+        return "memory_extraction"
     msgs = req.get("messages") or []
     last = msgs[-1].get("content") if msgs else ""
     last = last if isinstance(last, str) else json.dumps(last)
@@ -95,6 +106,7 @@ class FakeModel:
 
     Behind the server it answers: `answer(req)` (default: a fixed sentence that names the question); with
     tools offered it first calls `session_search` with the question, then answers. Summaries: `summary_text`.
+    mem0's extraction calls: mem0's JSON, one fact per user line (`mem0_facts`), so mem0 stores memories.
     Judges: "incorrect" (trpc JSON) / "no" (LongMemEval). Usage is counted with `count_tokens` and tallied per
     request kind in `tally` (embedding inputs too), so a benchmark can read what a run spent.
 
@@ -198,6 +210,8 @@ class FakeModel:
                 if "Answer yes or no only" in last
                 else '{"correct": false, "confidence": 0.9, "reason": "different"}'
             )
+        elif kind == "memory_extraction":  # mem0's own format: facts it stores (a sentence would store nothing)
+            content = mem0_facts(req)
         elif kind == "summary":
             last = msgs[-1].get("content") or ""
             content = f"<summary>{self.summary_text}</summary>" if "<summary>" in last else self.summary_text
