@@ -55,11 +55,12 @@ def open_cache(config: RunConfig, stack: contextlib.ExitStack) -> ResponseCache 
     return cache
 
 
-def preflight(settings: ClientSettings, *clients) -> None:
-    """One clear error before anything runs, instead of N failed records (`client.preflight=false` skips it)."""
-    if settings.preflight:
-        for c in dict.fromkeys(clients):
-            c.preflight()  # bounded by the client's own settings (the run's `client:`)
+def preflight(settings: ClientSettings, *clients) -> dict[Any, int | None]:
+    """One clear error before anything runs, instead of N failed records (`client.preflight=false` skips it).
+    Returns each client's context window as its endpoint states it (None: not stated; empty when skipped)."""
+    if not settings.preflight:
+        return {}
+    return {c: c.preflight() for c in dict.fromkeys(clients)}  # bounded by the client's own settings (`client:`)
 
 
 def build_modes(config: RunConfig) -> list[Contestant]:

@@ -60,6 +60,7 @@ from runners.reference_latency import appended_event_texts, embed_appended, late
 from runners.run_config import RunConfig
 from runners.setting_rules import RunConfigError
 from runners.skeleton import Clients, RunSkeleton, run_skeleton
+from runners.window_check import window_check
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +129,14 @@ def _run_benchmark(config: RunConfig, skeleton: RunSkeleton) -> tuple[int, int, 
         assert clients.answer is not None and clients.judge is not None and clients.answer_endpoint is not None
         components = build_components(config, clients.answer, clients.judge, clients.answer_endpoint, run_dir)
         components.kit.resume(prior)  # what an interrupted run recorded keeps its attribution
+        for line in window_check(  # before the first call: a window that cuts the prompts, and the setting to change
+            todo,
+            config.wire,
+            components.kit,
+            local=clients.answer_endpoint.spec.is_local,
+            served=clients.answer_window_served,
+        ):
+            log.warning(line)
     # What produced the records: taken before the first case, so a tree changed during a long run
     # (a commit, a checkout) is not what run.json names.
     prov, started_at = provenance(config.composed, data_prov), utc_now()
