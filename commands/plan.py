@@ -207,12 +207,13 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
     from harness.retrieval.index import build_docs
     from harness.session.store import SQLiteStore
     from harness.session.tokens import o200k_counter
-    from runners.components import build_modes, build_scorers
+    from runners.components import build_modes, build_scorers, check_packages
     from runners.pair_scoring import score_all
     from runners.skeleton import run_skeleton
     from runners.summaries import SummaryProvider
 
     config = RunConfig.build(cfg)  # the one place the composed config becomes the plan's settings
+    check_packages(config)  # the plan builds the run's retriever: what to install, before any work
     table = load_price_table(pricing)
     cases, _ = instantiate(config.dataset, _convert_="all").load()
     modes = build_modes(config)

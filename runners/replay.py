@@ -46,6 +46,7 @@ from runners.components import (
     build_components,
     build_modes,
     build_scorers,
+    check_packages,
     open_cache,
     preflight,
 )
@@ -100,6 +101,7 @@ def run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
 def _run_benchmark(config: RunConfig, skeleton: RunSkeleton) -> tuple[int, int, dict[str, Any]]:
     """(pairs failed, pairs skipped as already done, the clients' totals)."""
     run_dir = skeleton.run_dir
+    check_packages(config)  # what to install, before any work (the data, the model server)
     fp = config.fingerprint  # computed once: the directory check, the session store, run.json
     check_fingerprint(run_dir, fp, config.earlier_fingerprints)
     run_settings = config.run
