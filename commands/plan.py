@@ -286,7 +286,7 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
         # what a run warns of before its first call: a window that cuts the whole-history prompts (the plan sends
         # nothing, so the endpoint's own window is not asked)
         todo = [(c, [m for m in modes if (c.question_id, m.name) not in done]) for c in cases]
-        window = window_check(todo, wire, kit, local=ep.spec.is_local, served=None)
+        window_lines = window_check(todo, wire, kit, local=ep.spec.is_local, served=None)
         for case in cases:
             session = wire.case_session(case)
             question = Question.of(case, wire.question(case.question, case.question_date))
@@ -305,8 +305,8 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
                 )
             kit.forget(case.question_id)
     plan = _summarize(config.cache, log.calls, table, len(cases), [m.name for m in modes], n_done, caps, ep, jep)
-    if window:  # only then, so a plan with nothing to warn of is the plan it was
-        plan["window_warnings"] = window
+    if window_lines:  # only then, so a plan with nothing to warn of is the plan it was
+        plan["window_warnings"] = window_lines
     if planned_providers:
         plan["estimates"]["memory"] = (
             f"memory provider(s) {', '.join(planned_providers)} reach a service outside this process: the plan sent "

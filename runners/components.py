@@ -68,7 +68,9 @@ def check_packages(config: RunConfig) -> None:
     """RunConfigError naming what to install, before any work, when the retriever's embedder cannot be built in this
     environment (the default retriever's static embedder is distilled once, with torch: `make bench` has none)."""
     node = (config.retrieval or {}).get("embedder")
-    missing = packages_missing(node) if node is not None else []
+    if node is None:
+        return
+    missing = packages_missing(node)
     if missing:
         raise RunConfigError(
             f"retrieval.embedder: the static embedder at {node.get('path')} is not built yet and building it (once) "

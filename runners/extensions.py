@@ -44,34 +44,41 @@ def config_dir_options(args: Sequence[str]) -> tuple[list[str], list[str]]:
     return rest, options
 
 
-def user_config_dirs(argv: Sequence[str]) -> list[Path]:
+def user_config_dirs(argv: Sequence[str]) -> list[str]:
     """The config directories `argv` (Hydra's arguments) adds to the installed configs: `--config-dir DIR` and the
     file entries of `hydra.searchpath=[...]`."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    dirs: list[Path] = []
+    dirs: list[str] = []
     it = iter(argv)
     for arg in it:
         if arg in _CONFIG_DIR_OPTIONS:
-            dirs.append(Path(next(it, "")))
+            dirs.append(next(it, ""))
             continue
         key, eq, _ = arg.partition("=")
         if eq and key.lstrip("+") == "hydra.searchpath":
-            value = OverridesParser.create().parse_overrides([arg])[0].value()
+            try:
+                value = OverridesParser.create().parse_overrides([arg])[0].value()
+            except Exception:  # a malformed override: Hydra names it
+                continue
             for entry in value if isinstance(value, list) else [value]:
                 scheme, sep, path = str(entry).partition("://")
                 if not sep:  # no scheme: Hydra reads a file path
                     scheme, path = "file", str(entry)
                 if scheme == "file":
-                    dirs.append(Path(path))
-    return [d.expanduser() for d in dirs]
+                    dirs.append(path)
+    return dirs
 
 
-def config_dir_problems(dirs: Sequence[Path], installed: Path = CONFIG_DIR) -> list[str]:
-    """What is wrong with the user's config directories: one that does not exist, and each file that has the name
-    of an installed config (Hydra reads the installed one first: the user's would silently never be used)."""
+def config_dir_problems(dirs: Sequence[str], installed: Path = CONFIG_DIR) -> list[str]:
+    """What is wrong with the user's config directories: one not given or that does not exist, and each file that
+    has the name of an installed config (Hydra reads the installed one first: the user's would never be used)."""
     problems = []
-    for d in dirs:
+    for given in dirs:
+        d = Path(given).expanduser()
+        if not given:
+            problems.append("--config-dir needs a directory")
+            continue
         if not d.is_dir():
             problems.append(f"config directory {d} does not exist")
             continue
@@ -90,10 +97,10 @@ def provider_config(obj: Any, where: str) -> dict[str, Any]:
     with a plain default, so `memory.ARG=` overrides it; `???` for one without a default, which Hydra then asks
     for), or a config mapping with its own `_target_`. ValueError naming `where` otherwise."""
     if isinstance(obj, Mapping):
-        node = {str(k): v for k, v in obj.items()}
-        if not isinstance(node.get("_target_"), str):
+        given = {str(k): v for k, v in obj.items()}
+        if not isinstance(given.get("_target_"), str):
             raise ValueError(f"{where}: a provider config needs a `_target_` (the provider class's import path)")
-        return node
+        return given
     if not inspect.isclass(obj):
         raise ValueError(f"{where}: expected a provider class or a config mapping, got {type(obj).__name__}")
     node: dict[str, Any] = {"_target_": f"{obj.__module__}.{obj.__qualname__}"}

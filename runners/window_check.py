@@ -46,10 +46,10 @@ def window_shortfalls(
             history = CaseHistory.of(case, wire.session_for(session, mode.name))
             needs.setdefault(mode.name, []).append(mode.window_needed(history, question, kit))
     out = []
-    for mode, values in needs.items():
+    for name, values in needs.items():
         over = [n for n in values if n > kit.context_window]
         if over:
-            out.append(WindowShortfall(mode, len(over), len(values), max(over)))
+            out.append(WindowShortfall(name, len(over), len(values), max(over)))
     return out
 
 

@@ -5,6 +5,7 @@ registers through the entry-point group `lme_harness.memory_providers` (docs/ext
 from __future__ import annotations
 
 import json
+import random
 import sys
 from pathlib import Path
 
@@ -153,6 +154,11 @@ def test_a_missing_config_dir_is_named(tmp_path, capsys):
     assert code == 2 and f"config directory {tmp_path / 'nowhere'} does not exist" in capsys.readouterr().err
 
 
+def test_a_config_dir_option_without_a_directory_is_named(tmp_path, capsys):
+    assert main(["plan", f"hydra.run.dir={tmp_path / 'run'}", "--config-dir"]) == 2
+    assert "lme-harness: error: --config-dir needs a directory" in capsys.readouterr().err
+
+
 def test_config_dir_options_are_taken_anywhere():
     rest, opts = config_dir_options(["a=1", "-cd", "x", "SRC", "--config-dir=/y", "b=2"])
     assert rest == ["a=1", "SRC", "b=2"]
@@ -239,3 +245,19 @@ def test_provider_config_of_a_class_lists_its_plain_arguments():
         provider_config({"keep": 1}, "p")
     with pytest.raises(ValueError, match="expected a provider class"):
         provider_config(42, "p")
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_exactly_the_files_named_like_installed_configs_are_refused(tmp_path, seed):
+    """Generated folders of the user's: installed names (any group, nested ones included) among new ones."""
+    from harness.config_files import CONFIG_DIR
+    from runners.extensions import config_dir_problems
+
+    rng = random.Random(seed)
+    installed = sorted(p.relative_to(CONFIG_DIR).as_posix() for p in CONFIG_DIR.rglob("*.yaml"))
+    taken = rng.sample(installed, rng.randrange(0, 4))
+    groups = sorted({name.rsplit("/", 1)[0] for name in installed if "/" in name} | {"mygroup"})
+    new = [f"{rng.choice(groups)}/mine_{i}.yaml" for i in range(rng.randrange(1, 5))]
+    user = write(tmp_path / "user", {name: "a: 1\n" for name in taken + new})
+    problems = config_dir_problems([str(user)])
+    assert sorted(p.split(" has the name")[0] for p in problems) == sorted(str(user / name) for name in taken)
