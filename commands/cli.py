@@ -21,6 +21,7 @@ EXIT_STOPPED = (
 )
 EXIT_INTERRUPTED = 5  # stopped by Ctrl-C (SIGINT) or SIGTERM: records kept, run.json and a partial report written;
 # the same command resumes. A second Ctrl-C exits at once with 128 + the signal number (130), waiting for nothing.
+HYDRA_COMMANDS = ("run", "plan", "rescore", "replay", "retrieval-eval")  # the commands that compose a config
 NOISY_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "openai")
 
 
@@ -35,6 +36,7 @@ def _hydra_main(task_fn, argv: list[str]) -> int:
 
     from harness import progress, secrets
     from runners.console import quiet_console
+    from runners.extensions import config_dir_problems, register_memory_providers, user_config_dirs
     from runners.interrupt import SweepInterrupted, stop_on_signals
     from runners.rundir import RunNameError, check_run_name, register_resolvers
 
@@ -61,6 +63,12 @@ def _hydra_main(task_fn, argv: list[str]) -> int:
     if bad:  # before Hydra: it prints and snapshots override text (a sweep's job lines, multirun.yaml)
         print(f"lme-harness: error: {'; '.join(bad)}; nothing was written", file=sys.stderr)
         return 2
+    bad = config_dir_problems(user_config_dirs(argv))
+    if bad:  # the user's own config directory (docs/extending.md): a file there Hydra would never read
+        print(f"lme-harness: error: {'; '.join(bad)}; nothing was written", file=sys.stderr)
+        return 2
+    for warning in register_memory_providers():  # memory=NAME of installed packages (entry points)
+        print(f"lme-harness: warning: {warning}", file=sys.stderr)
     for arg in argv:
         key, eq, value = arg.partition("=")
         if eq and key.lstrip("+") == "run.name":
@@ -370,6 +378,12 @@ def _main(argv: list[str]) -> int:
     dp = dsub.add_parser("info", help="question count, types, abstention count, sha256")
     dp.add_argument("path")
 
+    config_dir: list[str] = []  # --config-dir DIR, anywhere among a Hydra command's arguments (docs/extending.md)
+    if argv and argv[0] in HYDRA_COMMANDS:
+        from runners.extensions import config_dir_options
+
+        rest, config_dir = config_dir_options(argv[1:])
+        argv = [argv[0], *rest]
     if argv and argv[0] == "rescore":
         if len(argv) < 2 or ("=" in argv[1] and not Path(argv[1]).is_dir()):  # run dirs hold `=` too
             print("lme-harness: error: usage: lme-harness rescore SRC_RUN_DIR [HYDRA OVERRIDES...]", file=sys.stderr)
@@ -380,7 +394,7 @@ def _main(argv: list[str]) -> int:
         if not any(o.startswith("hydra.run.dir=") for o in overrides):  # next to the source, named by the overrides
             quoted = str(src / "rescore").replace("\\", "\\\\").replace("'", "\\'")  # `=` and `,` stay one value
             overrides.append(f"hydra.run.dir='{quoted}/${{lme.run_dirname:}}'")
-        return _hydra_main(_rescore_task(src), overrides)
+        return _hydra_main(_rescore_task(src), [*config_dir, *overrides])
     if argv and argv[0] == "replay":  # replay FIXTURE [--record] [HYDRA OVERRIDES...] (docs/ci-gate.md)
         rest = [a for a in argv[1:] if a != "--record"]
         if not rest or "=" in rest[0]:
@@ -392,7 +406,7 @@ def _main(argv: list[str]) -> int:
         from commands.replay_gate import replay_main
 
         logging.basicConfig(level=logging.WARNING)
-        return _guard(lambda: replay_main(rest[0], rest[1:], run=main, record="--record" in argv[1:]))
+        return _guard(lambda: replay_main(rest[0], [*config_dir, *rest[1:]], run=main, record="--record" in argv[1:]))
     if argv and (argv[0] == "plan" or (argv[0] == "run" and "--plan" in argv)):  # `run --plan` = `plan`
         logging.basicConfig(level=logging.WARNING)
         try:
@@ -400,12 +414,12 @@ def _main(argv: list[str]) -> int:
         except PlanUsageError as e:
             print(f"lme-harness: error: plan: {e}", file=sys.stderr)
             return 2
-        return _hydra_main(_plan_task(out, pricing), overrides)
+        return _hydra_main(_plan_task(out, pricing), [*config_dir, *overrides])
     if argv and argv[0] in ("run", "retrieval-eval"):
         logging.basicConfig(level=logging.WARNING)
         if argv[0] == "run":
-            return _hydra_main(_run_task, argv[1:])
-        return _hydra_main(_retrieval_task, [*argv[1:], *_own_dirs(argv[1:], RETRIEVAL_EVAL_DIRS)])
+            return _hydra_main(_run_task, [*config_dir, *argv[1:]])
+        return _hydra_main(_retrieval_task, [*config_dir, *argv[1:], *_own_dirs(argv[1:], RETRIEVAL_EVAL_DIRS)])
     args = parser.parse_args(argv)
     if args.cmd == "report":
         from reports.render import build_report

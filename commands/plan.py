@@ -46,6 +46,7 @@ from harness.scoring.base import ScoreInput
 from harness.session.events import Session
 from reports.cost import PriceTable, call_cost, load_price_table
 from runners.run_config import CacheSettings, RunConfig
+from runners.window_check import window_check
 
 PLAN_FILE = "plan.json"
 MARKER = "\u27e8plan-estimate\u27e9"  # placeholder text: a request containing it is not known in advance
@@ -206,12 +207,13 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
     from harness.retrieval.index import build_docs
     from harness.session.store import SQLiteStore
     from harness.session.tokens import o200k_counter
-    from runners.components import build_modes, build_scorers
+    from runners.components import build_modes, build_scorers, check_packages
     from runners.pair_scoring import score_all
     from runners.skeleton import run_skeleton
     from runners.summaries import SummaryProvider
 
     config = RunConfig.build(cfg)  # the one place the composed config becomes the plan's settings
+    check_packages(config)  # the plan builds the run's retriever: what to install, before any work
     table = load_price_table(pricing)
     cases, _ = instantiate(config.dataset, _convert_="all").load()
     modes = build_modes(config)
@@ -284,6 +286,10 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
 
         n_done = 0
         wire = config.wire  # the run's identifier shapes: the same requests, keys, tokens
+        # what a run warns of before its first call: a window that cuts the whole-history prompts (the plan sends
+        # nothing, so the endpoint's own window is not asked)
+        todo = [(c, [m for m in modes if (c.question_id, m.name) not in done]) for c in cases]
+        window_lines = window_check(todo, wire, kit, local=ep.spec.is_local, served=None)
         for case in cases:
             session = wire.case_session(case)
             question = Question.of(case, wire.question(case.question, case.question_date))
@@ -302,6 +308,8 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
                 )
             kit.forget(case.question_id)
     plan = _summarize(config.cache, log.calls, table, len(cases), [m.name for m in modes], n_done, caps, ep, jep)
+    if window_lines:  # only then, so a plan with nothing to warn of is the plan it was
+        plan["window_warnings"] = window_lines
     if planned_providers:
         plan["estimates"]["memory"] = (
             f"memory provider(s) {', '.join(planned_providers)} reach a service outside this process: the plan sent "
@@ -521,6 +529,7 @@ def render_table(plan: dict[str, Any]) -> str:
         )
     if plan["pricing"]["unpriced_models"]:
         out.append(f"unpriced (not in the price table): {', '.join(plan['pricing']['unpriced_models'])}")
+    out.extend(f"warning: {line}" for line in plan.get("window_warnings", ()))
     out.append(
         "estimates: completion = max_tokens caps; ondemand = one search round; judge on every unknown answer "
         "(see plan.json 'estimates')"

@@ -19,6 +19,7 @@ from harness.llm.cache import ResponseCache
 from harness.llm.client import LLMClient
 from harness.llm.endpoint import Endpoint
 from harness.llm.types import ChatModel
+from harness.retrieval.embedders import EMBED_EXTRA, packages_missing
 from harness.retrieval.recall_trigger import RecallTriggerError
 from harness.scoring.base import ScoreInput, Scorer
 from harness.scoring.votes import VotesConfigError, voted_config
@@ -55,11 +56,27 @@ def open_cache(config: RunConfig, stack: contextlib.ExitStack) -> ResponseCache 
     return cache
 
 
-def preflight(settings: ClientSettings, *clients) -> None:
-    """One clear error before anything runs, instead of N failed records (`client.preflight=false` skips it)."""
-    if settings.preflight:
-        for c in dict.fromkeys(clients):
-            c.preflight()  # bounded by the client's own settings (the run's `client:`)
+def preflight(settings: ClientSettings, *clients) -> dict[Any, int | None]:
+    """One clear error before anything runs, instead of N failed records (`client.preflight=false` skips it).
+    Returns each client's context window as its endpoint states it (None: not stated; empty when skipped)."""
+    if not settings.preflight:
+        return {}
+    return {c: c.preflight() for c in dict.fromkeys(clients)}  # bounded by the client's own settings (`client:`)
+
+
+def check_packages(config: RunConfig) -> None:
+    """RunConfigError naming what to install, before any work, when the retriever's embedder cannot be built in this
+    environment (the default retriever's static embedder is distilled once, with torch: `make bench` has none)."""
+    node = (config.retrieval or {}).get("embedder")
+    if node is None:
+        return
+    missing = packages_missing(node)
+    if missing:
+        raise RunConfigError(
+            f"retrieval.embedder: the static embedder at {node.get('path')} is not built yet and building it (once) "
+            f"needs {', '.join(missing)}, not installed here: {EMBED_EXTRA}; or run with keyword search only: "
+            "retrieval=bm25"
+        )
 
 
 def build_modes(config: RunConfig) -> list[Contestant]:

@@ -46,6 +46,7 @@ from runners.components import (
     build_components,
     build_modes,
     build_scorers,
+    check_packages,
     open_cache,
     preflight,
 )
@@ -60,6 +61,7 @@ from runners.reference_latency import appended_event_texts, embed_appended, late
 from runners.run_config import RunConfig
 from runners.setting_rules import RunConfigError
 from runners.skeleton import Clients, RunSkeleton, run_skeleton
+from runners.window_check import window_check
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +101,7 @@ def run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
 def _run_benchmark(config: RunConfig, skeleton: RunSkeleton) -> tuple[int, int, dict[str, Any]]:
     """(pairs failed, pairs skipped as already done, the clients' totals)."""
     run_dir = skeleton.run_dir
+    check_packages(config)  # what to install, before any work (the data, the model server)
     fp = config.fingerprint  # computed once: the directory check, the session store, run.json
     check_fingerprint(run_dir, fp, config.earlier_fingerprints)
     run_settings = config.run
@@ -133,6 +136,14 @@ def _run_benchmark(config: RunConfig, skeleton: RunSkeleton) -> tuple[int, int, 
         assert clients.answer is not None and clients.judge is not None and clients.answer_endpoint is not None
         components = build_components(config, clients.answer, clients.judge, clients.answer_endpoint, run_dir)
         components.kit.resume(prior)  # what an interrupted run recorded keeps its attribution
+        for line in window_check(  # before the first call: a window that cuts the prompts, and the setting to change
+            todo,
+            config.wire,
+            components.kit,
+            local=clients.answer_endpoint.spec.is_local,
+            served=clients.answer_window_served,
+        ):
+            log.warning(line)
     # What produced the records: taken before the first case, so a tree changed during a long run
     # (a commit, a checkout) is not what run.json names.
     prov, started_at = provenance(config.composed, data_prov), utc_now()

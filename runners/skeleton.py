@@ -51,6 +51,7 @@ class Clients:
     judge: LLMClient | None = None
     answer_endpoint: Endpoint | None = None
     judge_endpoint: Endpoint | None = None
+    answer_window_served: int | None = None  # the answer model's window as its endpoint states it (the preflight)
 
     @property
     def endpoints(self) -> list[Endpoint]:
@@ -138,7 +139,8 @@ class RunSkeleton:
             if self.config.judge_has_own_model or not answer:
                 clients.judge, clients.judge_endpoint = self._client(self.config.judge_model, settings, stand_in)
         if stand_in is None:
-            preflight(settings, *clients.distinct)
+            served = preflight(settings, *clients.distinct)
+            clients.answer_window_served = served.get(clients.answer) if clients.answer is not None else None
         return clients
 
     def _client(

@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from harness.data.longmemeval import Case, Turn
 from harness.llm.types import ChatModel, ChatResult, Message
@@ -135,6 +135,35 @@ class Contestant(Protocol):
     def ingest(self, history: CaseHistory, kit: Toolkit) -> Ingested: ...
 
     def answer(self, memory: Any, question: Question, kit: Toolkit) -> Answer: ...
+
+
+@runtime_checkable
+class WholeHistory(Protocol):
+    """A contestant that sends a case's whole history in its answer prompt and cuts the oldest part when it does
+    not fit the window (long_context, lme_official). `window_needed` is the window this case's prompt needs uncut
+    (the prompt, the reply's max_tokens and the contestant's reserve, counted as `answer` counts them), so a run
+    can say before its first call that the configured window will cut it (runners/window_check.py)."""
+
+    name: str
+
+    def window_needed(self, history: CaseHistory, question: Question, kit: Toolkit) -> int: ...
+
+
+def reply_room(kit: Toolkit, reserve_tokens: int) -> int:
+    """The part of the window a whole-history prompt leaves free: the reply's max_tokens and a reserve."""
+    return int(kit.generation.get("max_tokens") or 0) + reserve_tokens
+
+
+def answer_budget(kit: Toolkit, reserve_tokens: int) -> int:
+    """The prompt tokens a whole-history prompt may take: the window less `reply_room`."""
+    return kit.context_window - reply_room(kit, reserve_tokens)
+
+
+def window_counter(kit: Toolkit) -> TokenCounter:
+    """The kit's token counter, scaled by the model's `token_ratio` (a tokenizer that yields more than o200k)."""
+    from harness.session.tokens import ScaledCounter
+
+    return kit.token_counter if kit.token_ratio == 1 else ScaledCounter(kit.token_counter, kit.token_ratio)
 
 
 def query_latency(calls: Sequence[ChatResult], harness_s: float) -> float:

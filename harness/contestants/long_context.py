@@ -12,10 +12,14 @@ from harness.contestants.base import (
     Question,
     Stopwatch,
     Toolkit,
+    answer_budget,
     query_latency,
     question_message,
+    reply_room,
+    window_counter,
 )
 from harness.golang import go_trim_space  # answers are trimmed as the reference's Go code trims them
+from harness.llm.types import Message
 from harness.prompts.answer import LME_INSTRUCTION
 from harness.session.events import Session
 from harness.settings import yaml_field
@@ -33,12 +37,15 @@ class LongContextMode:
     def ingest(self, history: CaseHistory, kit: Toolkit) -> Ingested:
         return Ingested(memory=history.session)
 
-    def answer(self, memory: Any, question: Question, kit: Toolkit) -> Answer:
-        from harness.session.assembly import drop_leading_non_user, tailor
-        from harness.session.tokens import ScaledCounter
+    def window_needed(self, history: CaseHistory, question: Question, kit: Toolkit) -> int:
+        """The window this case's prompt needs uncut (`WholeHistory`): what `answer` would send before the fit."""
+        _, messages = self._prompt(history.session, question)
+        return window_counter(kit).count_messages(messages) + reply_room(kit, self.reserve_tokens)
 
-        session: Session = memory
-        sw = Stopwatch()
+    def _prompt(self, session: Session, question: Question) -> tuple[list[Any], list[Message]]:
+        """(the events shown, the messages before the fit): the newest `max_events`, from a user turn on."""
+        from harness.session.assembly import drop_leading_non_user
+
         events = session.events[-self.max_events :] if self.max_events else session.events
         shown = drop_leading_non_user(events)  # like the reference session filter: history starts at a user turn
         messages = [
@@ -46,10 +53,17 @@ class LongContextMode:
             *(e.to_message() for e in shown),
             question_message(question),
         ]
+        return shown, messages
+
+    def answer(self, memory: Any, question: Question, kit: Toolkit) -> Answer:
+        from harness.session.assembly import tailor
+
+        session: Session = memory
+        sw = Stopwatch()
+        shown, messages = self._prompt(session, question)
         # The last layer: fit the model's window by dropping the oldest rounds (never a tool call from its result).
-        budget = kit.context_window - int(kit.generation.get("max_tokens") or 0) - self.reserve_tokens
-        counter = kit.token_counter if kit.token_ratio == 1 else ScaledCounter(kit.token_counter, kit.token_ratio)
-        fitted = tailor(messages, budget, counter)
+        budget = answer_budget(kit, self.reserve_tokens)
+        fitted = tailor(messages, budget, window_counter(kit))
         dropped = len(session.events) - len(shown) + fitted.dropped
         info = {
             "truncated": dropped > 0,

