@@ -49,7 +49,6 @@ def _hydra_main(task_fn, argv: list[str]) -> int:
         secrets.install_log_filter()  # on the handlers Hydra has just configured (console, cli.log)
         for name in NOISY_LOGGERS:  # Hydra's logging is INFO: one line per HTTP request otherwise
             logging.getLogger(name).setLevel(logging.WARNING)
-        _scrub_snapshot(run_dir)
         progress.configure(bool(cfg.get("run", {}).get("progress", True)))
         try:
             with quiet_console(run_dir):  # one line per failure on the terminal, tracebacks in RUN_DIR/cli.log
@@ -131,16 +130,6 @@ def _causes(e: BaseException | None):
         e = e.__cause__ or e.__context__
 
 
-def _scrub_snapshot(run_dir: Path) -> None:
-    """Hydra snapshots the unresolved config and the override lines before the task starts: a key written
-    literally in a config file or inside a URL would land in .hydra/*.yaml, so such values are masked there
-    (with a token that stays valid YAML wherever it lands: `***` would read as an alias)."""
-    from harness import secrets
-
-    for path in (run_dir / ".hydra").glob("*.yaml"):
-        secrets.scrub_file(path, mask="REDACTED")
-
-
 def _run_task(cfg, run_dir: Path) -> int:
     from harness.records import RECORDS_FILE
     from reports.render import build_report
@@ -185,7 +174,10 @@ def _own_dirs(argv: list[str], dirs: dict[str, str]) -> list[str]:
 def _retrieval_task(cfg, run_dir: Path) -> int:
     from commands.retrieval_eval import run_retrieval_eval
 
+    from runners.snapshot import write_snapshot
+
     out = run_retrieval_eval(cfg, run_dir)
+    write_snapshot(run_dir, cfg)  # what produced the report files just written (runners/snapshot.py)
     print(f"retrieval report: {out}")
     return 0
 

@@ -503,6 +503,11 @@ class RedactingStream:
         return getattr(self.inner, name)
 
 
+def mask_text(text: str, mask: str = MASK) -> str:
+    """`text` with registered secrets replaced by `mask` and every URL reduced to scheme, host, port and path."""
+    return scrub_urls(REGISTRY.redact(text, mask))
+
+
 def scrub_file(path: Any, mask: str = MASK) -> bool:
     """Mask registered and URL secrets in a text file written elsewhere (Hydra's snapshot, the embedded
     server's log); `mask` replaces registered values (YAML needs a token that does not read as an alias)."""
@@ -513,7 +518,7 @@ def scrub_file(path: Any, mask: str = MASK) -> bool:
         text = p.read_text(errors="surrogateescape")
     except OSError:
         return False
-    masked = scrub_urls(REGISTRY.redact(text, mask))
+    masked = mask_text(text, mask)
     if masked == text:
         return False
     p.write_text(masked, errors="surrogateescape")

@@ -3,14 +3,15 @@ work, in one place. `run` (and so the replay gate, which is a `run` against the 
 `plan` each open one `RunSkeleton` and take the parts they need:
 
 - the run directory's lock (one process at a time writes it: harness/runlock.py);
-- the failure note: anything raised before the run started leaves only FAILED.txt, after it the note says the
-  run stopped (runners/lifecycle.py); an interrupted run leaves none (run.json says "interrupted");
+- the failure note: anything raised before the run started leaves only FAILED.txt (none in a directory that
+  holds another run's results: it is left as it was), after it the note says the run stopped
+  (runners/lifecycle.py); an interrupted run leaves none (run.json says "interrupted");
 - the response cache (runners/store_backend.py picks SQLite or PostgreSQL), closed with the skeleton;
 - the answer and judge clients: the endpoints opened (an embedded server started) and closed with the skeleton,
   one client each through `make_client`, and their preflight; for a plan, the same clients with the stand-in
   in place of the endpoint (commands/plan.py `planning_client`), so requests and cache keys are the client's own;
 - `start`: the point after which the run has started (the note of an earlier failed start removed, the
-  fingerprint written) and the record writer;
+  fingerprint and the configuration snapshot .hydra/ written: runners/snapshot.py) and the record writer;
 - the server watch over the clients' embedded servers, the progress ticker, and the stop signals.
 """
 
@@ -37,6 +38,7 @@ from runners.fingerprint import write_fingerprint
 from runners.interrupt import STOP, RunInterrupted, StopRequest
 from runners.lifecycle import clear_failure, write_failure
 from runners.run_config import RunConfig
+from runners.snapshot import holds_run, write_snapshot
 
 # the plan's: an endpoint -> (what answers in its place, what logs each call)
 StandInFactory = Callable[[Endpoint], tuple[Responder, Observer]]
@@ -154,12 +156,16 @@ class RunSkeleton:
         ep = self.stack.enter_context(open_endpoint(model_cfg, log_dir=self.run_dir, progress=self.config.run.progress))
         return make_client(ep, settings, self.cache), ep
 
-    def start(self, fp: str, **fingerprint_extra: Any) -> None:
-        """The run starts: the note of an earlier failed start goes, the fingerprint is written (with
-        `fingerprint_extra`)."""
+    def start(self, fp: str, *, snapshot: Any = None, **fingerprint_extra: Any) -> None:
+        """The run is accepted and starts: the note of an earlier failed start goes, the fingerprint is written
+        (with `fingerprint_extra`), and the configuration snapshot (.hydra/: `snapshot`, by default the run's
+        composed config; runners/snapshot.py), the first time anything describing the run is written."""
         self.started = True
         clear_failure(self.run_dir)
         write_fingerprint(self.run_dir, fp, **fingerprint_extra)
+        config = snapshot if snapshot is not None else self._config.composed if self._config is not None else None
+        if config is not None:
+            write_snapshot(self.run_dir, config)
 
     def record_writer(self) -> RecordWriter:
         """The writer of records.jsonl (a torn last line, from a killed run, is cut first)."""
@@ -191,6 +197,9 @@ def run_skeleton(
         except RunInterrupted:
             raise  # not a failure: run.json says "interrupted", the console says how to resume
         except Exception as e:
-            if note:
-                write_failure(run_dir, e, skeleton is not None and skeleton.started)
+            started = skeleton is not None and skeleton.started
+            # before it started, a run leaves a directory holding another run's results as it was (no note beside
+            # finished records: the error is on the console)
+            if note and (started or not holds_run(run_dir)):
+                write_failure(run_dir, e, started)
             raise
