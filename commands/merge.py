@@ -2,13 +2,14 @@
 
 Refused, with one error naming the culprit directory, when: OUT already holds anything (a merge never replaces
 a run's records); a directory has no records, or its `.hydra/config.yaml` or `run.json` cannot be read; the
-configurations differ beyond dataset.shard (results of different settings are never mixed); the shards are not
+configurations differ beyond dataset.shard (results of different settings are never mixed; the error names the
+keys; a rescore directory's configuration is its source's with its scoring, commands/rescore.py); the shards are not
 all N parts of one split; a (case, mode) appears in two directories; or a (case, mode) of the run's selection
 (the dataset and modes of the shards' configuration) has no record in any shard: the error names the missing
 pairs. `--allow-partial` writes such a merge anyway; run.json then lists the missing pairs (`merge_missing`) and
 the report's header says the run is partial, so an incomplete merge is never read as the whole run.
-OUT then holds records.jsonl, a run.json (the first shard's, with `merged_from`) and the fingerprint of the
-unsharded configuration, so `lme-harness run` resumes OUT only with that configuration; `lme-harness report
+OUT then holds records.jsonl, a run.json (the first shard's, with `merged_from`), the fingerprint of the
+unsharded configuration and its snapshot (.hydra/config.yaml), so `lme-harness run` resumes OUT only with that configuration; `lme-harness report
 OUT` works on it as on any run.
 """
 
@@ -16,7 +17,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -24,40 +27,47 @@ from harness.data.longmemeval import DataError, parse_shard
 from harness.records import RECORDS_FILE, RecordError, load_records, record_key
 from harness.run_meta import Invocation, RunMeta, RunMetaError, read_run_meta, write_run_meta
 from harness.storage import write_text_atomic
+from runners.fingerprint import differences, fingerprint, identity, write_fingerprint
+from runners.snapshot import CONFIG_FILE, SNAPSHOT_DIR, read_snapshot, write_snapshot
 
 MAX_LISTED_MISSING = 10  # the error names the first pairs and counts the rest
 
 
 def _config(run_dir: Path) -> DictConfig:
-    path = run_dir / ".hydra" / "config.yaml"
-    if not path.is_file():
-        raise RecordError(f"{path}: missing; merge needs the run directories `lme-harness run` wrote")
+    path = run_dir / SNAPSHOT_DIR / CONFIG_FILE
     try:
-        cfg = OmegaConf.load(path)
-    except Exception as e:  # yaml and OmegaConf raise many types for one damaged file
-        raise RecordError(
-            f"{path}: unreadable ({type(e).__name__}: {e}); merge needs the shard's saved config"
-        ) from None
-    if not isinstance(cfg, DictConfig):
-        raise RecordError(f"{path}: not a mapping; merge needs the shard's saved config")
+        cfg = read_snapshot(run_dir)
+    except ValueError as e:
+        raise RecordError(f"{e}; merge needs the shard's saved config") from None
+    if cfg is None:
+        raise RecordError(f"{path}: missing; merge needs the run directories `lme-harness run` wrote")
     return cfg
 
 
-def _identity(run_dir: Path) -> tuple[str, str | None, DictConfig]:
-    """(fingerprint without dataset.shard, the shard, that config) of a run directory, from Hydra's saved config."""
-    from runners.fingerprint import fingerprint
+@dataclass
+class _Shard:
+    """A run directory as merge compares it: the identity of its configuration without dataset.shard (for a
+    rescore: its source's configuration with its scoring, commands/rescore.py), its shard, that configuration."""
 
+    fingerprint: str
+    identity: dict[str, Any]
+    shard: str | None
+    config: DictConfig
+
+
+def _identity(run_dir: Path) -> _Shard:
+    """`run_dir` as merge compares it, from its snapshot (.hydra/config.yaml, runners/snapshot.py)."""
     cfg = _config(run_dir)
     shard = OmegaConf.select(cfg, "dataset.shard", default=None)
     if shard is not None:
         cfg.dataset.shard = None
     try:
-        fp = fingerprint(cfg)
+        ident, fp = identity(cfg), fingerprint(cfg)
     except Exception as e:  # an interpolation that no longer resolves, a damaged value
         raise RecordError(
-            f"{run_dir / '.hydra' / 'config.yaml'}: cannot be read as a run's configuration ({e})"
+            f"{run_dir / SNAPSHOT_DIR / CONFIG_FILE}: cannot be read as a run's configuration ({e})"
         ) from None
-    return fp, None if shard is None else str(shard), cfg
+    return _Shard(fp, ident, None if shard is None else str(shard), cfg)
 
 
 def _run_meta(run_dir: Path) -> RunMeta:
@@ -88,17 +98,20 @@ def selection(cfg: DictConfig) -> set[tuple[str, str]]:
     return {(c.question_id, m) for c in cases for m in modes}
 
 
+def _listed(items: Sequence[str]) -> str:
+    """The first MAX_LISTED_MISSING of `items`, and how many more."""
+    more = f" and {len(items) - MAX_LISTED_MISSING} more" if len(items) > MAX_LISTED_MISSING else ""
+    return ", ".join(items[:MAX_LISTED_MISSING]) + more
+
+
 def _missing_message(missing: list[tuple[str, str]]) -> str:
-    shown = ", ".join(f"({q}, {m})" for q, m in missing[:MAX_LISTED_MISSING])
-    more = f" and {len(missing) - MAX_LISTED_MISSING} more" if len(missing) > MAX_LISTED_MISSING else ""
-    return f"{len(missing)} (case, mode) pair(s) of the run have no record in any shard: {shown}{more}"
+    shown = _listed([f"({q}, {m})" for q, m in missing])
+    return f"{len(missing)} (case, mode) pair(s) of the run have no record in any shard: {shown}"
 
 
 def merge_runs(out: Path, run_dirs: Sequence[Path], *, allow_partial: bool = False) -> Path:
     """Write OUT/records.jsonl, OUT/run.json and OUT/fingerprint.json from the shards' run directories;
     OUT's records path. Everything is checked before OUT is created."""
-    from runners.fingerprint import write_fingerprint
-
     out = Path(out)
     dirs = [Path(d) for d in run_dirs]
     if not dirs:
@@ -107,13 +120,14 @@ def merge_runs(out: Path, run_dirs: Sequence[Path], *, allow_partial: bool = Fal
         raise RecordError(f"{out}: the output is one of the inputs; merge into a new directory")
     _check_out(out)
     ids = [_identity(d) for d in dirs]
-    for d, (fp, _, _) in zip(dirs, ids):
-        if fp != ids[0][0]:
+    for d, shard in zip(dirs, ids):
+        if shard.fingerprint != ids[0].fingerprint:
+            named = _listed(differences(ids[0].identity, shard.identity)) or "its identity"
             raise RecordError(
-                f"{d}: its configuration differs from {dirs[0]}'s beyond dataset.shard; "
+                f"{d}: its configuration differs from {dirs[0]}'s beyond dataset.shard ({named}); "
                 f"merge only the shards of one run"
             )
-    shards = [s for _, s, _ in ids]
+    shards = [s.shard for s in ids]
     if any(s is not None for s in shards):
         parsed = []
         for d, s in zip(dirs, shards):
@@ -148,7 +162,7 @@ def merge_runs(out: Path, run_dirs: Sequence[Path], *, allow_partial: bool = Fal
                 raise RecordError(f"{path}: ({k[0]}, {k[1]}) is also in {seen[k]}; shards must be disjoint")
             seen[k] = d
             lines.append(json.dumps(r, ensure_ascii=False))
-    missing = sorted(selection(ids[0][2]) - set(seen))
+    missing = sorted(selection(ids[0].config) - set(seen))
     if missing and not allow_partial:
         raise RecordError(
             f"merge: {_missing_message(missing)}; run the shards that stopped again with the same command "
@@ -167,11 +181,12 @@ def merge_runs(out: Path, run_dirs: Sequence[Path], *, allow_partial: bool = Fal
         meta.invocations = history
     meta.merged_from = [str(d) for d in dirs]
     meta.shards = shards
-    meta.fingerprint = ids[0][0]
+    meta.fingerprint = ids[0].fingerprint
     meta.drop("merge_missing")
     if missing:
         meta.merge_missing = [list(k) for k in missing]
     write_run_meta(out, meta)
     # the unsharded configuration's identity: a run of another configuration is refused here (runners/fingerprint.py)
-    write_fingerprint(out, ids[0][0], merged_from=[str(d) for d in dirs])
+    write_fingerprint(out, ids[0].fingerprint, merged_from=[str(d) for d in dirs])
+    write_snapshot(out, ids[0].config)  # the unsharded configuration: OUT can be rescored and merged in turn
     return out / RECORDS_FILE

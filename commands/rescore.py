@@ -14,7 +14,9 @@ An embedded judge whose server dies stops the rescore instead (exit 4): no pair 
 server's failure, every record is kept, and the same command resumes.
 The output directory (default SRC/rescore/<overrides>) resumes like a run: the same command scores only
 what is missing, and `lme-harness compare SRC OUT` puts the two judges side by side. One process at a time
-writes it (run.lock).
+writes it (run.lock). Its snapshot (.hydra/config.yaml) is the source's configuration with the new judge and
+scorers, and its fingerprint.json names the source's fingerprint: what produced its answers, which `merge`
+compares (two rescored shards of one run merge; rescores of different runs never do).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from runners.pair_scoring import apply_scores
 from runners.provenance import MODEL_KEYS, git_state, redacted_config, utc_now
 from runners.run_config import RunConfig
 from runners.skeleton import Clients, RunSkeleton, run_skeleton
+from runners.snapshot import read_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +63,43 @@ def rescore_record(rec: Record, scorers, source: str) -> Record:
     return apply_scores(out, scorers)
 
 
+def source_fingerprint(src_dir: Path) -> str | None:
+    """The identity of what produced the source's records (its fingerprint.json, else its run.json's)."""
+    return read_fingerprint(src_dir) or _source_meta(src_dir).fingerprint
+
+
+def source_configuration(src_dir: Path) -> DictConfig:
+    """The configuration that produced the source's answers: its snapshot (.hydra/config.yaml), else the config
+    its run.json records (a run directory of an older release, a merged one), else an empty one. RecordError
+    naming the file when the snapshot is unreadable."""
+    try:
+        cfg = read_snapshot(src_dir)
+    except ValueError as e:
+        raise RecordError(f"{e}; rescore carries its source's configuration") from None
+    if cfg is not None:
+        return cfg
+    return OmegaConf.create(_source_meta(src_dir).config or {})
+
+
+def scored_configuration(source: DictConfig, config: RunConfig) -> DictConfig:
+    """The configuration of a rescore's records, its snapshot: the source's (what produced the answers: model,
+    dataset, shard, modes, prompt...) with this rescore's judge and scorers (resolved, secrets masked). A judge
+    without an endpoint of its own calls the rescore's `model`: it is written as the judge's endpoint, so the
+    snapshot never names the source's answer model as the judge. `merge` compares these (commands/merge.py)."""
+    scoring = redacted_config(config.composed)
+    judge = scoring.get("judge")
+    if isinstance(judge, dict) and config.judged and not config.judge_has_own_model:
+        judge["endpoint"] = scoring.get("model")
+    out = OmegaConf.create(OmegaConf.to_container(source, resolve=False))
+    out.judge = judge
+    out.scorers = scoring.get("scorers")
+    return out
+
+
 def scoring_fingerprint(config: RunConfig, src_dir: Path) -> str:
     """The identity of a rescore: which answers (the source run's fingerprint) and how they are scored (the
     judge and scorers, endpoint URLs and non-result settings left out as in a run's fingerprint)."""
-    source_fp = read_fingerprint(src_dir) or _source_meta(src_dir).fingerprint
+    source_fp = source_fingerprint(src_dir)
     node = {
         "rescore_of": source_fp or str(src_dir.resolve()),
         "judge": OmegaConf.to_container(config.judge, resolve=True),
@@ -109,6 +145,7 @@ def _rescore(
     # One scoring per directory: records of another judge (or of a run) are never resumed as this one's.
     fp = scoring_fingerprint(config, src_dir)
     check_fingerprint(out_dir, fp)
+    snapshot = scored_configuration(source_configuration(src_dir), config)
     done = done_keys(out_dir / RECORDS_FILE)
     todo = [r for r in source if r.key not in done]
     judge_spec = config.judge_model if config.judged else None
@@ -118,7 +155,12 @@ def _rescore(
         clients = skeleton.open_clients(answer=False)
     scorers = build_scorers(config, clients.judge) if todo else []
     code = RescoreInfo(git=git_state(), started=utc_now())  # the scoring code, before the first score
-    skeleton.start(fp, rescore_of=str(src_dir))
+    skeleton.start(
+        fp,
+        snapshot=snapshot,
+        rescore_of=str(src_dir),
+        source_fingerprint=source_fingerprint(src_dir),
+    )
     writer = skeleton.record_writer()
     t0 = time.perf_counter()
     watch = skeleton.server_watch(clients)

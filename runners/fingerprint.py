@@ -115,11 +115,29 @@ def _canonical_components(obj: Any, version: int) -> Any:
 
 
 def fingerprint(cfg: DictConfig, *, version: int = IDENTITY) -> str:
-    """Identity of the result-bearing configuration. Null settings are left out, so a release that adds an
-    optional key (defaulting to null) does not orphan the run directories of the previous one; so are a declared
-    component's settings at their default (version 3). Endpoint URLs are not result-bearing (a restarted server
-    on a new port is the same model; the model name is kept). Secrets are masked through `harness.secrets` (the
-    one secret-key test). `version`: an earlier identity (`IDENTITY` above), to find older run directories."""
+    """Identity of the result-bearing configuration (`identity`, hashed). Null settings are left out, so a
+    release that adds an optional key (defaulting to null) does not orphan the run directories of the previous
+    one; so are a declared component's settings at their default (version 3). Endpoint URLs are not
+    result-bearing (a restarted server on a new port is the same model; the model name is kept). Secrets are
+    masked through `harness.secrets` (the one secret-key test). `version`: an earlier identity (`IDENTITY`
+    above), to find older run directories."""
+    c = identity(cfg, version=version)
+    return hashlib.sha256(json.dumps(c, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def differences(a: Any, b: Any, prefix: str = "") -> list[str]:
+    """The dotted keys at which two identities (`identity`) differ, in key order: what to name when two
+    configurations are not the same run (never their values: a value may be anything)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out: list[str] = []
+        for k in sorted(set(a) | set(b), key=str):
+            out += differences(a.get(k), b.get(k), f"{prefix}.{k}" if prefix else str(k))
+        return out
+    return [] if a == b else [prefix or "(the whole configuration)"]
+
+
+def identity(cfg: DictConfig, *, version: int = IDENTITY) -> dict[str, Any]:
+    """The result-bearing configuration as `fingerprint` hashes it (a plain, resolved mapping, secrets masked)."""
     if version not in (IDENTITY, *EARLIER_IDENTITIES):
         raise ValueError(f"fingerprint version {version!r}: known {IDENTITY, *EARLIER_IDENTITIES}")
     legacy = version == 1
@@ -137,7 +155,7 @@ def fingerprint(cfg: DictConfig, *, version: int = IDENTITY) -> str:
         _legacy_identity_mask(c)
     else:
         secrets.mask_config(c)
-    return hashlib.sha256(json.dumps(c, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return c
 
 
 def _key_env_as_key(c: dict[str, Any]) -> None:

@@ -186,3 +186,44 @@ def test_a_run_into_a_rescore_directory_is_refused(shards, tmp_path, capsys):
         assert not [r for r in srv.requests if r.get("messages")]
     assert "different configuration" in one_error_line(capsys.readouterr().err)
     assert (out / "records.jsonl").read_bytes() == records
+
+
+# ---------------------------------------------------------------- issue 38 item 4: rescored shards
+# A rescore directory's snapshot is its source's configuration with its scoring (commands/rescore.py): merge
+# compares what produced the answers, so rescores of different runs are refused and rescores of one run's shards
+# merge whole.
+
+
+def test_rescored_shards_of_different_runs_are_refused_naming_the_difference(tmp_path, capsys):
+    data = dataset(tmp_path)
+    with FakeOpenAIServer(FakeModel(answer=answer)) as srv:
+        assert main(cli(tmp_path, srv.base_url, data, "a0") + ["dataset.shard=0/2"]) == 0
+        other = ["dataset.shard=1/2", "model.model=other-model", "generation.temperature=0.9"]
+        assert main(cli(tmp_path, srv.base_url, data, "b1") + other) == 0
+    with FakeOpenAIServer(judge) as srv:
+        for name in ("a0", "b1"):
+            assert rescore(tmp_path / name, tmp_path / f"{name}-lme", srv.base_url, "judge=longmemeval") == 0
+    capsys.readouterr()
+    assert main(["merge", str(tmp_path / "m"), str(tmp_path / "a0-lme"), str(tmp_path / "b1-lme")]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert str(tmp_path / "b1-lme") in line and "model.model" in line and "generation.temperature" in line
+    assert "other-model" not in line  # keys named, never values
+    assert not (tmp_path / "m").exists()
+
+
+def test_rescored_shards_of_one_run_merge_whole(shards, tmp_path, capsys):
+    copy_shards(shards, tmp_path)
+    with FakeOpenAIServer(judge) as srv:
+        for name in ("s0", "s1"):
+            assert rescore(tmp_path / name, tmp_path / f"{name}-lme", srv.base_url, "judge=longmemeval") == 0
+    assert main(["merge", str(tmp_path / "m"), str(tmp_path / "s0-lme"), str(tmp_path / "s1-lme")]) == 0
+    merged = tmp_path / "m"
+    meta = json.loads((merged / "run.json").read_text())
+    assert "merge_missing" not in meta and "PARTIAL" not in (merged / "report.md").read_text()
+    serial = {(r["question_id"], r["mode"]) for r in load_records(tmp_path / "serial" / "records.jsonl")}
+    assert {(r["question_id"], r["mode"]) for r in load_records(merged / "records.jsonl")} == serial
+    assert all("lme_acc" in r["metrics"] for r in load_records(merged / "records.jsonl"))
+    # a rescore of one shard merged with a shard it did not rescore: another scoring, refused by name
+    capsys.readouterr()
+    assert main(["merge", str(tmp_path / "m2"), str(tmp_path / "s0-lme"), str(tmp_path / "s1")]) == 2
+    assert "judge" in one_error_line(capsys.readouterr().err)
