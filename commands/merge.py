@@ -62,7 +62,7 @@ def _identity(run_dir: Path) -> _Shard:
     if shard is not None:
         cfg.dataset.shard = None
     try:
-        ident, fp = identity(cfg), fingerprint(cfg)
+        ident, fp = identity(OmegaConf.to_container(cfg, resolve=True)), fingerprint(cfg)
     except Exception as e:  # an interpolation that no longer resolves, a damaged value
         raise RecordError(
             f"{run_dir / SNAPSHOT_DIR / CONFIG_FILE}: cannot be read as a run's configuration ({e})"

@@ -22,6 +22,7 @@ compares (two rescored shards of one run merge; rescores of different runs never
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import logging
 import time
@@ -76,9 +77,7 @@ def source_configuration(src_dir: Path) -> DictConfig:
         cfg = read_snapshot(src_dir)
     except ValueError as e:
         raise RecordError(f"{e}; rescore carries its source's configuration") from None
-    if cfg is not None:
-        return cfg
-    return OmegaConf.create(_source_meta(src_dir).config or {})
+    return cfg if cfg is not None else OmegaConf.create(dict(_source_meta(src_dir).config or {}))
 
 
 def scored_configuration(source: DictConfig, config: RunConfig) -> DictConfig:
@@ -90,7 +89,7 @@ def scored_configuration(source: DictConfig, config: RunConfig) -> DictConfig:
     judge = scoring.get("judge")
     if isinstance(judge, dict) and config.judged and not config.judge_has_own_model:
         judge["endpoint"] = scoring.get("model")
-    out = OmegaConf.create(OmegaConf.to_container(source, resolve=False))
+    out = copy.deepcopy(source)  # unresolved, as the source's snapshot holds it
     out.judge = judge
     out.scorers = scoring.get("scorers")
     return out

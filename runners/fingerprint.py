@@ -121,7 +121,7 @@ def fingerprint(cfg: DictConfig, *, version: int = IDENTITY) -> str:
     result-bearing (a restarted server on a new port is the same model; the model name is kept). Secrets are
     masked through `harness.secrets` (the one secret-key test). `version`: an earlier identity (`IDENTITY`
     above), to find older run directories."""
-    c = identity(cfg, version=version)
+    c = identity(OmegaConf.to_container(cfg, resolve=True), version=version)
     return hashlib.sha256(json.dumps(c, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -136,12 +136,13 @@ def differences(a: Any, b: Any, prefix: str = "") -> list[str]:
     return [] if a == b else [prefix or "(the whole configuration)"]
 
 
-def identity(cfg: DictConfig, *, version: int = IDENTITY) -> dict[str, Any]:
-    """The result-bearing configuration as `fingerprint` hashes it (a plain, resolved mapping, secrets masked)."""
+def identity(resolved: Any, *, version: int = IDENTITY) -> dict[str, Any]:
+    """The result-bearing part of a resolved configuration (`OmegaConf.to_container(cfg, resolve=True)`) as
+    `fingerprint` hashes it: a plain mapping, secrets masked."""
     if version not in (IDENTITY, *EARLIER_IDENTITIES):
         raise ValueError(f"fingerprint version {version!r}: known {IDENTITY, *EARLIER_IDENTITIES}")
     legacy = version == 1
-    c = _drop_nulls(OmegaConf.to_container(cfg, resolve=True))
+    c = _drop_nulls(resolved)
     c = _canonical_components(c, version)
     _key_env_as_key(c)
     for dotted in NON_RESULT_KEYS + (() if legacy else ENDPOINT_KEYS):

@@ -40,9 +40,12 @@ def _hydra_node(run_dir: Path) -> DictConfig | None:
 
     if not HydraConfig.initialized():
         return None
-    node = HydraConfig.instance().cfg
+    node: Any = HydraConfig.instance().cfg  # typed as HydraConf; it is the job's config holding `hydra:`
     with contextlib.suppress(Exception):
-        if node is not None and Path(str(node.hydra.runtime.output_dir)).resolve() == Path(run_dir).resolve():
+        if (
+            isinstance(node, DictConfig)
+            and Path(str(node.hydra.runtime.output_dir)).resolve() == Path(run_dir).resolve()
+        ):
             return node
     return None
 
