@@ -3,8 +3,9 @@
 A declared secret field names the env var (`api_key_env: VAR`; `store.password_env`); `check_overrides` (the
 command line, sweeps included) and `check_config` (the composed config, run before Hydra writes anything) refuse
 every other way in, naming keys and never values: a secret field holding anything but null or `${oc.env:VAR}`,
-a URL with userinfo, a query string or a fragment, a DSN with a password (libpq's own parser), `hydra.job.env_set`
-of a key. `describe_endpoint` is how an endpoint is written or printed anywhere (scheme, host, port, path).
+a URL with userinfo, a query string or a fragment, a DSN with a password (libpq's own parser), a Hydra setting
+that defines or reads the variable a secret field reads, whatever its name (`hydra_problems`).
+`describe_endpoint` is how an endpoint is written or printed anywhere (scheme, host, port, path).
 
 Defence in depth: one process-wide registry (`register`, `redact`) holds the env values read as keys; every
 writer (records, stores, FAILED.txt, logs, stdout/stderr) masks them, so an endpoint echoing a key leaves no trace.
@@ -329,19 +330,136 @@ def value_problems(key: str, raw: Any, resolved: Any = None) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def env_set_problem(name: str) -> str | None:
-    """`hydra.job.env_set.NAME=...` would put a key on the command line and into Hydra's snapshot."""
-    if is_secret_name(name) or name in ENV_VARS or name.upper().endswith(("_KEY", "_PASSWORD", "_TOKEN")):
-        return f"hydra.job.env_set.{name}=***: a key is read from the environment the harness starts in, not set by an override"
-    return None
+# --- Hydra's own settings (hydra.*): what they may not do with a secret's variable
+_ENV_READ = re.compile(r"\$\{\s*oc\.env\s*:\s*([A-Za-z_][A-Za-z0-9_]*)")
+_ENV_READ_COMPUTED = re.compile(r"\$\{\s*oc\.env\s*:\s*\$\{")
+_NODE_REF = re.compile(r"\$\{\s*([A-Za-z_][\w.]*)\s*\}")
+_ENV_SET, _ENV_COPY, _LAUNCHER = "hydra.job.env_set", "hydra.job.env_copy", "hydra.launcher"
+# What Hydra computes from the command line (the override lines themselves, checked as the settings they set)
+_HYDRA_OWN = ("hydra.overrides.", "hydra.job.override_dirname", "hydra.runtime.")
 
 
-def check_config(cfg: Any) -> None:
+def _reads_by_value(key: str, raw: str) -> bool:
+    """A setting whose value the secret check judges (a secret field, a URL, a DSN): a variable it reads must be
+    the one the check saw, never one Hydra sets for the job afterwards."""
+    name = key.rsplit(".", 1)[-1]
+    return is_secret_name(name) or _is_dsn_key(key) or name.lower().endswith("url") or "://" in raw
+
+
+def secret_variables(settings: Iterable[tuple[str, Any]]) -> set[str]:
+    """The env variables a secret field reads, from (dotted key, unresolved value) pairs: the harness's own
+    (`ENV_VARS`), every `*_env` field's value (model.api_key_env, judge.endpoint.api_key_env, an embedder's,
+    store.password_env, a memory provider's...), and every `${oc.env:VAR}` read by a secret field, a URL or a DSN."""
+    found = set(ENV_VARS)
+    for key, raw in settings:
+        if not isinstance(raw, str) or key.startswith("hydra."):  # Hydra's own settings are no secret fields
+            continue
+        if names_secret_env(key) and _ENV_NAME.match(raw):
+            found.add(raw)
+        if _reads_by_value(key, raw):
+            found.update(_ENV_READ.findall(raw))
+    return found
+
+
+def _names_secret_variable(name: str, variables: set[str]) -> bool:
+    """`name` is a variable a secret field reads (`variables`), or is named like a key (defence in depth)."""
+    return name in variables or is_secret_name(name) or name.upper().endswith(("_KEY", "_PASSWORD", "_TOKEN"))
+
+
+def _assigns(text: str, variables: set[str]) -> list[str]:
+    """The secret variables `text` names or assigns (`VAR`, `VAR=...`, `export VAR=...`) as a launcher would pass
+    them to a job's environment."""
+    return [
+        v
+        for v in sorted(variables)
+        if text.strip() == v or re.search(rf"(?<![A-Za-z0-9_]){re.escape(v)}\s*=", text) is not None
+    ]
+
+
+def hydra_problems(key: str, raw: Any, variables: set[str], follow: Any = None) -> list[str]:
+    """Why the Hydra setting `key` = `raw` (a leaf under hydra.*, unresolved) is refused; `variables`: the env
+    variables a secret field reads (`secret_variables`), whatever their names. A key enters only from the
+    environment the harness starts in, so no Hydra setting may define such a variable for the job
+    (hydra.job.env_set's keys, hydra.job.env_copy's names, a launcher's environment: a mapping key, a name or a
+    `VAR=` assignment anywhere under hydra.launcher) or read one (`${oc.env:VAR}`, or a secret field `${x.api_key}`)
+    into a setting Hydra writes in clear (hydra.run.dir and hydra.sweep.*: directory names, multirun.yaml).
+    `follow(ref)`: the unresolved value at a node reference, to follow `${notes.a}` chains (None: not followed).
+    Messages name the key, never the value."""
+    found: list[str] = []
+    parts = key.split(".")
+    if key.startswith(_ENV_SET + ".") and _names_secret_variable(parts[3], variables):
+        found.append(
+            f"{_ENV_SET}.{parts[3]}=***: {parts[3]} holds a key (a secret field reads it); a key is read from the "
+            "environment the harness starts in, never set through Hydra"
+        )
+    if key == _ENV_COPY or key.startswith(_ENV_COPY + "."):
+        found += [
+            f"{_ENV_COPY}: names {v}, which holds a key (a secret field reads it); export it where the harness runs"
+            for v in _assigns(str(raw), variables)
+        ]
+    if key.startswith(_LAUNCHER + "."):
+        named = [p for p in parts[2:] if _names_secret_variable(p, variables)]
+        named += _assigns(str(raw), variables) if isinstance(raw, str) else []
+        found += [
+            f"{key}=***: the launcher would set {v}, which holds a key (a secret field reads it); a key is read "
+            "from the environment the harness starts in"
+            for v in dict.fromkeys(named)
+        ]
+    found += _hydra_reads(key, raw, variables, follow, depth=0)
+    return list(dict.fromkeys(found))
+
+
+def _hydra_reads(key: str, raw: Any, variables: set[str], follow: Any, depth: int) -> list[str]:
+    if not isinstance(raw, str) or "${" not in raw or depth > 8:
+        return []
+    why = f"{key}=***: a Hydra setting is written in clear (directory names, .hydra/, multirun.yaml); it may not read"
+    if _ENV_READ_COMPUTED.search(raw):
+        return [f"{why} an environment variable whose name is computed"]
+    found = [f"{why} {v}, which holds a key" for v in _ENV_READ.findall(raw) if _names_secret_variable(v, variables)]
+    for ref in _NODE_REF.findall(raw):
+        if ref.startswith("hydra.") or ref == "hydra":
+            continue
+        if is_secret_name(ref.rsplit(".", 1)[-1]):
+            found.append(f"{why} the secret field {ref}")
+        elif follow is not None:
+            found += _hydra_reads(key, follow(ref), variables, follow, depth + 1)
+    return found
+
+
+def raw_leaves(node: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """(dotted key, unresolved value) of every leaf of a DictConfig/ListConfig `node` (hydra.* included); nothing
+    is resolved, so Hydra's own resolvers never run here."""
+    from omegaconf import DictConfig, ListConfig
+
+    out: list[tuple[str, Any]] = []
+
+    def walk(node: Any, path: str) -> None:
+        try:
+            keys = list(range(len(node))) if isinstance(node, ListConfig) else list(node.keys())
+        except Exception:  # an interpolated container: Hydra reports it
+            return
+        for k in keys:
+            sub = f"{path}.{k}" if path else str(k)
+            try:
+                child = node._get_node(k)
+            except Exception:
+                continue
+            if isinstance(child, (DictConfig, ListConfig)) and not child._is_interpolation():
+                walk(child, sub)
+            elif child is not None:
+                out.append((sub, child._value()))
+
+    walk(node, prefix)
+    return out
+
+
+def check_config(cfg: Any, variables: Iterable[str] = ()) -> None:
     """Refuse (one SecretConfigError naming every culprit key, no value) a composed config that carries a secret
     other than through the environment: a secret field (api_key, token, password... at any depth, nested dicts
     included) holding anything but null or `${oc.env:VAR}`, a `*_env` field holding anything but a name, a URL
     with userinfo, query or fragment (raw or resolved through any interpolation chain), a DSN with a password,
-    or `hydra.job.env_set` of a key. Run before Hydra writes anything (runners/rundir.py)."""
+    or a Hydra setting that defines or reads a variable a secret field reads (`hydra_problems`; `variables`: more
+    such variables, e.g. those of a sweep's other jobs). Run before Hydra writes anything (runners/rundir.py)."""
     from omegaconf import DictConfig, ListConfig, OmegaConf
 
     problems: list[str] = []
@@ -377,16 +495,21 @@ def check_config(cfg: Any) -> None:
 
     cfg = cfg if isinstance(cfg, (DictConfig, ListConfig)) else OmegaConf.create(cfg)
     walk(cfg, "")
-    env_set = OmegaConf.select(cfg, "hydra.job.env_set", default=None) if isinstance(cfg, DictConfig) else None
-    for name in list(env_set.keys()) if isinstance(env_set, DictConfig) else []:
-        problems += [p for p in (env_set_problem(str(name)),) if p]
+    leaves = dict(raw_leaves(cfg))
+    found = set(variables) | secret_variables(leaves.items())
+    for path, raw in leaves.items():
+        if path.startswith("hydra.") and not path.startswith(_HYDRA_OWN):
+            problems += hydra_problems(path, raw, found, leaves.get)
     problems = list(dict.fromkeys(p for p in problems if p))
     if problems:
         raise SecretConfigError("; ".join(problems))
 
 
 def _override_leaves(key: str, value: Any) -> Iterable[tuple[str, Any]]:
-    if isinstance(value, dict):
+    if isinstance(value, _Sweep):
+        for v in value:
+            yield from _override_leaves(key, v)
+    elif isinstance(value, dict):
         for k, v in value.items():
             yield from _override_leaves(f"{key}.{k}", v)
     elif isinstance(value, list) and not is_secret_name(key.rsplit(".", 1)[-1]):
@@ -399,48 +522,66 @@ def _override_leaves(key: str, value: Any) -> Iterable[tuple[str, Any]]:
 def check_overrides(argv: Iterable[str]) -> list[str]:
     """Overrides refused before Hydra sees them (Hydra prints and snapshots override text, and a sweep's job lines
     and multirun.yaml are written before any job's config exists): every problem `value_problems` finds in every
-    value of every override (sweeps, lists and dicts included), `hydra.job.env_set` of a key, and a resolver other
-    than `oc.env` on a secret or URL setting. Messages name keys, never values."""
+    value of every override (sweeps, lists and dicts included), a resolver other than `oc.env` on a secret or URL
+    setting, and `hydra_problems` of every hydra.* value against the variables the command line's secret fields
+    read (a config file's are seen by `check_config`). Messages name keys, never values."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     parser = OverridesParser.create()
     bad: list[str] = []
+    hydra: list[tuple[str, Any]] = []
+    given: list[tuple[str, Any]] = []  # every (key, value) the command line sets, sweeps' values included
     for arg in argv:
         key, eq, text = arg.partition("=")
         key = key.lstrip("+~")
         if not eq:
             continue
-        if key.startswith("hydra.job.env_set."):
-            bad += [p for p in (env_set_problem(key.rsplit(".", 1)[-1]),) if p]
-            continue
-        if key.startswith("hydra."):
+        if key.startswith("hydra.") or key == "hydra":
+            hydra += list(_override_leaves(key, _override_values(parser, arg, text)))
             continue
         resolvers = {r for r in _RESOLVER.findall(text) if r != "oc.env"}
         if resolvers and ("://" in text or "url" in key.lower() or is_secret_name(key.rsplit(".", 1)[-1])):
             bad.append(f"{key}=***: resolver {', '.join(sorted(resolvers))} on a secret or URL setting")
             continue
-        values: list[Any]
-        try:
-            override = parser.parse_overrides([arg])[0]
-            if override.is_sweep_override():
-                if resolvers:  # a sweep's job lines are printed before its jobs' configs exist to be checked
-                    bad.append(f"{key}=***: resolver {', '.join(sorted(resolvers))} in a sweep; write the values out")
-                    continue
-                try:
-                    values = list(override.sweep_iterator())
-                except Exception:
-                    values = [text]
-            else:
-                values = [override.value()]
-        except Exception:  # Hydra reports the syntax error; judge the text as written meanwhile
-            unquoted = text.strip()
-            if len(unquoted) >= 2 and unquoted[0] == unquoted[-1] and unquoted[0] in "'\"":
-                unquoted = unquoted[1:-1]
-            values = [unquoted]
-        for value in values:
-            for path, leaf in _override_leaves(key, value):
-                bad += value_problems(path, leaf if not isinstance(leaf, list) else str(leaf))
+        if resolvers and _is_sweep(parser, arg):  # a sweep's job lines are printed before its jobs' configs exist
+            bad.append(f"{key}=***: resolver {', '.join(sorted(resolvers))} in a sweep; write the values out")
+            continue
+        for path, leaf in _override_leaves(key, _override_values(parser, arg, text)):
+            given.append((path, leaf))
+            bad += value_problems(path, leaf if not isinstance(leaf, list) else str(leaf))
+    variables, values = secret_variables(given), dict(given)
+    for path, leaf in hydra:
+        bad += hydra_problems(path, leaf if not isinstance(leaf, list) else str(leaf), variables, values.get)
     return list(dict.fromkeys(bad))
+
+
+def _is_sweep(parser: Any, arg: str) -> bool:
+    try:
+        return bool(parser.parse_overrides([arg])[0].is_sweep_override())
+    except Exception:
+        return False
+
+
+class _Sweep(list):  # type: ignore[type-arg]
+    """The values of a sweep override (each one judged; `_override_leaves` walks them all under the one key)."""
+
+
+def _override_values(parser: Any, arg: str, text: str) -> Any:
+    """The value(s) an override sets, parsed as Hydra parses them: a sweep's every value (`_Sweep`), a list or a
+    dict as such; the text as written when Hydra cannot parse it (it reports the syntax error)."""
+    try:
+        override = parser.parse_overrides([arg])[0]
+        if not override.is_sweep_override():
+            return override.value()
+        try:
+            return _Sweep(override.sweep_iterator())
+        except Exception:
+            return text
+    except Exception:
+        unquoted = text.strip()
+        if len(unquoted) >= 2 and unquoted[0] == unquoted[-1] and unquoted[0] in "'\"":
+            unquoted = unquoted[1:-1]
+        return unquoted
 
 
 class SecretFilter(logging.Filter):

@@ -15,14 +15,16 @@ config before Hydra creates the run directory or its `.hydra/` snapshot: a refus
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
-from harness import secrets
+from harness import config_files, secrets
 from runners.setting_rules import dirname_exclusions
 
 
@@ -132,23 +134,60 @@ def overrides_dirname(task: list[str], exclude: list[str], item_sep: str = ",", 
     return cap(name)
 
 
-def refuse_secrets(cfg: Any) -> None:
-    """One clear error and exit 2 when the composed config carries a secret other than through the env."""
+def refuse_secrets(cfg: Any, variables: Iterable[str] = ()) -> None:
+    """One clear error and exit 2 when the composed config carries a secret other than through the env
+    (`variables`: more env variables a secret field reads, those of a sweep's other jobs)."""
     try:
-        secrets.check_config(cfg)
+        secrets.check_config(cfg, variables)
     except secrets.SecretConfigError as e:
         print(f"lme-harness: error: {e}; nothing was written", file=sys.stderr)
         raise SystemExit(2) from None
 
 
+def sweep_jobs(config: DictConfig) -> list[DictConfig]:
+    """Every job's composed config of the sweep `config` (the basic sweeper's: the cartesian product of the
+    sweep overrides), composed as the sweeper composes them. A job that does not compose is left out: Hydra
+    reports it when it composes it."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    if not GlobalHydra.instance().is_initialized():
+        return []
+    loader = GlobalHydra.instance().config_loader()
+    try:
+        task = OmegaConf.to_container(config.hydra.overrides.task, resolve=False)  # the lines as given
+        assert isinstance(task, list)
+        parsed = OverridesParser.create(config_loader=loader).parse_overrides([str(t) for t in task])
+        choices = [
+            [f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()]
+            if o.is_sweep_override()
+            else [f"{o.get_key_element()}={o.get_value_element_as_str()}"]
+            for o in parsed
+        ]
+    except Exception:  # a sweep the basic sweeper cannot expand: Hydra reports it
+        return []
+    jobs = []
+    for job in itertools.product(*choices):
+        try:
+            jobs.append(loader.load_sweep_config(config, list(job)))
+        except Exception:
+            continue
+    return jobs
+
+
 class SecretsCheck(Callback):
-    """Hydra callback: the config check, before a run or a sweep writes anything."""
+    """Hydra callback: the config check, before a run or a sweep writes anything. A sweep's every job is
+    composed and checked before Hydra writes multirun.yaml or any job's directory, against the env variables
+    every job's secret fields read (a job's `hydra.job.env_set` may not define another job's key either)."""
 
     def on_run_start(self, config: Any, **kwargs: Any) -> None:
         refuse_secrets(config)
 
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
-        refuse_secrets(config)
+        configs = [config, *sweep_jobs(config)]
+        variables = set().union(*(secrets.secret_variables(secrets.raw_leaves(c)) for c in configs))
+        for c in configs:
+            refuse_secrets(c, variables)
 
 
 def _run_dirname(*, _root_: Any) -> str:

@@ -145,6 +145,49 @@ def test_the_composed_config_is_checked_a_key_in_a_config_file_or_the_env(tmp_pa
     assert "model.api_key" in err and "sk-CANARY-in-a-file" not in err
 
 
+def test_issue38_a_key_set_through_env_set_for_the_variable_a_secret_field_reads_is_refused_in_a_sweep(
+    tmp_path, monkeypatch, capfd
+):
+    """The README's own example name passes any name test: what matters is that model.api_key_env reads it."""
+    err = refused(
+        tmp_path,
+        monkeypatch,
+        capfd,
+        ["-m", "model.api_key_env=MYVAR", "+hydra.job.env_set.MYVAR={K}", "prompt=trpc_default,fact_keeper"],
+    )
+    assert "hydra.job.env_set.MYVAR" in err
+
+
+def test_issue38_a_sweep_whose_experiment_file_sets_another_jobs_key_is_refused_before_multirun_yaml(
+    tmp_path, monkeypatch, capfd
+):
+    """Each job of a sweep is composed and checked before Hydra writes multirun.yaml: one experiment file names
+    the variable (model.api_key_env), the other sets it through env_set."""
+    conf = tmp_path / "conf" / "experiment"
+    conf.mkdir(parents=True)
+    (conf / "names.yaml").write_text("# @package _global_\nmodel:\n  api_key_env: MYVAR\n")
+    (conf / "sets.yaml").write_text(
+        '# @package _global_\nhydra:\n  job:\n    env_set:\n      MYVAR: "sk-CANARY-set-in-a-file-0123"\n'
+    )
+    err = refused(
+        tmp_path,
+        monkeypatch,
+        capfd,
+        [
+            "model=endpoint",
+            "model.base_url=URL",
+            "model.model=fake-model",
+            f"cache.path={tmp_path / 'cache.sqlite'}",
+            "run.progress=false",
+            "dataset.limit=1",
+            f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
+            "+experiment=names,sets",
+        ],
+        cmd=lambda argv: ["run", "-m", *argv],
+    )
+    assert "hydra.job.env_set.MYVAR" in err and "sk-CANARY" not in err
+
+
 def test_a_dsn_with_a_password_from_the_environment_is_refused_before_anything_is_written(tmp_path, monkeypatch, capfd):
     err = refused(
         tmp_path,

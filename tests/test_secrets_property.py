@@ -7,6 +7,7 @@ every file the run wrote, every file and directory name, and all captured output
 
 import logging
 import secrets as stdlib_secrets
+from pathlib import Path
 
 import pytest
 
@@ -410,8 +411,11 @@ def test_generated_secrets_from_the_environment_leave_no_trace_in_runs_sweeps_re
             *key_in,
         ]
         kind = ["run", "sweep", "rescore", "merge", "run", "rescore"][seed]
-        if kind == "sweep":
-            assert cli_main(["run", "-m", *common, "dataset.limit=1", "generation.max_tokens=64,65"]) in (0, 3)
+        if kind == "sweep":  # with Hydra settings that touch no key's variable: multirun.yaml is searched too
+            hydra_ok = rng.choice([["+hydra.job.env_set.OMP_NUM_THREADS=1"], ["hydra.job.env_copy=[HOME]"]])
+            argv = ["run", "-m", *common, "dataset.limit=1", "generation.max_tokens=64,65", *hydra_ok]
+            assert cli_main(argv) in (0, 3)
+            assert list(tmp_path.rglob("multirun.yaml"))
         elif kind == "merge":
             for i in range(2):
                 assert cli_main(["run", *common, "dataset.limit=2", f"dataset.shard={i}/2", f"hydra.run.dir=s{i}"]) in (
@@ -439,3 +443,99 @@ def test_generated_secrets_from_the_environment_leave_no_trace_in_runs_sweeps_re
     out = capfd.readouterr()
     assert list(tmp_path.rglob("records.jsonl"))
     assert _grep(tmp_path, _encodings(s), out.out, out.err, caplog.text) == []
+
+
+# ---------------------------------------------------------------- issue 38: Hydra's own settings (hydra.*)
+# A key's variable may have any name: the one a secret field reads (model.api_key_env=VAR, a judge endpoint's, an
+# embedder's, store.password_env, a memory provider's, `api_key: ${oc.env:VAR}`). No Hydra setting may define it
+# for the job (hydra.job.env_set, hydra.job.env_copy, a launcher's environment), on the command line or in an
+# experiment file, in a run or a sweep, nor read it into a directory name (hydra.run.dir, hydra.sweep.dir/subdir):
+# each is refused before anything is written (no multirun.yaml, no run directory), and the key is nowhere.
+
+
+def _innocent_var(rng: random.Random) -> str:
+    """An env variable's name that no name test would take for a key's."""
+    return "LME_T_" + rng.choice(["CFG", "MODE", "X", "PATHS", "WHO"]) + str(rng.randint(0, 99))
+
+
+def _reading_field(rng: random.Random, var: str) -> list[str]:
+    """Overrides making a secret field read `var`."""
+    return rng.choice(
+        [
+            [f"model.api_key_env={var}"],
+            ["model.api_key=${oc.env:" + var + "}"],
+            [
+                "judge=longmemeval",
+                "+model@judge.endpoint=endpoint",
+                "judge.endpoint.model=j",
+                f"judge.endpoint.api_key_env={var}",
+            ],
+            ["retrieval=trpc_parity_openai", f"retrieval.embedder.api_key_env={var}"],
+            ["store=postgres", "store.dsn=postgresql://u@127.0.0.1/db", f"store.password_env={var}"],
+            ["memory=http", "memory.url=http://127.0.0.1:9/v1", f"memory.api_key_env={var}"],
+        ]
+    )
+
+
+def _hydra_entries(rng: random.Random, s: str, var: str, conf: Path) -> list[tuple[list[str], dict[str, str]]]:
+    """(overrides, env) that define or read a secret field's variable through Hydra (each must be refused)."""
+    field = _reading_field(rng, var)
+    q = json.dumps(s)  # a quoted Hydra string: any character of the secret survives the parser
+    (conf / "experiment").mkdir(parents=True, exist_ok=True)
+    (conf / "experiment" / "keyed.yaml").write_text(
+        f"# @package _global_\nhydra:\n  job:\n    env_set:\n      {var}: {q}\n"
+    )
+    (conf / "experiment" / "plain.yaml").write_text("# @package _global_\nnotes:\n  y: 1\n")
+    searchpath = f"hydra.searchpath=[file://{conf}]"
+    env = {var: s}
+    return [
+        ([*field, f"+hydra.job.env_set.{var}={q}"], {}),
+        ([*field, f"+hydra.job.env_set={{{var}:{q}}}"], {}),
+        ([*field, searchpath, "+experiment=keyed"], {}),  # an experiment file
+        ([*field, searchpath, "+experiment=plain,keyed"], {}),  # one job of a sweep (-m below)
+        ([*field, f"hydra.job.env_copy=[{var}]"], env),
+        ([*field, f"+hydra.launcher.ray.init.runtime_env.env_vars.{var}={q}"], {}),
+        ([*field, f"+hydra.launcher.setup=['export {var}={s}']"], {}),
+        ([*field, "hydra.run.dir='runs/${oc.env:" + var + "}'"], env),
+        ([*field, "+notes.a='${oc.env:" + var + "}'", "hydra.run.dir='runs/${notes.a}'"], env),
+        ([*field, "hydra.sweep.dir='sweeps/${oc.env:" + var + "}'"], env),
+        ([*field, "hydra.sweep.subdir='${oc.env:" + var + "}'"], env),
+        (["model.api_key=${oc.env:" + var + "}", "hydra.run.dir='runs/${model.api_key}'"], env),
+    ]
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_generated_secrets_defined_or_read_through_hydra_settings_are_refused_and_leave_no_trace(
+    seed, tmp_path, monkeypatch, capfd
+):
+    rng = random.Random(2000 + seed)
+    s = _secret(rng)
+    var = _innocent_var(rng)
+    for name in ("LME_HARNESS_API_KEY", "OPENAI_API_KEY", var):
+        monkeypatch.delenv(name, raising=False)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    entries = _hydra_entries(rng, s, var, tmp_path / "conf")
+    overrides, env = entries[seed % len(entries)]
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    sweep = rng.random() < 0.5 or any("," in o and "experiment" in o for o in overrides)
+    with FakeOpenAIServer(_leaky_endpoint()) as srv:
+        common = [
+            "model=endpoint",
+            f"model.base_url={srv.base_url}",
+            "model.model=fake-model",
+            f"cache.path={work / 'cache.sqlite'}",
+            "run.progress=false",
+            "retrieval=bm25",
+            "dataset.limit=1",
+        ]
+        head = ["run", "-m", "prompt=trpc_default,fact_keeper"] if sweep else ["run"]
+        code = cli_main([*head, *common, *overrides])
+        assert not srv.requests
+    out = capfd.readouterr()
+    assert code == 2, (overrides, out.err[-1500:])
+    assert out.err.count("lme-harness: error:") == 1
+    assert _grep(work, _encodings(s), out.out, out.err) == []
+    assert sorted(p.name for p in work.iterdir()) == []  # no run directory, no multirun.yaml

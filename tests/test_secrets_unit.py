@@ -191,3 +191,63 @@ def test_run_json_and_fingerprint_keep_an_env_var_name(monkeypatch):
     other = OmegaConf.create({"retrieval": {"embedder": {"api_key_env": "OTHER_KEY", "api_key": "sk-lit-987654"}}})
     assert fingerprint(cfg) != fingerprint(other)
     assert fingerprint(cfg, version=1) == fingerprint(other, version=1)  # the old identity masked the name
+
+
+@pytest.mark.parametrize(
+    "argv, culprit",
+    [
+        # issue 38 item 2: the variable a secret field reads, whatever its name, is never set through Hydra
+        (["model.api_key_env=MYVAR", "+hydra.job.env_set.MYVAR=sk-CANARYVAL"], "hydra.job.env_set.MYVAR"),
+        (["+hydra.job.env_set={MYVAR:sk-CANARYVAL}", "model.api_key_env=MYVAR"], "hydra.job.env_set.MYVAR"),
+        (["judge.endpoint.api_key_env=A,B", "+hydra.job.env_set.B=sk-CANARYVAL"], "hydra.job.env_set.B"),
+        (["model.api_key=${oc.env:WHO}", "+hydra.job.env_set.WHO=sk-CANARYVAL"], "hydra.job.env_set.WHO"),
+        (["store.password_env=PGP", "hydra.job.env_copy=[HOME,PGP]"], "hydra.job.env_copy"),
+        (["memory.api_key_env=V", "+hydra.launcher.ray.init.runtime_env.env_vars.V=sk-CANARYVAL"], "hydra.launcher"),
+        (["model.api_key_env=V", "+hydra.launcher.setup=['export V=sk-CANARYVAL']"], "hydra.launcher.setup"),
+        (["model.base_url=${oc.env:URLV}", "+hydra.job.env_set.URLV=http://u:sk-CANARYVAL@h/v1"], "env_set.URLV"),
+        # ... nor read into what Hydra writes in clear (directory names, multirun.yaml)
+        (["hydra.run.dir=runs/${oc.env:OPENAI_API_KEY}"], "hydra.run.dir"),
+        (["retrieval.embedder.api_key_env=E", "hydra.sweep.subdir=${oc.env:E}"], "hydra.sweep.subdir"),
+        (["hydra.run.dir=runs/${model.api_key}"], "hydra.run.dir"),
+        (["+notes.a=${oc.env:LME_HARNESS_API_KEY}", "hydra.sweep.dir=s/${notes.a}"], "hydra.sweep.dir"),
+        (["hydra.run.dir=runs/${oc.env:${notes.name}}"], "hydra.run.dir"),
+    ],
+)
+def test_hydra_settings_never_define_or_read_a_secret_fields_variable(argv, culprit):
+    bad = secrets.check_overrides(argv)
+    assert bad and culprit in " ".join(bad) and "CANARYVAL" not in " ".join(bad)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["model.api_key_env=MYVAR", "+hydra.job.env_set.OMP_NUM_THREADS=2"],
+        ["model.api_key_env=MYVAR", "hydra.job.env_copy=[HOME]"],
+        ["hydra.run.dir=runs/${oc.env:HOME}/x", "hydra.sweep.subdir=${hydra.job.num}"],
+        ["hydra.launcher.ray.init.address=127.0.0.1:6379"],
+    ],
+)
+def test_hydra_settings_that_touch_no_secret_variable_are_allowed(argv):
+    assert secrets.check_overrides(argv) == []
+
+
+def test_the_composed_config_refuses_hydra_settings_defining_a_variable_its_secret_fields_read():
+    """What an experiment file sets (env_set under `hydra:`, a field naming the variable) is seen on the composed
+    config; the message names the key, never the value."""
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.create(
+        {
+            "memory": {"api_key_env": "PROVIDER_CFG"},
+            "hydra": {"job": {"env_set": {"PROVIDER_CFG": "sk-CANARYVAL", "OMP_NUM_THREADS": "1"}}},
+        }
+    )
+    with pytest.raises(secrets.SecretConfigError) as e:
+        secrets.check_config(cfg)
+    assert "hydra.job.env_set.PROVIDER_CFG" in str(e.value) and "OMP" not in str(e.value)
+    assert "CANARYVAL" not in str(e.value)
+    # a sweep's other job reads it: refused in this job's config too
+    other = OmegaConf.create({"hydra": {"job": {"env_set": {"X_CFG": "sk-CANARYVAL"}}}})
+    secrets.check_config(other)
+    with pytest.raises(secrets.SecretConfigError):
+        secrets.check_config(other, {"X_CFG"})
