@@ -6,7 +6,8 @@ cancelled, the embedded server is stopped (which fails the calls in flight: an o
 cannot be interrupted), workers get a short grace period, and run.json and a partial report are written from the
 records kept; the exit status is EXIT_INTERRUPTED and the same command resumes. Before the pairs start (model
 pull and load, embedder build), nothing watches `STOP`, so the signal also raises KeyboardInterrupt there.
-A second signal kills the embedded servers and exits with 128 + the signal number, waiting for nothing.
+A second signal kills the embedded servers, sets run.json's state to "interrupted" (`last_words`) and exits with
+128 + the signal number, waiting for nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -37,6 +38,7 @@ class StopRequest:
         self.signal_name: str | None = None
         self.count = 0
         self.watched = False  # True while a loop polls `event`: the handler then does not raise
+        self.final: list[Callable[[], None]] = []  # run by a second signal before it exits (`last_words`)
 
     def is_set(self) -> bool:
         return self.event.is_set()
@@ -50,6 +52,18 @@ class StopRequest:
         self.signal_name = None
         self.count = 0
         self.watched = False
+
+    @contextlib.contextmanager
+    def last_words(self, fn: Callable[[], None]) -> Iterator[None]:
+        """While active, a second signal runs `fn` (quick, no lock: it runs in the signal handler) before it exits
+        at once: what the orderly stop would have written, reduced to what must not be left wrong (run.json's
+        state)."""
+        self.final.append(fn)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(ValueError):
+                self.final.remove(fn)
 
     @contextlib.contextmanager
     def watching(self) -> Iterator[None]:
@@ -88,6 +102,9 @@ def _handler(signum: int, _frame: object) -> None:
     if STOP.count > 1:
         _say(f"lme-harness: {name} again: exiting now (records kept; the same command resumes)\n")
         _kill_servers_now()
+        for fn in list(STOP.final):
+            with contextlib.suppress(Exception):  # best effort: nothing may hold the exit
+                fn()
         os._exit(128 + signum)
     STOP.request(name)
     _say(STOPPING.format(name=name))

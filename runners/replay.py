@@ -186,6 +186,8 @@ def _run_benchmark(config: RunConfig, skeleton: RunSkeleton) -> tuple[int, int, 
 
     skeleton.start(fp)
     run_json("running")
+    # a second Ctrl-C exits at once, before the orderly stop below writes run.json: the state says so anyway
+    skeleton.stack.enter_context(skeleton.stop.last_words(lambda: _mark_interrupted(run_dir)))
     state = "failed"
     try:
         if todo or rescore:
@@ -219,6 +221,16 @@ def _run_benchmark(config: RunConfig, skeleton: RunSkeleton) -> tuple[int, int, 
         except StorageError as e:  # never hide why the run ended behind a failed note
             log.warning("run.json not written: %s", e)
     return n_failed, n_skipped, stats
+
+
+def _mark_interrupted(run_dir: Path) -> None:
+    """run.json as it stands, its state "interrupted" if it still says "running" (nothing else computed: this
+    runs in the signal handler of a second Ctrl-C, runners/interrupt.py)."""
+    meta = read_run_meta(run_dir)
+    if meta.state == "running":
+        meta.state = "interrupted"
+        meta.updated = utc_now()
+        write_run_meta(run_dir, meta)
 
 
 class FailureBreaker:

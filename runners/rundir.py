@@ -3,8 +3,9 @@
 configs/config.yaml names a run `runs/${lme.run_name:${run.name}}/${lme.run_dirname:}`. Hydra's own
 override_dirname is the raw override text (so any value, a key included, became a path). This resolver names
 a run by the overrides of declared result-bearing settings only (`NAMED_ROOTS`, minus the declared exclusions
-of runners/setting_rules.py `dirname_exclusions`, secret and `*_env` fields and URLs), with plain values (no interpolation, no URL); every other override is represented by
-a hash of its *key* alone (`other=<hash>`), never its value. For ordinary overrides the name is the one Hydra
+of runners/setting_rules.py `dirname_exclusions`, secret and `*_env` fields and URLs; a key the configs do not
+declare, added with `+`, is not a setting), with plain values (no interpolation, no URL); every other override is
+represented by a hash of its *key* alone (`other=<hash>`), never its value. For ordinary overrides the name is the one Hydra
 wrote, so existing runs resume in their directory. A name over `MAX_NAME_BYTES` is cut and ends with a hash of
 the whole, so it is always one valid path component.
 
@@ -88,6 +89,17 @@ def _named(key: str) -> bool:
     return key.split("/", 1)[0].split(".", 1)[0].split("@", 1)[0] in NAMED_ROOTS
 
 
+def _is_group(key: str) -> bool:
+    """`key` (an override's key or group, without its @package) selects a config group (configs/<group>/)."""
+    return (config_files.CONFIG_DIR / key).is_dir()
+
+
+def _adds_a_key(o: Any) -> bool:
+    """`+key=value` / `++key=value` on a key the configs do not declare (`+model.organization=...`): its value is
+    not a setting of the harness's, and may be anything (a group added with `+experiment=...` is a choice)."""
+    return bool(o.is_add() or o.is_force_add()) and not _is_group(str(o.key_or_group))
+
+
 def sanitize_value(line: str) -> str:
     """One override's text, safe as part of one path component (its value is already known to be plain)."""
     text = secrets.redact(line)  # defence in depth: registered secrets masked
@@ -122,7 +134,7 @@ def overrides_dirname(task: list[str], exclude: list[str], item_sep: str = ",", 
         except Exception:  # a sweep (not in a job's own overrides) or an unusual form: its key only
             value = "${"
         line = o.input_line or ""  # set for every parsed override; typed optional by Hydra
-        if _named(key) and not o.is_delete() and _plain(value):
+        if _named(key) and not o.is_delete() and not _adds_a_key(o) and _plain(value):
             named.append(line)
         else:
             other.append(line.split("=", 1)[0])

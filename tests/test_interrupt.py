@@ -291,3 +291,36 @@ def test_sigint_while_the_model_loads_exits_at_once_with_nothing_recorded(tmp_pa
     assert "Traceback" not in text
     assert not _alive(server), "the embedded server outlived the run"
     assert not (run_dir / "records.jsonl").exists() and not (run_dir / "FAILED.txt").exists()
+
+
+def test_a_second_sigint_right_after_the_first_still_leaves_run_json_interrupted(tmp_path):
+    """`timeout` sends its signals 30 ms apart: the second exits at once (130), before the orderly stop has
+    rewritten run.json, which must not be left saying "running" (issue 38 item 6)."""
+    data = tagged_dataset(tmp_path)
+    responder, hang = _hanging_responder()
+    run_dir = tmp_path / "run"
+    with FakeOpenAIServer(responder) as srv:
+        args = _with(endpoint_args(tmp_path, srv.base_url, data, "run"), run__concurrency="2")
+        proc, err = _spawn([sys.executable, "-m", "commands.cli", *args], tmp_path)
+        try:
+            _wait(lambda: _lines(run_dir / "records.jsonl") >= 2, proc, err)
+            hang["on"] = True
+            n = len(srv.requests)
+            _wait(lambda: len(srv.requests) > n, proc, err)  # a call hangs: the orderly stop takes its grace
+            assert json.loads((run_dir / "run.json").read_text())["state"] == "running"
+            proc.send_signal(signal.SIGINT)
+            # the second once the first was handled (two signals before the handler runs are one delivery)
+            deadline = time.monotonic() + 60
+            while "SIGINT: stopping" not in err.read_text() and time.monotonic() < deadline:
+                time.sleep(0.005)
+            proc.send_signal(signal.SIGINT)
+            proc.wait(60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(30)
+    assert proc.returncode == 128 + signal.SIGINT, err.read_text()[-3000:]
+    assert "SIGINT again: exiting now" in err.read_text()
+    assert json.loads((run_dir / "run.json").read_text())["state"] == "interrupted"
+    recs = load_records(run_dir / "records.jsonl")
+    assert recs and all(r["status"] == "ok" for r in recs)

@@ -314,3 +314,17 @@ def test_the_shipped_model_configs_moved_to_api_key_env_without_changing_a_run_f
             monkeypatch.setenv("OPENAI_API_KEY", value)
         assert fingerprint(new) == fingerprint(old)
         assert fingerprint(new, version=1) == fingerprint(old, version=1)
+
+
+@pytest.mark.parametrize(
+    "added",
+    ["+model.organization=org-CANARY0123", "++model.organization=org-CANARY0123", "+judge.x={a:org-CANARY0123}"],
+)
+def test_a_key_added_under_a_named_section_names_the_directory_by_its_key_never_its_value(added):
+    """Issue 38 item 6: `+model.organization=<value>` is no declared setting: `other=<hash of its key>`, as for
+    `+notes.x`; a group added with `+` (`+experiment=...`, `+model@judge.endpoint=...`) still names it."""
+    from runners.rundir import overrides_dirname
+
+    name = overrides_dirname(["model=endpoint", added, "+experiment=trpc_repro", "+model@judge.endpoint=openai"], [])
+    assert "CANARY" not in name and "organization" not in name and "other=" in name
+    assert "+experiment=trpc_repro" in name and "+model@judge.endpoint=openai" in name
