@@ -173,7 +173,6 @@ def _own_dirs(argv: list[str], dirs: dict[str, str]) -> list[str]:
 
 def _retrieval_task(cfg, run_dir: Path) -> int:
     from commands.retrieval_eval import run_retrieval_eval
-
     from runners.snapshot import write_snapshot
 
     out = run_retrieval_eval(cfg, run_dir)
