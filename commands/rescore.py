@@ -15,8 +15,8 @@ server's failure, every record is kept, and the same command resumes.
 The output directory (default SRC/rescore/<overrides>) resumes like a run: the same command scores only
 what is missing, and `lme-harness compare SRC OUT` puts the two judges side by side. One process at a time
 writes it (run.lock). Its snapshot (.hydra/config.yaml) is the source's configuration with the new judge and
-scorers, and its fingerprint.json names the source's fingerprint: what produced its answers, which `merge`
-compares (two rescored shards of one run merge; rescores of different runs never do).
+scorers, and run.json names the source's fingerprint (`rescore.source_fingerprint`): what produced its answers,
+which `merge` compares (two rescored shards of one run merge; rescores of different runs never do).
 """
 
 from __future__ import annotations
@@ -154,12 +154,7 @@ def _rescore(
         clients = skeleton.open_clients(answer=False)
     scorers = build_scorers(config, clients.judge) if todo else []
     code = RescoreInfo(git=git_state(), started=utc_now())  # the scoring code, before the first score
-    skeleton.start(
-        fp,
-        snapshot=snapshot,
-        rescore_of=str(src_dir),
-        source_fingerprint=source_fingerprint(src_dir),
-    )
+    skeleton.start(fp, snapshot=snapshot, rescore_of=str(src_dir))
     writer = skeleton.record_writer()
     t0 = time.perf_counter()
     watch = skeleton.server_watch(clients)

@@ -339,7 +339,8 @@ def identities(work: Path) -> dict[str, str]:
             _expect(_cli("plan", *overrides, "--out", str(where / "plan.json")), 0, f"plan {' '.join(overrides)}")
         finally:
             os.chdir(cwd)
-        dirs = sorted(p.parent.relative_to(where).as_posix() for p in where.rglob(".hydra"))
+        # the directory Hydra made for the plan (its job log: a plan writes no .hydra/ snapshot, runners/snapshot.py)
+        dirs = sorted(p.parent.relative_to(where).as_posix() for p in where.rglob("cli.log"))
         key = " ".join(overrides) or "(defaults)"
         out[f"identity/{key}"] = json.dumps({"fingerprint": fingerprint(cfg), "run_dirs": dirs})
     return out

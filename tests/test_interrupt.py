@@ -11,6 +11,7 @@ uvicorn, which waits for the requests in flight) started through the real `Llama
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -141,7 +142,11 @@ def _check_interrupted_run_dir(run_dir: Path) -> list[dict]:
     return recs
 
 
-def test_sigint_stops_in_order_abandons_the_hung_calls_and_the_same_command_resumes(tmp_path):
+@contextlib.contextmanager
+def _endpoint_run_until_a_call_hangs(tmp_path: Path):
+    """`lme-harness run` (a process) on a fake endpoint, once two pairs are recorded and the next call hangs:
+    (process, its stderr file, the run directory, the server, the run's arguments, the hang switch). The process
+    is killed if it still runs at the end."""
     data = tagged_dataset(tmp_path)
     responder, hang = _hanging_responder()
     run_dir = tmp_path / "run"
@@ -153,14 +158,19 @@ def test_sigint_stops_in_order_abandons_the_hung_calls_and_the_same_command_resu
             hang["on"] = True
             n = len(srv.requests)
             _wait(lambda: len(srv.requests) > n, proc, err)  # a call is in flight, and will not come back
-            proc.send_signal(signal.SIGINT)
-            t0 = time.monotonic()
-            proc.wait(60)
-            stopped_s = time.monotonic() - t0
+            yield proc, err, run_dir, srv, args, hang
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(30)
+
+
+def test_sigint_stops_in_order_abandons_the_hung_calls_and_the_same_command_resumes(tmp_path):
+    with _endpoint_run_until_a_call_hangs(tmp_path) as (proc, err, run_dir, srv, args, hang):
+        proc.send_signal(signal.SIGINT)
+        t0 = time.monotonic()
+        proc.wait(60)
+        stopped_s = time.monotonic() - t0
         assert proc.returncode == EXIT_INTERRUPTED, err.read_text()[-3000:]
         assert stopped_s < HANG_S / 10  # the hung call was abandoned, not waited for
         text = err.read_text()
@@ -296,29 +306,16 @@ def test_sigint_while_the_model_loads_exits_at_once_with_nothing_recorded(tmp_pa
 def test_a_second_sigint_right_after_the_first_still_leaves_run_json_interrupted(tmp_path):
     """`timeout` sends its signals 30 ms apart: the second exits at once (130), before the orderly stop has
     rewritten run.json, which must not be left saying "running" (issue 38 item 6)."""
-    data = tagged_dataset(tmp_path)
-    responder, hang = _hanging_responder()
-    run_dir = tmp_path / "run"
-    with FakeOpenAIServer(responder) as srv:
-        args = _with(endpoint_args(tmp_path, srv.base_url, data, "run"), run__concurrency="2")
-        proc, err = _spawn([sys.executable, "-m", "commands.cli", *args], tmp_path)
-        try:
-            _wait(lambda: _lines(run_dir / "records.jsonl") >= 2, proc, err)
-            hang["on"] = True
-            n = len(srv.requests)
-            _wait(lambda: len(srv.requests) > n, proc, err)  # a call hangs: the orderly stop takes its grace
-            assert json.loads((run_dir / "run.json").read_text())["state"] == "running"
-            proc.send_signal(signal.SIGINT)
-            # the second once the first was handled (two signals before the handler runs are one delivery)
-            deadline = time.monotonic() + 60
-            while "SIGINT: stopping" not in err.read_text() and time.monotonic() < deadline:
-                time.sleep(0.005)
-            proc.send_signal(signal.SIGINT)
-            proc.wait(60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(30)
+    with _endpoint_run_until_a_call_hangs(tmp_path) as (proc, err, run_dir, _srv, _args, _hang):
+        # a call hangs: the orderly stop waits its grace before it writes run.json
+        assert json.loads((run_dir / "run.json").read_text())["state"] == "running"
+        proc.send_signal(signal.SIGINT)
+        # the second once the first was handled (two signals before the handler runs are one delivery)
+        deadline = time.monotonic() + 60
+        while "SIGINT: stopping" not in err.read_text() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(60)
     assert proc.returncode == 128 + signal.SIGINT, err.read_text()[-3000:]
     assert "SIGINT again: exiting now" in err.read_text()
     assert json.loads((run_dir / "run.json").read_text())["state"] == "interrupted"
