@@ -25,7 +25,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from harness import config_files, secrets
+from harness import secrets
 from runners.setting_rules import dirname_exclusions
 
 
@@ -89,15 +89,11 @@ def _named(key: str) -> bool:
     return key.split("/", 1)[0].split(".", 1)[0].split("@", 1)[0] in NAMED_ROOTS
 
 
-def _is_group(key: str) -> bool:
-    """`key` (an override's key or group, without its @package) selects a config group (configs/<group>/)."""
-    return (config_files.CONFIG_DIR / key).is_dir()
-
-
 def _adds_a_key(o: Any) -> bool:
-    """`+key=value` / `++key=value` on a key the configs do not declare (`+model.organization=...`): its value is
-    not a setting of the harness's, and may be anything (a group added with `+experiment=...` is a choice)."""
-    return bool(o.is_add() or o.is_force_add()) and not _is_group(str(o.key_or_group))
+    """`+key=value` / `++key=value` on a config key (`+model.organization=...`: a dotted path, where a group is
+    `experiment`, `model@judge.endpoint` or `a/b`): a key the configs do not declare, so not a setting of the
+    harness's, and its value may be anything. A group added with `+experiment=...` is a choice and names the run."""
+    return bool(o.is_add() or o.is_force_add()) and "." in str(o.key_or_group)
 
 
 def sanitize_value(line: str) -> str:
