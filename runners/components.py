@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,9 +70,16 @@ def build_modes(config: RunConfig) -> list[Contestant]:
 
 
 def build_components(
-    config: RunConfig, client: LLMClient, judge_client: LLMClient, ep: Endpoint, run_dir: Path
+    config: RunConfig,
+    client: LLMClient,
+    judge_client: LLMClient,
+    ep: Endpoint,
+    run_dir: Path,
+    *,
+    stopping: Callable[[], bool] = lambda: False,
 ) -> Components:
-    """The parts every case uses, from the run's settings and its components' nodes."""
+    """The parts every case uses, from the run's settings and its components' nodes. `stopping`: the run's stop
+    request (the skeleton's), lent to the contestants (`Toolkit.stopping`)."""
     from harness.session.tokens import o200k_counter
 
     counter = o200k_counter()
@@ -82,12 +89,9 @@ def build_components(
     summarizer = make_summarizer(
         model=client, prompt=instantiate(config.prompt), context_window=window, token_counter=counter
     )
+    embedder = embedder_with_client(config.retrieval, config.client)
     try:
-        retrieval = instantiate(
-            config.retrieval,
-            **retrieval_overrides(config.store, config.retrieval),
-            **embedder_with_client(config.retrieval, config.client),
-        )
+        retrieval = instantiate(config.retrieval, **retrieval_overrides(config.store, config.retrieval), **embedder)
     except Exception as e:  # Hydra wraps a damaged index store: unwrapped, it is one error naming the file
         if isinstance(e.__cause__, StorageError):
             raise e.__cause__ from None
@@ -109,6 +113,7 @@ def build_components(
                 share_across_modes=config.run.share_summary,
             ),
             retrieval=retrieval,  # harness.retrieval Retrieval: tools(session, boundary=...), embedder, describe()
+            stopping=stopping,
         ),
         scorers=build_scorers(config, judge_client),
         wire=config.wire,

@@ -128,7 +128,14 @@ def _run_benchmark(config: RunConfig, skeleton: RunSkeleton) -> tuple[int, int, 
     if todo or rescore:
         clients = skeleton.open_clients()
         assert clients.answer is not None and clients.judge is not None and clients.answer_endpoint is not None
-        components = build_components(config, clients.answer, clients.judge, clients.answer_endpoint, run_dir)
+        components = build_components(
+            config,
+            clients.answer,
+            clients.judge,
+            clients.answer_endpoint,
+            run_dir,
+            stopping=skeleton.stop.is_set,  # SIGINT/SIGTERM (runners/interrupt.py)
+        )
         components.kit.resume(prior)  # what an interrupted run recorded keeps its attribution
     # What produced the records: taken before the first case, so a tree changed during a long run
     # (a commit, a checkout) is not what run.json names.
@@ -415,7 +422,7 @@ def _run_case(
         history = CaseHistory.of(case, wire.session_for(session, contestant.name))
         if progress is not None:
             progress.started()
-        rec = _run_mode(case, contestant, history, question, comp, watch)
+        rec = _run_mode(case, contestant, history, question, comp, watch, stopping)
         if rec is None or (watch is not None and watch.check() is not None) or (stopping() and rec.status != STATUS_OK):
             # The server died, or the run is stopping (its server halted), during this pair: its outcome (a failed
             # call, a judge's "not run") is not its own. Not recorded; the next run redoes it (its answered calls
@@ -443,9 +450,13 @@ def _run_mode(
     question: Question,
     comp: Components,
     watch: ServerWatch | None,
+    stopping: Callable[[], bool] = lambda: False,
 ) -> Record | None:
     """One (case, contestant): ingest the history, then answer the question from what ingest built. Its record
-    (a failure in either step is a failed record), or None when the model server died meanwhile."""
+    (a failure in either step is a failed record), or None when the model server died meanwhile, or when the run
+    is stopping (SIGINT/SIGTERM): an ingest that finishes then is not answered (what it built and outlives the
+    process, a memory service's unit, is kept for the resumed run), and a failure then is the stop's, not the
+    case's: not recorded, and logged as such, not as an error."""
     t0 = time.perf_counter()
     with embedding_call_log() as embedding_calls:  # index builds and query vectors of this pair
         try:
@@ -455,6 +466,13 @@ def _run_mode(
                 finally:  # the pair's calls, also those of an ingest that failed
                     embedding_calls.extend(ingest_embedding_calls)
             ingest_s = time.perf_counter() - t0
+            if stopping():
+                log.info(
+                    "%s / %s: ingested as the run stopped; answered by the resumed run",
+                    case.question_id,
+                    contestant.name,
+                )
+                return None
             out = contestant.answer(ingested.memory, question, comp.kit)
             wall_s = time.perf_counter() - t0  # the reference-latency embeddings below are not this pair's
             ref_latency, ref_calls = _reference_latency(case, contestant.name, out, comp.kit.retrieval, comp)
@@ -468,6 +486,15 @@ def _run_mode(
                 watch.report(e)
             return None
         except Exception as e:  # recorded, never dropped: the case is retried on the next run
+            if stopping():  # a halted server, a closed cache: not recorded (see _run_case), so not an error either
+                log.info(
+                    "%s / %s: left for the resumed run by the stop (%s: %s)",
+                    case.question_id,
+                    contestant.name,
+                    type(e).__name__,
+                    e,
+                )
+                return None
             log_failure(log, f"{case.question_id} / {contestant.name}", e)
             rec = _failed_record(case, contestant.name, e, time.perf_counter() - t0)
     if embedding_calls:
