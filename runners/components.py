@@ -19,6 +19,7 @@ from harness.llm.cache import ResponseCache
 from harness.llm.client import LLMClient
 from harness.llm.endpoint import Endpoint
 from harness.llm.types import ChatModel
+from harness.retrieval.embedders import LazyEmbedder
 from harness.retrieval.recall_trigger import RecallTriggerError
 from harness.scoring.base import ScoreInput, Scorer
 from harness.scoring.votes import VotesConfigError, voted_config
@@ -76,10 +77,12 @@ def build_components(
     ep: Endpoint,
     run_dir: Path,
     *,
+    contestants: Sequence[Contestant] = (),
     stopping: Callable[[], bool] = lambda: False,
 ) -> Components:
-    """The parts every case uses, from the run's settings and its components' nodes. `stopping`: the run's stop
-    request (the skeleton's), lent to the contestants (`Toolkit.stopping`)."""
+    """The parts every case uses, from the run's settings and its components' nodes. The retriever's embedder is
+    built now when a contestant may search with it (`uses_retrieval`, absent: it may), else on first use.
+    `stopping`: the run's stop request (the skeleton's), lent to the contestants (`Toolkit.stopping`)."""
     from harness.session.tokens import o200k_counter
 
     counter = o200k_counter()
@@ -90,6 +93,8 @@ def build_components(
         model=client, prompt=instantiate(config.prompt), context_window=window, token_counter=counter
     )
     embedder = embedder_with_client(config.retrieval, config.client)
+    if contestants and not any(getattr(c, "uses_retrieval", True) for c in contestants):
+        embedder = lazy_embedder(config.retrieval, embedder)
     try:
         retrieval = instantiate(config.retrieval, **retrieval_overrides(config.store, config.retrieval), **embedder)
     except Exception as e:  # Hydra wraps a damaged index store: unwrapped, it is one error naming the file
@@ -133,6 +138,15 @@ def embedder_with_client(retrieval: Any, client: ClientSettings) -> dict[str, An
     return {"embedder": instantiate(node, _partial_=True)(client=client)}
 
 
+def lazy_embedder(retrieval: Any, built: dict[str, Any]) -> dict[str, Any]:
+    """The `retrieval` node's embedder as a LazyEmbedder: built when first used, never when no contestant searches
+    (a fresh cache's distillation is not paid for nothing). `built`: what `embedder_with_client` made (kept)."""
+    node = retrieval.get("embedder")
+    if node is None or "_target_" not in node or built:  # none, or one that calls an endpoint: nothing to build
+        return built
+    return {"embedder": LazyEmbedder(lambda: instantiate(node))}
+
+
 def build_scorers(config: RunConfig, judge_client: ChatModel | None) -> list[Scorer]:
     """The configured scorers, then the judge (if any) bound to `judge_client`."""
     scorers: list[Scorer] = [instantiate(s) for s in config.scorers.values()]
@@ -155,8 +169,11 @@ class SerializedEmbedder:
 
     def __init__(self, inner: Any):
         self.inner = inner
-        self.identity = inner.identity
         self._lock = threading.Lock()
+
+    @property
+    def identity(self) -> str:
+        return str(self.inner.identity)  # read when needed: a LazyEmbedder is not built for it
 
     def embed(self, texts):
         with self._lock:

@@ -134,6 +134,7 @@ def _run_benchmark(config: RunConfig, skeleton: RunSkeleton) -> tuple[int, int, 
             clients.judge,
             clients.answer_endpoint,
             run_dir,
+            contestants=modes,
             stopping=skeleton.stop.is_set,  # SIGINT/SIGTERM (runners/interrupt.py)
         )
         components.kit.resume(prior)  # what an interrupted run recorded keeps its attribution
@@ -157,6 +158,8 @@ def _run_benchmark(config: RunConfig, skeleton: RunSkeleton) -> tuple[int, int, 
         """run.json as the run stands: written before the first pair, rewritten as pairs are recorded
         and at the end (atomic), so an interrupted or killed run still says what produced its records."""
         meta = prov.copy()
+        if components is not None:  # an embedder built on first use is named once it is built
+            meta.retrieval = components.kit.retrieval.describe()
         pairs_run = pairs_planned if state == "finished" else tally["recorded"]
         if pairs_planned:
             assert prov.git is not None  # provenance() states it
@@ -526,7 +529,9 @@ def _reference_latency(
     embed_ms: float | None = None
     calls: list[dict[str, Any]] = []
     embedder = getattr(retriever, "embedder", None)
-    if should_measure(comp.reference_latency, embedder):
+    # no text (a mode the reference embeds nothing for): nothing to measure, and an embedder built on first use
+    # (runners/components.py) is not built for it
+    if texts and should_measure(comp.reference_latency, embedder):
         try:
             embed_ms, calls = embed_appended(embedder, texts)
         except Exception as e:  # a measurement only: the answer stands, the column says "not measured" and why

@@ -135,7 +135,11 @@ class Answer:
 
 
 class Contestant(Protocol):
-    """Selected by the Hydra `mode:` group: `mode.<name>: {_target_: ...}`; `name` is the config key."""
+    """Selected by the Hydra `mode:` group: `mode.<name>: {_target_: ...}`; `name` is the config key.
+
+    Optional: `uses_retrieval` (a bool), False when the contestant never searches with `Toolkit.retrieval`; when
+    no contestant of a run does, the run builds its retriever's embedder only if something uses it after all
+    (absent: True, built before the first case)."""
 
     name: str
 

@@ -200,6 +200,13 @@ class ProviderContestant:
                 self._bound = True
 
     @property
+    def uses_retrieval(self) -> bool:
+        """Whether it searches with the run's retriever (`kit.retrieval`): only through a provider that borrows the
+        run's toolkit (the summary providers). Any other provider retrieves on its own, so the run does not build
+        its retriever's embedder for it (runners/components.py)."""
+        return callable(getattr(self.provider, "bind_toolkit", None))
+
+    @property
     def variant(self) -> str:
         fair = (self.top_k, self.context_tokens) == (
             group_default("mode", "memory", "top_k"),
