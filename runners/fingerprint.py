@@ -202,8 +202,11 @@ def write_fingerprint(run_dir: Path, fp: str, **extra: Any) -> None:
 
 
 def earlier_fingerprints(cfg: DictConfig) -> tuple[str, ...]:
-    """The identities earlier releases computed for this configuration (their run directories still resume)."""
-    return tuple(fingerprint(cfg, version=v) for v in EARLIER_IDENTITIES)
+    """The identities earlier releases computed for this configuration (their run directories still resume), other
+    than its current one (a configuration with no URL-valued setting but the named endpoints has the same identity
+    under versions 3 and 4)."""
+    current = fingerprint(cfg)
+    return tuple(fp for v in EARLIER_IDENTITIES if (fp := fingerprint(cfg, version=v)) != current)
 
 
 def check_fingerprint(run_dir: Path, fp: str, earlier: tuple[str, ...] = ()) -> None:
