@@ -17,8 +17,9 @@ MSGS = [{"role": "user", "content": "hi"}]
 class TrickleServer:
     """Loopback HTTP server: answers 200 with its headers, then one body byte every `every_s`, forever."""
 
-    def __init__(self, every_s: float = 0.2) -> None:
+    def __init__(self, every_s: float = 0.2, *, headers: bool = False) -> None:
         self.every_s = every_s
+        self.headers = headers  # trickle the headers instead: one header line that never ends
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.stop = threading.Event()
         self.abandoned_at: list[float] = []  # when the client's side of a connection went away
@@ -42,10 +43,13 @@ class TrickleServer:
             data = b""
             while b"\r\n\r\n" not in data:
                 data += conn.recv(65536)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{")
+            if self.headers:
+                conn.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+            else:
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{")
             try:
                 while not self.stop.wait(self.every_s):
-                    conn.sendall(b" ")
+                    conn.sendall(b"a" if self.headers else b" ")
             except OSError:
                 self.abandoned_at.append(time.monotonic())
 
@@ -80,6 +84,16 @@ def test_a_trickling_endpoint_fails_within_timeout_s_and_the_connection_is_dropp
         assert srv.abandoned_at and srv.abandoned_at[0] - t0 < 10 * timeout_s + 1
         assert threading.active_count() <= threads + 1  # at most the one shared watchdog thread
         assert c.stats.as_dict()["failures"] == 1
+
+
+@pytest.mark.timeout(30)
+def test_a_fresh_connection_trickling_its_headers_is_cut_off_at_timeout_s_too():
+    with TrickleServer(0.2, headers=True) as srv:
+        c = LLMClient(base_url=srv.base_url, model="m", timeout_s=1.0, max_retries=0)
+        t0 = time.monotonic()
+        with pytest.raises(LLMError, match=r"CallTimeout: no complete response within timeout_s=1 s"):
+            c.chat(MSGS)
+        assert 0.95 <= time.monotonic() - t0 < 10  # watched from the connect (the deadline's trace hook)
 
 
 @pytest.mark.timeout(30)

@@ -204,6 +204,11 @@ class DeadlineTransport(httpx.BaseTransport):
             for entry in armed:
                 _WATCHDOG.cancel(entry)
             raise
+        finally:  # the caller's own (a redirect's request shares these extensions: never a stale watch in them)
+            if outer is None:
+                request.extensions.pop("trace", None)
+            else:
+                request.extensions["trace"] = outer
         if armed:
             alarm: list[Any] | None = armed[0]
         else:  # a pooled connection: watched from here
