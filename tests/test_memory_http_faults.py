@@ -31,77 +31,13 @@ from harness.testing.fake_openai import FakeOpenAIServer
 from runners.fingerprint import fingerprint
 from runners.rundir import overrides_dirname
 from runners.setting_rules import dirname_exclusions
-from tests.fake_run import fake_endpoint_args, killed_at_first_reader
+from tests.fake_run import killed_at_first_reader, run_fake
+from tests.raw_http import RawServer, trickle
 from tests.test_memory_ingest_checkpoint import KEY, KEY_ENV, Recording, _question
 from tests.test_memory_ingest_checkpoint import _args as checkpoint_run_args
 
 SESSIONS = (MemorySession("s1", "2023-05-01T10:00:00Z", (MemoryTurn("user", "I adopted a cat named Miso"),)),)
 AS_OF = "2023-07-01T00:00:00Z"
-
-
-class RawServer:
-    """A loopback HTTP server that, per request, reads it whole and then lets `reply(conn, stop)` write anything
-    (a trickle, a body cut short). `abandoned` counts the connections whose client went away mid-reply."""
-
-    def __init__(self, reply: Callable[[socket.socket, threading.Event], None]) -> None:
-        self.reply = reply
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.stop = threading.Event()
-        self.abandoned = 0
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
-
-    def _serve(self) -> None:
-        self.sock.settimeout(0.2)
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
-
-    def _handle(self, conn: socket.socket) -> None:
-        with conn:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                chunk = conn.recv(65536)
-                if not chunk:
-                    return
-                data += chunk
-            head, _, body = data.partition(b"\r\n\r\n")
-            length = next(
-                (int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length:")), 0
-            )
-            while len(body) < length:
-                body += conn.recv(65536)
-            try:
-                self.reply(conn, self.stop)
-            except OSError:
-                self.abandoned += 1
-
-    def __enter__(self) -> RawServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.sock.close()
-
-
-def trickle_body(conn: socket.socket, stop: threading.Event) -> None:
-    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{")
-    while not stop.wait(0.2):
-        conn.sendall(b" ")
-
-
-def trickle_headers(conn: socket.socket, stop: threading.Event) -> None:
-    for b in b"HTTP/1.1 200 OK\r\nX-Slow: ":
-        conn.sendall(bytes([b]))
-    while not stop.wait(0.2):
-        conn.sendall(b"a")  # one header line that never ends
 
 
 def cut_short(conn: socket.socket, stop: threading.Event) -> None:
@@ -125,9 +61,9 @@ CALLS: dict[str, Callable[[HttpProvider], object]] = {
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("trickle", [trickle_body, trickle_headers], ids=["body", "headers"])
-def test_a_trickling_service_fails_every_call_within_timeout_s(trickle) -> None:
-    with RawServer(trickle) as srv:
+@pytest.mark.parametrize("headers", [False, True], ids=["body", "headers"])
+def test_a_trickling_service_fails_every_call_within_timeout_s(headers) -> None:
+    with RawServer(trickle(0.2, headers=headers)) as srv:
         p = HttpProvider(srv.base_url, timeout_s=1.0)
         for call in ("capabilities", "ingest", "retrieve"):
             t0 = time.monotonic()
@@ -139,14 +75,14 @@ def test_a_trickling_service_fails_every_call_within_timeout_s(trickle) -> None:
             assert e.value.call == call and "no complete response within timeout_s=1 s" in str(e.value)
             assert 0.95 <= elapsed < 10, (call, elapsed)
         deadline = time.monotonic() + 20  # the connections were dropped, not left to trickle
-        while srv.abandoned < 3 and time.monotonic() < deadline:
+        while len(srv.abandoned_at) < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert srv.abandoned == 3
+        assert len(srv.abandoned_at) == 3
 
 
 @pytest.mark.timeout(120)
 def test_provider_check_of_a_trickling_service_ends_with_the_call_named() -> None:
-    with RawServer(trickle_body) as srv:
+    with RawServer(trickle(0.2)) as srv:
         t0 = time.monotonic()
         rep = check_url(srv.base_url, timeout_s=1.0)
         assert time.monotonic() - t0 < 10
@@ -157,22 +93,10 @@ def test_provider_check_of_a_trickling_service_ends_with_the_call_named() -> Non
 
 @pytest.mark.timeout(300)
 def test_a_run_against_a_trickling_service_ends_with_its_cases_failed_not_hung(tmp_path) -> None:
-    from commands.cli import EXIT_FAILED_CASES, main
-    from harness.testing.fake_openai import FakeOpenAIServer
-    from harness.testing.faults import FakeModel
+    from commands.cli import EXIT_FAILED_CASES
 
-    with RawServer(trickle_body) as mem, FakeOpenAIServer(FakeModel()) as srv:
-        rc = main(
-            [
-                "run",
-                f"hydra.run.dir={tmp_path / 'run'}",
-                "mode=memory",
-                "memory=http",
-                f"memory.url={mem.base_url}",
-                "memory.timeout_s=1",
-                *fake_endpoint_args(srv.base_url, tmp_path),
-            ]
-        )
+    with RawServer(trickle(0.2)) as mem:
+        rc, _ = run_fake(tmp_path, ["mode=memory", "memory=http", f"memory.url={mem.base_url}", "memory.timeout_s=1"])
     assert rc == EXIT_FAILED_CASES
     recs = load_records(tmp_path / "run" / "records.jsonl")
     assert len(recs) == 2 and all(r["status"] == "failed" for r in recs)
