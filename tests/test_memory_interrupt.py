@@ -28,7 +28,7 @@ from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
 from runners.interrupt import STOP
 from tests.fake_run import is_reader_request
-from tests.test_memory_ingest_checkpoint import KEY, KEY_ENV, Recording, _args, _question
+from tests.test_memory_ingest_checkpoint import KEY, KEY_ENV, Recording, _args
 
 
 class Held(Recording):
@@ -90,6 +90,7 @@ def test_ctrl_c_keeps_the_ingested_unit_and_the_same_command_attaches_to_it(tmp_
         assert ("teardown", unit) not in service.calls  # the ingested unit is kept on the service ...
         lines = [json.loads(x) for x in checkpoint_path(run_dir, "memory").read_text().splitlines()]
         assert [x["event"] for x in lines] == ["started", "ingested"] and {x["unit"] for x in lines} == {unit}
+        question = {x["unit"]: x["key"] for x in lines}  # units are opaque: the checkpoint names their case
         assert not errors.seen, errors.seen  # ... and nothing logged at ERROR on the way out (no closed database)
         assert not [line for line in (run_dir / "cli.log").read_text().splitlines() if "][ERROR]" in line]
 
@@ -97,9 +98,10 @@ def test_ctrl_c_keeps_the_ingested_unit_and_the_same_command_attaches_to_it(tmp_
         assert main(args) == 0  # the same command resumes: the kept unit is attached, not ingested again
         resumed = service.calls[n0:]
     assert ("attach", unit) in resumed and ("ingest", unit) not in resumed and ("setup", unit) not in resumed
-    sent = [(_question(u), session) for u, session in service.ingested]
-    assert len(sent) == len(set(sent)) and len({q for q, _ in sent}) == 2  # every session sent once, over both runs
     recs = {r["question_id"]: r for r in load_records(Path(run_dir) / "records.jsonl")}
     assert len(recs) == 2 and all(r["status"] == "ok" for r in recs.values())
-    assert recs[_question(unit)]["ingest"]["trace"][0]["resumed"] is True
+    question |= {r["ingest"]["trace"][0]["unit"]: q for q, r in recs.items()}
+    sent = [(question[u], session) for u, session in service.ingested]
+    assert len(sent) == len(set(sent)) and len({q for q, _ in sent}) == 2  # every session sent once, over both runs
+    assert recs[question[unit]]["ingest"]["trace"][0]["resumed"] is True
     assert not checkpoint_path(run_dir, "memory").exists() and not service.live
