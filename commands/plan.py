@@ -213,10 +213,10 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
     from runners.summaries import SummaryProvider
 
     config = RunConfig.build(cfg)  # the one place the composed config becomes the plan's settings
-    check_packages(config)  # the plan builds the run's retriever: what to install, before any work
+    modes = build_modes(config)
+    check_packages(config, modes)  # the plan builds the run's retriever: what to install, before any work
     table = load_price_table(pricing)
     cases, _ = instantiate(config.dataset, _convert_="all").load()
-    modes = build_modes(config)
     for m in modes:  # a memory contestant tells another case's memory from its own, as in a run
         if callable(bind := getattr(m, "bind_cases", None)):
             bind(cases)

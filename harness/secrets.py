@@ -77,6 +77,15 @@ def describe_endpoint(url: Any) -> str:
     return f"{parts.scheme}://{host}{f':{port}' if port is not None else ''}{parts.path}"
 
 
+_ENDPOINT = re.compile(r"\s*[A-Za-z][A-Za-z0-9+.-]*://\S+\s*")
+
+
+def is_endpoint(value: Any) -> bool:
+    """A URL-valued setting (`scheme://host...`): where something is served, recognised by its value whatever its
+    key (`model.base_url`, `memory.url`, a new adapter's field), so it is never mistaken for what is served."""
+    return isinstance(value, str) and _ENDPOINT.fullmatch(value) is not None
+
+
 def url_credentials(url: str) -> list[str]:
     """What in `url` could carry a credential and is refused in a config: userinfo, a query string, a fragment
     (named, never echoed: the error must not print the value)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from harness.llm.cache import ResponseCache
 from harness.llm.client import LLMClient
 from harness.llm.endpoint import Endpoint
 from harness.llm.types import ChatModel
-from harness.retrieval.embedders import EMBED_EXTRA, packages_missing
+from harness.retrieval.embedders import EMBED_EXTRA, LazyEmbedder, packages_missing
 from harness.retrieval.recall_trigger import RecallTriggerError
 from harness.scoring.base import ScoreInput, Scorer
 from harness.scoring.votes import VotesConfigError, voted_config
@@ -64,11 +64,12 @@ def preflight(settings: ClientSettings, *clients) -> dict[Any, int | None]:
     return {c: c.preflight() for c in dict.fromkeys(clients)}  # bounded by the client's own settings (`client:`)
 
 
-def check_packages(config: RunConfig) -> None:
+def check_packages(config: RunConfig, contestants: Sequence[Contestant]) -> None:
     """RunConfigError naming what to install, before any work, when the retriever's embedder cannot be built in this
-    environment (the default retriever's static embedder is distilled once, with torch: `make bench` has none)."""
+    environment (the default retriever's static embedder is distilled once, with torch: `make bench` has none) and
+    a contestant may search with it (`uses_retrieval`, absent: it may; otherwise it is never built)."""
     node = (config.retrieval or {}).get("embedder")
-    if node is None:
+    if node is None or not any(getattr(c, "uses_retrieval", True) for c in contestants):
         return
     missing = packages_missing(node)
     if missing:
@@ -87,9 +88,18 @@ def build_modes(config: RunConfig) -> list[Contestant]:
 
 
 def build_components(
-    config: RunConfig, client: LLMClient, judge_client: LLMClient, ep: Endpoint, run_dir: Path
+    config: RunConfig,
+    client: LLMClient,
+    judge_client: LLMClient,
+    ep: Endpoint,
+    run_dir: Path,
+    *,
+    contestants: Sequence[Contestant] = (),
+    stopping: Callable[[], bool] = lambda: False,
 ) -> Components:
-    """The parts every case uses, from the run's settings and its components' nodes."""
+    """The parts every case uses, from the run's settings and its components' nodes. The retriever's embedder is
+    built now when a contestant may search with it (`uses_retrieval`, absent: it may), else on first use.
+    `stopping`: the run's stop request (the skeleton's), lent to the contestants (`Toolkit.stopping`)."""
     from harness.session.tokens import o200k_counter
 
     counter = o200k_counter()
@@ -99,12 +109,11 @@ def build_components(
     summarizer = make_summarizer(
         model=client, prompt=instantiate(config.prompt), context_window=window, token_counter=counter
     )
+    embedder = embedder_with_client(config.retrieval, config.client)
+    if contestants and not any(getattr(c, "uses_retrieval", True) for c in contestants):
+        embedder = lazy_embedder(config.retrieval, embedder)
     try:
-        retrieval = instantiate(
-            config.retrieval,
-            **retrieval_overrides(config.store, config.retrieval),
-            **embedder_with_client(config.retrieval, config.client),
-        )
+        retrieval = instantiate(config.retrieval, **retrieval_overrides(config.store, config.retrieval), **embedder)
     except Exception as e:  # Hydra wraps a damaged index store: unwrapped, it is one error naming the file
         if isinstance(e.__cause__, StorageError):
             raise e.__cause__ from None
@@ -126,6 +135,7 @@ def build_components(
                 share_across_modes=config.run.share_summary,
             ),
             retrieval=retrieval,  # harness.retrieval Retrieval: tools(session, boundary=...), embedder, describe()
+            stopping=stopping,
         ),
         scorers=build_scorers(config, judge_client),
         wire=config.wire,
@@ -143,6 +153,15 @@ def embedder_with_client(retrieval: Any, client: ClientSettings) -> dict[str, An
     if "client" not in inspect.signature(get_class(str(node._target_))).parameters:
         return {}
     return {"embedder": instantiate(node, _partial_=True)(client=client)}
+
+
+def lazy_embedder(retrieval: Any, built: dict[str, Any]) -> dict[str, Any]:
+    """The `retrieval` node's embedder as a LazyEmbedder: built when first used, never when no contestant searches
+    (a fresh cache's distillation is not paid for nothing). `built`: what `embedder_with_client` made (kept)."""
+    node = retrieval.get("embedder")
+    if node is None or "_target_" not in node or built:  # none, or one that calls an endpoint: nothing to build
+        return built
+    return {"embedder": LazyEmbedder(lambda: instantiate(node))}
 
 
 def build_scorers(config: RunConfig, judge_client: ChatModel | None) -> list[Scorer]:
@@ -167,8 +186,11 @@ class SerializedEmbedder:
 
     def __init__(self, inner: Any):
         self.inner = inner
-        self.identity = inner.identity
         self._lock = threading.Lock()
+
+    @property
+    def identity(self) -> str:
+        return str(self.inner.identity)  # read when needed: a LazyEmbedder is not built for it
 
     def embed(self, texts):
         with self._lock:

@@ -33,12 +33,13 @@ def _drop_nulls(obj: Any) -> Any:
     return obj
 
 
-# Identity versions, newest first. 3: a declared component's setting at its declared default is left out (a
+# Identity versions, newest first. 4: every URL-valued setting is left out, whatever its key (`memory.url` too),
+# besides the named endpoint keys. 3: a declared component's setting at its declared default is left out (a
 # preset that restates a default, or one that does not, is the same configuration). 2: every value as given.
 # 1 (`legacy`): as 2, with endpoint URLs in and every `*api_key*` key masked. A run directory written under an
 # earlier version still resumes (`earlier_fingerprints`); it is an identity, not a secret test.
-IDENTITY = 3
-EARLIER_IDENTITIES = (2, 1)
+IDENTITY = 4
+EARLIER_IDENTITIES = (3, 2, 1)
 
 
 def _declared_defaults() -> dict[str, dict[str, Any]]:
@@ -118,8 +119,9 @@ def fingerprint(cfg: DictConfig, *, version: int = IDENTITY) -> str:
     """Identity of the result-bearing configuration (`identity`, hashed). Null settings are left out, so a
     release that adds an optional key (defaulting to null) does not orphan the run directories of the previous
     one; so are a declared component's settings at their default (version 3). Endpoint URLs are not
-    result-bearing (a restarted server on a new port is the same model; the model name is kept). Secrets are
-    masked through `harness.secrets` (the one secret-key test). `version`: an earlier identity (`IDENTITY`
+    result-bearing (a restarted server on a new port is the same model, or the same memory service; the model name
+    is kept): since version 4 every URL-valued setting, recognised by its value (`harness.secrets.is_endpoint`).
+    Secrets are masked through `harness.secrets` (the one secret-key test). `version`: an earlier identity (`IDENTITY`
     above), to find older run directories."""
     c = identity(OmegaConf.to_container(cfg, resolve=True), version=version)
     return hashlib.sha256(json.dumps(c, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -152,11 +154,22 @@ def identity(resolved: Any, *, version: int = IDENTITY) -> dict[str, Any]:
             node = node.get(p, {}) if isinstance(node, dict) else {}
         if isinstance(node, dict):
             node.pop(last, None)
+    if version >= 4:
+        c = _without_endpoints(c)
     if legacy:
         _legacy_identity_mask(c)
     else:
         secrets.mask_config(c)
     return c
+
+
+def _without_endpoints(obj: Any) -> Any:
+    """`obj` without its URL-valued settings (where a model or service is served, not which one)."""
+    if isinstance(obj, dict):
+        return {k: _without_endpoints(v) for k, v in obj.items() if not secrets.is_endpoint(v)}
+    if isinstance(obj, list):
+        return [_without_endpoints(v) for v in obj]
+    return obj
 
 
 def _key_env_as_key(c: dict[str, Any]) -> None:
@@ -207,8 +220,11 @@ def write_fingerprint(run_dir: Path, fp: str, **extra: Any) -> None:
 
 
 def earlier_fingerprints(cfg: DictConfig) -> tuple[str, ...]:
-    """The identities earlier releases computed for this configuration (their run directories still resume)."""
-    return tuple(fingerprint(cfg, version=v) for v in EARLIER_IDENTITIES)
+    """The identities earlier releases computed for this configuration (their run directories still resume), other
+    than its current one (a configuration with no URL-valued setting but the named endpoints has the same identity
+    under versions 3 and 4)."""
+    current = fingerprint(cfg)
+    return tuple(fp for v in EARLIER_IDENTITIES if (fp := fingerprint(cfg, version=v)) != current)
 
 
 def check_fingerprint(run_dir: Path, fp: str, earlier: tuple[str, ...] = ()) -> None:

@@ -101,14 +101,14 @@ def run_benchmark(cfg: DictConfig, run_dir: Path) -> RunSummary:
 def _run_benchmark(config: RunConfig, skeleton: RunSkeleton) -> tuple[int, int, dict[str, Any]]:
     """(pairs failed, pairs skipped as already done, the clients' totals)."""
     run_dir = skeleton.run_dir
-    check_packages(config)  # what to install, before any work (the data, the model server)
+    modes = build_modes(config)
+    check_packages(config, modes)  # what to install, before any work (the data, the model server)
     fp = config.fingerprint  # computed once: the directory check, the session store, run.json
     check_fingerprint(run_dir, fp, config.earlier_fingerprints)
     run_settings = config.run
     dataset = instantiate(config.dataset, _convert_="all")
     cases, data_prov = dataset.load()
     config.wire.check_cases(cases, str(data_prov.get("source")))
-    modes = build_modes(config)
     for m in modes:  # a memory contestant keeps its ingest checkpoint here (harness/memory/checkpoint.py)
         if callable(bind := getattr(m, "bind_run_dir", None)):
             bind(run_dir)
@@ -134,7 +134,15 @@ def _run_benchmark(config: RunConfig, skeleton: RunSkeleton) -> tuple[int, int, 
     if todo or rescore:
         clients = skeleton.open_clients()
         assert clients.answer is not None and clients.judge is not None and clients.answer_endpoint is not None
-        components = build_components(config, clients.answer, clients.judge, clients.answer_endpoint, run_dir)
+        components = build_components(
+            config,
+            clients.answer,
+            clients.judge,
+            clients.answer_endpoint,
+            run_dir,
+            contestants=modes,
+            stopping=skeleton.stop.is_set,  # SIGINT/SIGTERM (runners/interrupt.py)
+        )
         components.kit.resume(prior)  # what an interrupted run recorded keeps its attribution
         for line in window_check(  # before the first call: a window that cuts the prompts, and the setting to change
             todo,
@@ -164,6 +172,8 @@ def _run_benchmark(config: RunConfig, skeleton: RunSkeleton) -> tuple[int, int, 
         """run.json as the run stands: written before the first pair, rewritten as pairs are recorded
         and at the end (atomic), so an interrupted or killed run still says what produced its records."""
         meta = prov.copy()
+        if components is not None:  # an embedder built on first use is named once it is built
+            meta.retrieval = components.kit.retrieval.describe()
         pairs_run = pairs_planned if state == "finished" else tally["recorded"]
         if pairs_planned:
             assert prov.git is not None  # provenance() states it
@@ -441,7 +451,7 @@ def _run_case(
         history = CaseHistory.of(case, wire.session_for(session, contestant.name))
         if progress is not None:
             progress.started()
-        rec = _run_mode(case, contestant, history, question, comp, watch)
+        rec = _run_mode(case, contestant, history, question, comp, watch, stopping)
         if rec is None or (watch is not None and watch.check() is not None) or (stopping() and rec.status != STATUS_OK):
             # The server died, or the run is stopping (its server halted), during this pair: its outcome (a failed
             # call, a judge's "not run") is not its own. Not recorded; the next run redoes it (its answered calls
@@ -469,9 +479,13 @@ def _run_mode(
     question: Question,
     comp: Components,
     watch: ServerWatch | None,
+    stopping: Callable[[], bool] = lambda: False,
 ) -> Record | None:
     """One (case, contestant): ingest the history, then answer the question from what ingest built. Its record
-    (a failure in either step is a failed record), or None when the model server died meanwhile."""
+    (a failure in either step is a failed record), or None when the model server died meanwhile, or when the run
+    is stopping (SIGINT/SIGTERM): an ingest that finishes then is not answered (what it built and outlives the
+    process, a memory service's unit, is kept for the resumed run), and a failure then is the stop's, not the
+    case's: not recorded, and logged as such, not as an error."""
     t0 = time.perf_counter()
     with embedding_call_log() as embedding_calls:  # index builds and query vectors of this pair
         try:
@@ -481,6 +495,13 @@ def _run_mode(
                 finally:  # the pair's calls, also those of an ingest that failed
                     embedding_calls.extend(ingest_embedding_calls)
             ingest_s = time.perf_counter() - t0
+            if stopping():
+                log.info(
+                    "%s / %s: ingested as the run stopped; answered by the resumed run",
+                    case.question_id,
+                    contestant.name,
+                )
+                return None
             out = contestant.answer(ingested.memory, question, comp.kit)
             wall_s = time.perf_counter() - t0  # the reference-latency embeddings below are not this pair's
             ref_latency, ref_calls = _reference_latency(case, contestant.name, out, comp.kit.retrieval, comp)
@@ -494,6 +515,15 @@ def _run_mode(
                 watch.report(e)
             return None
         except Exception as e:  # recorded, never dropped: the case is retried on the next run
+            if stopping():  # a halted server, a closed cache: not recorded (see _run_case), so not an error either
+                log.info(
+                    "%s / %s: left for the resumed run by the stop (%s: %s)",
+                    case.question_id,
+                    contestant.name,
+                    type(e).__name__,
+                    e,
+                )
+                return None
             log_failure(log, f"{case.question_id} / {contestant.name}", e)
             rec = _failed_record(case, contestant.name, e, time.perf_counter() - t0)
     if embedding_calls:
@@ -525,7 +555,9 @@ def _reference_latency(
     embed_ms: float | None = None
     calls: list[dict[str, Any]] = []
     embedder = getattr(retriever, "embedder", None)
-    if should_measure(comp.reference_latency, embedder):
+    # no text (a mode the reference embeds nothing for): nothing to measure, and an embedder built on first use
+    # (runners/components.py) is not built for it
+    if texts and should_measure(comp.reference_latency, embedder):
         try:
             embed_ms, calls = embed_appended(embedder, texts)
         except Exception as e:  # a measurement only: the answer stands, the column says "not measured" and why

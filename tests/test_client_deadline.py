@@ -1,7 +1,6 @@
 """`client.timeout_s` bounds a whole attempt (not each read), and long retry waits are announced."""
 
 import logging
-import socket
 import threading
 import time
 
@@ -10,58 +9,15 @@ import pytest
 from harness.llm.client import LLMClient
 from harness.llm.types import LLMError
 from harness.testing.fake_openai import FakeOpenAIServer, Reply, completion, scripted
+from tests.raw_http import RawServer, trickle
 
 MSGS = [{"role": "user", "content": "hi"}]
-
-
-class TrickleServer:
-    """Loopback HTTP server: answers 200 with its headers, then one body byte every `every_s`, forever."""
-
-    def __init__(self, every_s: float = 0.2) -> None:
-        self.every_s = every_s
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.stop = threading.Event()
-        self.abandoned_at: list[float] = []  # when the client's side of a connection went away
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
-
-    def _serve(self) -> None:
-        self.sock.settimeout(0.2)
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
-
-    def _handle(self, conn: socket.socket) -> None:
-        with conn:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                data += conn.recv(65536)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{")
-            try:
-                while not self.stop.wait(self.every_s):
-                    conn.sendall(b" ")
-            except OSError:
-                self.abandoned_at.append(time.monotonic())
-
-    def __enter__(self) -> "TrickleServer":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        self.sock.close()
 
 
 @pytest.mark.timeout(30)
 def test_a_trickling_endpoint_fails_within_timeout_s_and_the_connection_is_dropped():
     timeout_s = 1.0
-    with TrickleServer(0.2) as srv:
+    with RawServer(trickle(0.2)) as srv:
         c = LLMClient(base_url=srv.base_url, model="m", timeout_s=timeout_s, max_retries=0)
         threads = threading.active_count()
         t0 = time.monotonic()
@@ -83,8 +39,18 @@ def test_a_trickling_endpoint_fails_within_timeout_s_and_the_connection_is_dropp
 
 
 @pytest.mark.timeout(30)
+def test_a_fresh_connection_trickling_its_headers_is_cut_off_at_timeout_s_too():
+    with RawServer(trickle(0.2, headers=True)) as srv:
+        c = LLMClient(base_url=srv.base_url, model="m", timeout_s=1.0, max_retries=0)
+        t0 = time.monotonic()
+        with pytest.raises(LLMError, match=r"CallTimeout: no complete response within timeout_s=1 s"):
+            c.chat(MSGS)
+        assert 0.95 <= time.monotonic() - t0 < 10  # watched from the connect (the deadline's trace hook)
+
+
+@pytest.mark.timeout(30)
 def test_each_retry_gets_its_own_total_deadline():
-    with TrickleServer(0.1) as srv:
+    with RawServer(trickle(0.1)) as srv:
         c = LLMClient(
             base_url=srv.base_url, model="m", timeout_s=0.5, max_retries=1, backoff_base_s=0.0, backoff_max_s=0.0
         )

@@ -76,6 +76,10 @@ class Question:
         return cls(case.question_id, case.question, case.question_date, message)
 
 
+def _never() -> bool:
+    return False
+
+
 @dataclass
 class Toolkit:
     """What the run lends every contestant; built once per run (runners/components.py, commands/plan.py)."""
@@ -87,6 +91,9 @@ class Toolkit:
     token_ratio: float = 1.0  # model tokens per o200k token (safety factor for fitting a local model's window)
     summaries: Any = None  # runners.summaries.SummaryProvider: get(unit_id, session, contestant) -> ProvidedSummary
     retrieval: Any = None  # tools(session, boundary=...) -> SessionTools over a session's events
+    # True once the run is stopping (Ctrl-C, SIGTERM: runners/interrupt.py): a call failing now fails because of the
+    # stop (its server halted, its cache closed), and what outlives the process is kept for the resumed run.
+    stopping: Callable[[], bool] = _never
 
     def resume(self, prior: Iterable[Record]) -> None:
         """An interrupted run's records: summaries they recorded keep their attribution (generated / reused)."""
@@ -128,7 +135,11 @@ class Answer:
 
 
 class Contestant(Protocol):
-    """Selected by the Hydra `mode:` group: `mode.<name>: {_target_: ...}`; `name` is the config key."""
+    """Selected by the Hydra `mode:` group: `mode.<name>: {_target_: ...}`; `name` is the config key.
+
+    Optional: `uses_retrieval` (a bool), False when the contestant never searches with `Toolkit.retrieval`; when
+    no contestant of a run does, the run builds its retriever's embedder only if something uses it after all
+    (absent: True, built before the first case)."""
 
     name: str
 

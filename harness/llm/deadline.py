@@ -5,12 +5,16 @@ byte every so often keeps a call alive forever. `call_deadline(seconds)` sets a 
 in its block (in this thread); the client's transport then
 
 - clamps connect/read/write/pool timeouts to the time left, so no single wait outlives the deadline;
-- after the response headers, arms a shared watchdog that shuts the socket down at the deadline, which wakes
-  a blocked read at once: the connection is abandoned (never returned to the pool) and no thread lingers;
-- raises `httpx.ReadTimeout` ("total deadline") on the body chunk read at or after the deadline.
+- arms a shared watchdog that shuts the socket down at the deadline, which wakes a blocked read at once: the
+  connection is abandoned (never returned to the pool) and no thread lingers. A connection opened for the call
+  is watched from the moment it connects (httpcore's `trace` extension hands over its socket), so a server that
+  trickles its *headers* is cut off too; a connection taken from the pool is watched from its response headers;
+- raises `httpx.ReadTimeout` ("total deadline") on the body chunk read at or after the deadline, or when the
+  watchdog's shutdown ends a read of the headers.
 
-Known limit: a server that trickles the *headers* byte by byte is only bounded per read (the socket is not
-reachable through httpx's API before the headers are complete).
+Known limit: on a connection reused from the pool, a server that trickles the headers byte by byte is only bounded
+per read. A client that needs every call bounded whole keeps no idle connection (`deadline_client`, the memory
+service client).
 """
 
 from __future__ import annotations
@@ -110,6 +114,13 @@ def _shutdown(sock: socket.socket) -> Callable[[], None]:
     return fire
 
 
+def _socket_of(stream: Any) -> socket.socket | None:
+    """The socket under an httpcore network stream (None when it has none, e.g. a test transport)."""
+    get = getattr(stream, "get_extra_info", None)
+    sock = get("socket") if callable(get) else None
+    return sock if isinstance(sock, socket.socket) else None
+
+
 def _timeout_error(request: httpx.Request, seconds: float) -> httpx.ReadTimeout:
     return httpx.ReadTimeout(
         f"total deadline of {seconds:g} s passed before the response was complete", request=request
@@ -170,10 +181,39 @@ class DeadlineTransport(httpx.BaseTransport):
             k: left if timeouts.get(k) is None else min(float(timeouts[k]), left)
             for k in ("connect", "read", "write", "pool")
         }
-        response = self._inner.handle_request(request)
-        stream = response.extensions.get("network_stream")
-        sock = stream.get_extra_info("socket") if stream is not None else None
-        alarm = _WATCHDOG.arm(deadline, _shutdown(sock)) if isinstance(sock, socket.socket) else None
+        armed: list[list[Any]] = []  # the watchdog's alarm, once the connection's socket is known
+        outer = request.extensions.get("trace")
+
+        def trace(name: str, info: dict[str, Any]) -> None:
+            if name.endswith((".connect_tcp.complete", ".connect_unix_socket.complete")) and not armed:
+                if (sock := _socket_of(info.get("return_value"))) is not None:
+                    armed.append(_WATCHDOG.arm(deadline, _shutdown(sock)))
+            if outer is not None:
+                outer(name, info)
+
+        request.extensions["trace"] = trace
+        try:
+            response = self._inner.handle_request(request)
+        except httpx.TransportError as e:
+            for entry in armed:
+                _WATCHDOG.cancel(entry)
+            if isinstance(e, httpx.TimeoutException) or time.monotonic() < deadline:
+                raise
+            raise _timeout_error(request, seconds) from e  # the watchdog ended a read of the headers
+        except BaseException:
+            for entry in armed:
+                _WATCHDOG.cancel(entry)
+            raise
+        finally:  # the caller's own (a redirect's request shares these extensions: never a stale watch in them)
+            if outer is None:
+                request.extensions.pop("trace", None)
+            else:
+                request.extensions["trace"] = outer
+        if armed:
+            alarm: list[Any] | None = armed[0]
+        else:  # a pooled connection: watched from here
+            sock = _socket_of(response.extensions.get("network_stream"))
+            alarm = _WATCHDOG.arm(deadline, _shutdown(sock)) if sock is not None else None
         response.stream = _DeadlineStream(response.stream, request, deadline, seconds, alarm)
         return response
 
@@ -190,3 +230,12 @@ class DeadlineHttpxClient(openai.DefaultHttpxClient):
 
     def _init_proxy_transport(self, *args: Any, **kwargs: Any) -> httpx.BaseTransport:  # type: ignore[override]
         return DeadlineTransport(super()._init_proxy_transport(*args, **kwargs))  # type: ignore[arg-type]
+
+
+def deadline_client(timeout_s: float) -> httpx.Client:
+    """A plain HTTP client for a service other than the model (the memory-service client, harness/memory/http.py):
+    the SDK's client with a deadline-aware transport, `timeout_s` per operation, and no idle connection kept, so
+    every call opens its own connection and `call_deadline` bounds all of it, headers included."""
+    no_idle = _sdk_httpx().Limits(max_connections=None, max_keepalive_connections=0)
+    client = DeadlineHttpxClient(timeout=timeout_s, limits=no_idle, follow_redirects=True)
+    return client  # type: ignore[return-value]  # the SDK's httpx (the fork), typed against httpx (see above)

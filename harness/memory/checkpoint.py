@@ -62,11 +62,12 @@ def checkpoint_path(run_dir: str | Path, contestant: str) -> Path:
 
 
 def settings_hash(provider: Any) -> str:
-    """A hash of the provider's plain public settings (URLs as `describe_endpoint` writes them): the checkpoint
-    holds this hash only, so no setting's value (a key never is one; see harness/secrets.py) reaches the file."""
+    """A hash of the provider's plain public settings: the checkpoint holds this hash only, so no setting's value (a
+    key never is one; see harness/secrets.py) reaches the file. Where the service is served (a URL-valued setting)
+    is not one of them: a service restarted on another port still holds its units, and `attach` asks it."""
     plain: dict[str, Any] = {"class": f"{type(provider).__module__}.{type(provider).__qualname__}"}
     for k, v in sorted(vars(provider).items()):
-        if k.startswith("_") or not isinstance(v, (str, int, float, bool, type(None))):
+        if k.startswith("_") or not isinstance(v, (str, int, float, bool, type(None))) or secrets.is_endpoint(v):
             continue
         plain[k] = secrets.describe_endpoint(v) if isinstance(v, str) and "://" in v else v
     return hashlib.sha256(json.dumps(plain, sort_keys=True, default=str).encode()).hexdigest()[:16]

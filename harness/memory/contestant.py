@@ -214,6 +214,13 @@ class ProviderContestant:
                 self._bound = True
 
     @property
+    def uses_retrieval(self) -> bool:
+        """Whether it searches with the run's retriever (`kit.retrieval`): only through a provider that borrows the
+        run's toolkit (the summary providers). Any other provider retrieves on its own, so the run does not build
+        its retriever's embedder for it (runners/components.py)."""
+        return callable(getattr(self.provider, "bind_toolkit", None))
+
+    @property
     def variant(self) -> str:
         fair = (self.top_k, self.context_tokens) == (
             group_default("mode", "memory", "top_k"),
@@ -354,7 +361,7 @@ class ProviderContestant:
             self._call(lambda: self.provider.setup(unit))
         except BaseException:
             if ck is not None:  # a setup that failed half-way may have left a scope: forgotten too
-                self._teardown(unit)
+                self._drop_failed(unit, kit)
             raise
         try:
             done = self._call(lambda: self.provider.ingest(unit, sessions))
@@ -369,7 +376,7 @@ class ProviderContestant:
                 if not ready:
                     time.sleep(self.ready_poll_s)
         except BaseException:
-            self._teardown(unit)  # answer will not run: the unit is forgotten now
+            self._drop_failed(unit, kit)  # answer will not run: the unit is forgotten now
             raise
         trace = {
             **who,
@@ -421,11 +428,24 @@ class ProviderContestant:
             self._run_cases().index()  # built once, before any case's timing (harness/memory/isolation.py)
             out = self._answer(memory, question, kit)
         except BaseException:
-            self._teardown(memory)
+            self._drop_failed(memory, kit)
             raise
         if problem := self._teardown(memory):  # the case is done: the provider forgets the unit
             out.tool_trace[0]["teardown_error"] = problem  # kept with the answer, which is not lost for it
         return out
+
+    def _drop_failed(self, unit: str, kit: Toolkit) -> None:
+        """A unit whose case failed is torn down. While the run is stopping (Ctrl-C, SIGTERM) the failure is the
+        stop's (a halted model server, a closed cache), so a unit that outlives the process stays open in the ingest
+        checkpoint for the resumed run, as after kill -9: attached there when its ingest finished, else torn down
+        there and ingested again. Nothing is sent to the service on the way out."""
+        if self._checkpoint is None or not kit.stopping():
+            self._teardown(unit)
+            return
+        with self._lock:
+            self._gold.pop(unit, None)
+            self._keys.pop(unit, None)
+        log.info("%s: unit %s kept for the resumed run (the run is stopping)", self.name, unit)
 
     def _teardown(self, unit: str) -> str | None:
         """Teardown; its failure is logged and returned, never raised over the case's own outcome."""

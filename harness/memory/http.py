@@ -39,12 +39,11 @@ from __future__ import annotations
 import json
 import os
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from harness.llm.deadline import call_deadline, deadline_client, httpx
 from harness.llm.loopback import LoopbackServer, Reply
 from harness.memory.provider import (
     CONTRACT_VERSION,
@@ -81,9 +80,14 @@ class ShapeError(ValueError):
 # --- JSON codec: the contract's types as plain JSON and back (every field checked, named when wrong) ----------
 
 
-def _req(obj: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
+def _obj(obj: Any, where: str) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise ShapeError(f"{where}: expected an object, got {type(obj).__name__}")
+    return obj
+
+
+def _req(obj: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    obj = _obj(obj, where)
     if key not in obj:
         raise ShapeError(f"{where}.{key}: missing")
     v = obj[key]
@@ -92,8 +96,22 @@ def _req(obj: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
     return v
 
 
-def _opt(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
-    return None if obj.get(key) is None else _req(obj, key, kind, where)
+def _opt(obj: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    return None if _obj(obj, where).get(key) is None else _req(obj, key, kind, where)
+
+
+def _number(obj: Any, key: str, where: str) -> float | None:
+    """An optional finite number (a score, a cost): NaN, infinities and integers past a float's range are refused."""
+    v = _opt(obj, key, (int, float), where)
+    if v is None:
+        return None
+    try:
+        x = float(v)
+    except OverflowError:
+        x = float("inf")
+    if x != x or x in (float("inf"), float("-inf")):
+        raise ShapeError(f"{where}.{key}: expected a finite number, got {str(v)[:40]}")
+    return x
 
 
 def capabilities_json(c: Capabilities) -> dict[str, Any]:
@@ -147,8 +165,7 @@ def sessions_of(d: Any) -> tuple[MemorySession, ...]:
 def usage_of(d: Any, where: str) -> Usage:
     if d is None:
         return Usage()
-    if not isinstance(d, dict):
-        raise ShapeError(f"{where}: expected an object, got {type(d).__name__}")
+    _obj(d, where)
     ints = {
         k: _opt(d, k, int, where) or 0
         for k in (
@@ -160,8 +177,7 @@ def usage_of(d: Any, where: str) -> Usage:
             "unusable_replies",
         )
     }
-    cost = _opt(d, "cost_usd", (int, float), where)
-    return Usage(**ints, cost_usd=None if cost is None else float(cost))
+    return Usage(**ints, cost_usd=_number(d, "cost_usd", where))
 
 
 def items_json(items: Sequence[MemoryItem]) -> list[dict[str, Any]]:
@@ -174,15 +190,18 @@ def items_of(d: Any, where: str = "items") -> tuple[MemoryItem, ...]:
     out = []
     for i, it in enumerate(d):
         w = f"{where}[{i}]"
-        score = _opt(it, "score", (int, float), w)
+        score = _number(_obj(it, w), "score", w)
         p = it.get("provenance")
         prov = None
         if p is not None:
             pw = f"{w}.provenance"
             if not isinstance(p, dict):
                 raise ShapeError(f"{pw}: expected an object or null, got {type(p).__name__}")
-            prov = Provenance(_opt(p, "session_id", str, pw), _opt(p, "turn_index", int, pw), _opt(p, "date", str, pw))
-        out.append(MemoryItem(_req(it, "text", str, w), None if score is None else float(score), prov))
+            turn = _opt(p, "turn_index", int, pw)
+            if turn is not None and turn < 0:
+                raise ShapeError(f"{pw}.turn_index: expected a turn's position (>= 0), got {turn}")
+            prov = Provenance(_opt(p, "session_id", str, pw), turn, _opt(p, "date", str, pw))
+        out.append(MemoryItem(_req(it, "text", str, w), score, prov))
     return tuple(out)
 
 
@@ -198,9 +217,17 @@ class HttpProvider:
 
     def __init__(self, url: str, timeout_s: float = 60.0, api_key_env: str | None = None) -> None:
         self.url = url.rstrip("/")
-        self.timeout_s = timeout_s
+        self.timeout_s = timeout_s  # the whole call: connect, send, every byte of the reply (harness/llm/deadline.py)
         self.api_key_env = api_key_env
         self._name = self.url
+        self._http: httpx.Client | None = None
+        self._http_lock = threading.Lock()
+
+    def _client(self) -> httpx.Client:
+        with self._http_lock:
+            if self._http is None:
+                self._http = deadline_client(self.timeout_s)
+            return self._http
 
     def preflight(self) -> None:
         """Before any request: a token variable named (`api_key_env`) but unset is one ProviderError naming it."""
@@ -215,19 +242,25 @@ class HttpProvider:
                 raise ProviderError(self._name, call, unit, f"environment variable {self.api_key_env} is not set")
             headers["Authorization"] = f"Bearer {key}"
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(
-            f"{self.url}/{call}", data=data, headers=headers, method="GET" if body is None else "POST"
-        )
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                raw = resp.read()
-        except urllib.error.HTTPError as e:
-            raise ProviderError(self._name, call, unit, f"HTTP {e.code}: {_error_text(e.read())}") from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
-            raise ProviderError(self._name, call, unit, f"unreachable: {getattr(e, 'reason', e)}") from None
+            with call_deadline(self.timeout_s):  # a service sending a byte at a time still ends here
+                resp = self._client().request(
+                    "GET" if body is None else "POST", f"{self.url}/{call}", content=data, headers=headers
+                )
+        except httpx.TimeoutException:
+            raise ProviderError(
+                self._name, call, unit, f"no complete response within timeout_s={self.timeout_s:g} s (the whole call)"
+            ) from None
+        except httpx.RemoteProtocolError as e:  # e.g. a body shorter than its Content-Length: httpx says how much
+            raise ProviderError(self._name, call, unit, f"response cut short or malformed: {e}") from None
+        except (httpx.TransportError, httpx.InvalidURL) as e:
+            raise ProviderError(self._name, call, unit, f"unreachable: {type(e).__name__}: {e}") from None
+        raw = resp.content
+        if not 200 <= resp.status_code < 300:
+            raise ProviderError(self._name, call, unit, f"HTTP {resp.status_code}: {_error_text(raw)}")
         try:
             return json.loads(raw or b"{}")
-        except ValueError:
+        except (ValueError, RecursionError):
             raise ProviderError(self._name, call, unit, f"not JSON: {raw[:200]!r}") from None
 
     def _decode(self, call: str, unit: str | None, fn: Any, body: Any) -> Any:
@@ -250,7 +283,7 @@ class HttpProvider:
         return self._decode(
             "ingest",
             unit,
-            lambda d: Ingest(usage_of(d.get("usage"), "usage"), bool(_req(d, "ready", bool, "ingest"))),
+            lambda d: Ingest(usage_of(_obj(d, "ingest").get("usage"), "usage"), bool(_req(d, "ready", bool, "ingest"))),
             d,
         )
 
@@ -273,7 +306,9 @@ class HttpProvider:
             "answer",
             unit,
             lambda d: ProviderAnswer(
-                _req(d, "answer", str, "answer"), usage_of(d.get("usage"), "usage"), items_of(d.get("items") or [])
+                _req(d, "answer", str, "answer"),
+                usage_of(d.get("usage"), "usage"),
+                items_of([] if d.get("items") is None else d["items"]),
             ),
             d,
         )
@@ -301,7 +336,7 @@ class HttpProvider:
 def _error_text(raw: bytes) -> str:
     try:
         d = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return raw[:300].decode(errors="replace")
     e = d.get("error") if isinstance(d, dict) else None
     return str(e if e is not None else d)[:300]

@@ -95,7 +95,8 @@ class Retriever:
         """What a record should say about the retriever (preset, embedder identity)."""
         return {
             "preset": self.config.name,
-            "embedder": getattr(self.embedder, "identity", None),
+            # an embedder built on first use (LazyEmbedder) and never used ranked nothing: none is named
+            "embedder": getattr(self.embedder, "identity", None) if getattr(self.embedder, "built", True) else None,
             "max_embed_tokens": self.max_embed_tokens,
             "stopwords": self.stopwords,
         }
