@@ -1,0 +1,83 @@
+"""The response budget (`SearchConfig.budget_tokens`): a `session_search` response cut to a number of o200k tokens.
+
+The cut is the same for every preset and response shape: the results are taken in order, each whole while the whole
+response still fits; one that does not fit keeps the `context` messages that do (when its own entry fits without
+them) and is otherwise left out, and the later, shorter ones still get their chance. Nothing is excerpted here: what
+is in the response is in it as the preset wrote it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from harness.golang import go_json
+
+Entry = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """The results kept (a `context` possibly shortened), the position in the input of each, and what was left out
+    (whole entries, and context messages of kept entries)."""
+
+    results: list[Entry]
+    positions: list[int]
+    entries_left_out: int
+    messages_left_out: int
+
+
+def _size(value: Any, count: Callable[[str], int]) -> int:
+    return count(go_json(value))
+
+
+def fit(
+    body: Callable[[list[Entry]], dict[str, Any]],
+    results: list[Entry],
+    budget: int,
+    count: Callable[[str], int],
+) -> Fitted:
+    """`results` kept in order while `body(kept)` (the whole response) stays within `budget` tokens (`count`).
+
+    Each entry and context message is sized alone (its JSON and the comma before it); the sum is then checked on the
+    whole response and, while it is over (token merges across the joins), the last kept message or entry goes.
+    """
+    left = budget - _size(body([]), count)
+    kept: list[Entry] = []
+    positions: list[int] = []
+    entries_out = messages_out = 0
+    for pos, entry in enumerate(results):
+        context = entry.get("context") or []
+        bare = {k: v for k, v in entry.items() if k != "context"}
+        cost = _size(bare, count) + 1
+        if cost > left:
+            entries_out += 1
+            continue
+        left -= cost
+        if context:
+            left -= _size({"context": []}, count)  # the key and its brackets
+            shown = []
+            for message in context:
+                c = _size(message, count) + 1
+                if c <= left:
+                    shown.append(message)
+                    left -= c
+                else:
+                    messages_out += 1
+            # the entry's own key order (a whole entry goes out byte for byte as the preset wrote it)
+            bare = {k: (shown if k == "context" else v) for k, v in entry.items() if k != "context" or shown}
+        kept.append(bare)
+        positions.append(pos)
+    while kept and _size(body(kept), count) > budget:
+        last = kept[-1]
+        if last.get("context"):
+            last["context"] = last["context"][:-1]
+            if not last["context"]:
+                del last["context"]
+            messages_out += 1
+        else:
+            kept.pop()
+            positions.pop()
+            entries_out += 1
+    return Fitted(kept, positions, entries_out, messages_out)
