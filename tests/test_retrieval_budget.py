@@ -180,3 +180,18 @@ def test_retrieval_eval_refuses_bad_budgets_before_writing(tmp_path, paris_datas
     with pytest.raises(ValueError, match=match):
         run_retrieval_eval(cfg, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_hit_too_long_for_what_is_left_goes_out_as_a_snippet_so_the_later_hits_still_come():
+    turns = [
+        ("c1", "user", "alpha beta. " + "filler words here. " * 300),  # the top hit, far over a small budget
+        ("c1", "assistant", "alpha noted"),
+        ("c2", "user", "alpha beta again"),
+        ("c2", "assistant", "beta"),
+    ]
+    out = _search("default", turns, "alpha beta", budget_tokens=150, budget_fill=None)
+    ids = [r["event_id"] for r in json.loads(out.content)["results"]]
+    long = json.loads(out.content)["results"][ids.index("e0000")]
+    assert len(long["snippet"]) <= preset("default").snippet_chars and long["snippet"].startswith("alpha beta.")
+    assert ids[-1] != "e0000"  # a later, short hit kept its chance
+    assert o200k_counter().count(out.content) <= 150

@@ -1,9 +1,9 @@
 """The response budget (`SearchConfig.budget_tokens`): a `session_search` response cut to a number of o200k tokens.
 
 The cut is the same for every preset and response shape: the results are taken in order, each whole while the whole
-response still fits; one that does not fit keeps the `context` messages that do (when its own entry fits without
-them) and is otherwise left out, and the later, shorter ones still get their chance. Nothing is excerpted here: what
-is in the response is in it as the preset wrote it.
+response still fits; one that does not fit goes out shortened where the preset says how (`shorten`: the compact
+presets excerpt a long text to the reference's 280-character snippet), keeps the `context` messages that fit, and is
+otherwise left out; the later, shorter ones still get their chance.
 """
 
 from __future__ import annotations
@@ -37,8 +37,10 @@ def fit(
     results: list[Entry],
     budget: int,
     count: Callable[[str], int],
+    shorten: Callable[[Entry], Entry | None] | None = None,
 ) -> Fitted:
-    """`results` kept in order while `body(kept)` (the whole response) stays within `budget` tokens (`count`).
+    """`results` kept in order while `body(kept)` (the whole response) stays within `budget` tokens (`count`); an
+    entry whose own text does not fit is kept as `shorten` gives it (None: it cannot be shortened) when that fits.
 
     Each entry and context message is sized alone (its JSON and the comma before it); the sum is then checked on the
     whole response and, while it is over (token merges across the joins), the last kept message or entry goes.
@@ -51,6 +53,8 @@ def fit(
         context = entry.get("context") or []
         bare = {k: v for k, v in entry.items() if k != "context"}
         cost = _size(bare, count) + 1
+        if cost > left and shorten is not None and (short := shorten(bare)) is not None:
+            bare, cost = short, _size(short, count) + 1
         if cost > left:
             entries_out += 1
             continue
@@ -66,7 +70,7 @@ def fit(
                 else:
                     messages_out += 1
             # the entry's own key order (a whole entry goes out byte for byte as the preset wrote it)
-            bare = {k: (shown if k == "context" else v) for k, v in entry.items() if k != "context" or shown}
+            bare = {k: (shown if k == "context" else bare.get(k)) for k in entry if k != "context" or shown}
         kept.append(bare)
         positions.append(pos)
     while kept and _size(body(kept), count) > budget:

@@ -618,11 +618,24 @@ class SessionTools:
             for h, entry in self._fill(hits, results, query, scope, top_k, min_score):
                 owners.append(h)
                 entries.append(entry)
+        shorten = None
+        if cfg.response_style == "compact":
+            terms = set(analyze(query, self.index.keyword.stopwords))
+
+            def shorten(entry: dict[str, Any]) -> dict[str, Any] | None:
+                """A hit too long for what is left: an excerpt as long as the reference's snippet (the way bm25 shows
+                its later hits), so the hits after it keep their chance."""
+                text = entry.get("snippet")
+                if not text or len(text) <= cfg.snippet_chars:
+                    return None
+                return {**entry, "snippet": tx.excerpt(text, terms, cfg.snippet_chars)}
+
         fitted = budget.fit(
             lambda rs: {"query": query, "scope": scope, "results": rs, "count": len(rs)},
             entries,
             cfg.budget_tokens,
             o200k_counter().count,
+            shorten,
         )
         trace["budget"] = {
             "tokens": cfg.budget_tokens,
