@@ -108,6 +108,14 @@ def test_where_the_budget_holds_the_default_whole_it_holds_all_bm25_holds(seed):
     assert held_whole  # 100,000 tokens hold it: the guarantee was checked on every turn set
 
 
+@pytest.mark.parametrize("seed", range(16))
+def test_bm25s_best_hit_is_in_the_defaults_response_at_every_budget_that_holds_a_snippet(seed):
+    _, turns, query = _turn_set(seed)
+    best = _hits(_search("bm25", turns, query))[0]
+    for budget in (200, 300, 500, 800, 1500, 3000):
+        assert best in _hits(_search("default", turns, query, budget_tokens=budget)), budget
+
+
 def test_the_fill_shows_no_turn_twice_and_a_head_excerpt_whole():
     turns = [
         ("c1", "user", "alpha beta " * 400 + "the long pasted brief"),  # over every compact cap: excerpted in the head

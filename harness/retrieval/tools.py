@@ -614,10 +614,14 @@ class SessionTools:
         cfg = self.config
         assert cfg.budget_tokens is not None
         owners, entries = list(hits), list(results)
+        pinned = None
         if cfg.response_style == "compact" and cfg.budget_fill is not None:
-            for h, entry in self._fill(hits, results, query, scope, top_k, min_score):
+            best, filled = self._fill(hits, results, query, scope, top_k, min_score)
+            for h, entry in filled:
                 owners.append(h)
                 entries.append(entry)
+            # the fill's best hit is held first: the entry that shows it (this preset's own, else the fill's)
+            pinned = next((p for p, h in enumerate(owners) if (h.session.id, h.doc) == best), None)
         shorten = None
         if cfg.response_style == "compact":
             terms = set(analyze(query, self.index.keyword.stopwords))
@@ -636,6 +640,7 @@ class SessionTools:
             cfg.budget_tokens,
             o200k_counter().count,
             shorten,
+            pinned,
         )
         trace["budget"] = {
             "tokens": cfg.budget_tokens,
@@ -658,11 +663,11 @@ class SessionTools:
 
     def _fill(
         self, hits: list[_Hit], results: list[dict[str, Any]], query: str, scope: str, top_k: int, min_score: float
-    ) -> list[tuple[_Hit, dict[str, Any]]]:
-        """The fill preset's response to the same call as compact entries, in its order: each of its hits, with the
-        turns of its window where it gives one (`expand_top`, `window`) as `context`. A turn already shown whole is
-        not repeated: a hit already shown whole goes out without its text (its window's new turns still come), and an
-        entry that would add nothing (a hit of this response, nothing new) is left out."""
+    ) -> tuple[tuple[str, int] | None, list[tuple[_Hit, dict[str, Any]]]]:
+        """(the fill preset's best hit, its response to the same call as compact entries, in its order): each of its
+        hits, with the turns of its window where it gives one (`expand_top`, `window`) as `context`. A turn already
+        shown whole is not repeated: a hit already shown whole goes out without its text (its window's new turns still
+        come), and an entry that would add nothing (a hit of this response, nothing new) is left out."""
         tools = self._fill_tools
         fill = tools.config
         ranked = tools._run_scope(scope, query, top_k, min_score, fill.default_mode, {})
@@ -705,7 +710,7 @@ class SessionTools:
             whole |= {key(h, i) for i in [h.doc, *new]}
             shown_hits.add(key(h, h.doc))
             out.append((h, entry))
-        return out
+        return ((ranked[0].session.id, ranked[0].doc) if ranked else None), out
 
     def _conversation_window(self, hit: _Hit, w: int) -> list[int]:
         """`recall_window`: the indexed turns within ±w of `hit` (render.window) that belong to its conversation
