@@ -1,7 +1,7 @@
 """The default against `bm25` at every response budget (issue 40): its compact response, then bm25's.
 
     python -m studies.retrieval_budget_fill --out runs/budget_fill                 # the fit data only
-    python -m studies.retrieval_budget_fill --out runs/budget_fill --part unseen   # proxy fold B: once, at the end
+    python -m studies.retrieval_budget_fill --out runs/budget_fill --part unseen   # proxy fold B (not run: below)
 
 Design, fixed before the first run (no fitted weight): with `budget_tokens` B, a compact preset's response is its
 own response as without a budget (the "head"), then `budget_fill`'s response to the same call (bm25's: its five hits,
@@ -19,6 +19,15 @@ fold A of the held-out proxy (370 questions); reported once, after the choice = 
 fixed before the first run: the design is the default's if, on the fit data, no type is below `bm25` in evidence
 whole or evidence hit at any of the five budgets; @5 is reported beside it (five hits for both: a ranking measure a
 budget does not change for the head).
+
+What the fit data said (docs/measurements/retrieval_budget_fill_fit*.md; each run on the fit data only):
+1. (commit 53ac73c) below `bm25` on single-session-assistant evidence hit at 500 tokens (3 won / 4 lost of 40): the
+   head's whole replies took the budget, and bm25 named its best hit in 280 characters;
+2. (1c532b8) a hit too long for what is left goes out as a 280-character excerpt: the same cell (3 / 4);
+3. (df339d6) bm25's best hit is held first, in its shortest form, at its place in the order: no cell below `bm25` in
+   evidence or evidence hit. The design since. Fold B was then measured once, by the standard command
+   (`lme-harness retrieval-eval` on the proxy file, fold B; docs/retrieval.md "The response budget"), not by this
+   study's `--part unseen`.
 """
 
 from __future__ import annotations
