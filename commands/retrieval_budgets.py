@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,14 @@ DEFAULT_BUDGETS = (500, 1000, 2000, 3000, 4000)
 METRICS = ("evidence", "hit", "turn_recall_any@5")
 LABELS = {"evidence": "evidence whole", "hit": "evidence hit", "turn_recall_any@5": "@5"}
 Row = dict[str, Any]
+
+
+def value(metric: str) -> Callable[[Row], float]:
+    """A case row's 0/1 value of `metric` at one budget (what commands/retrieval_paired.py pairs)."""
+    return lambda r: float(bool(r[metric]))
+
+
+VALUES = {m: value(m) for m in METRICS}
 
 
 def check_budgets(budgets: Any) -> tuple[int, ...]:
@@ -91,10 +100,9 @@ def summaries(rows: list[Row], budgets: tuple[int, ...]) -> dict[str, dict[str, 
 
 def paired(rows: list[Row], budgets: tuple[int, ...], against: str) -> dict[str, dict[str, Any]]:
     """budget → {"paired": every preset against `against` on the same questions, "below_against": the cells below}."""
-    metrics = {m: (lambda r, m=m: float(bool(r[m]))) for m in METRICS}
     out = {}
     for b in budgets:
-        p = paired_against(budget_rows(rows, b), against, metrics)
+        p = paired_against(budget_rows(rows, b), against, VALUES)
         out[str(b)] = {"paired": p, "below_against": below_against(p)}
     return out
 
@@ -123,7 +131,7 @@ def markdown(table: dict[str, Any], pairs: dict[str, Any], against: str | None) 
         f"| question type | preset | {head} |",
         "|---" * (len(budgets) + 2) + "|",
     ]
-    first = next(iter(table.values()), {})
+    first: dict[str, Any] = next(iter(table.values()), {})
     types = list(next(iter(first.values()), {}))
     for t in types:
         for name in first:

@@ -38,7 +38,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from commands.retrieval_budgets import DEFAULT_BUDGETS, METRICS
+from commands.retrieval_budgets import DEFAULT_BUDGETS, METRICS, VALUES
 from commands.retrieval_paired import paired_against
 from harness.retrieval.config import preset
 from harness.retrieval.evaluation import at_budget, hidden_session
@@ -70,10 +70,9 @@ def measure(config, cases, indexes, budgets, counter) -> list[dict[str, Any]]:
 def tables(rows: dict[str, list[dict[str, Any]]], budgets) -> dict[str, Any]:
     """budget → setting → type (and "all") → each metric's share, tokens, and against bm25: Δ, won, lost."""
     out: dict[str, Any] = {}
-    metrics = {m: (lambda r, m=m: float(bool(r[m]))) for m in METRICS}
     for b in budgets:
         at = [{"preset": name, **r} for name, rs in rows.items() for r in rs if r["budget"] == b]
-        paired = paired_against(at, "bm25", metrics)
+        paired = paired_against(at, "bm25", VALUES)
         cell: dict[str, Any] = {}
         for name in rows:
             mine = [r for r in at if r["preset"] == name]

@@ -677,10 +677,10 @@ class SessionTools:
 
         shown_hits = {key(h, h.doc) for h in hits}
         whole: set[tuple[str, str]] = set()
-        for h, entry in zip(hits, results):
-            if entry.get("snippet") == h.index.docs[h.doc].text:
+        for h, result in zip(hits, results):
+            if result.get("snippet") == h.index.docs[h.doc].text:
                 whole.add(key(h, h.doc))
-            for m in entry.get("context") or ():
+            for m in result.get("context") or ():
                 doc = h.index.by_id.get(m["event_id"])
                 if doc is not None and m["content"] == h.index.docs[doc].text:
                     whole.add(key(h, doc))
