@@ -16,6 +16,9 @@ Equal cost: every preset's response is also cut to the same per-case token budge
 preset's own response size for that case (`+retrieval_eval.budget=<preset>` or a number of tokens); the
 "evidence at budget" column says how often the cut response still carries an evidence turn whole. The curve of
 that rate against the budget, per question type, is written as retrieval_eval_budget_curve.{csv,png}.
+At each response budget (`+retrieval_eval.budgets=[500,1000,2000,3000,4000]`, the default; `[]` for none) every
+preset's response is built again with `retrieval.config.budget_tokens` at that budget and paired with the reference
+there (commands/retrieval_budgets.py; retrieval_eval_budgets.csv).
 Writes retrieval_eval.{json,md,png} and retrieval_eval_cases.jsonl to the run directory.
 """
 
@@ -33,6 +36,7 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from commands import retrieval_budgets
 from commands.retrieval_paired import below_against, below_lines, paired_against, paired_table
 from harness import config_files
 from harness.retrieval.evaluation import BY_TYPE_KEYS, KS, evaluate_case, summarize, summarize_by_type
@@ -101,14 +105,28 @@ def query_for(question: str, form: str) -> str:
 
 
 def evaluate_preset(
-    name: str, rcfg: DictConfig, cases, events: dict[str, list], counter, store_dir: Path, query_form: str = "question"
+    name: str,
+    rcfg: DictConfig,
+    cases,
+    events: dict[str, list],
+    counter,
+    store_dir: Path,
+    query_form: str = "question",
+    budgets: tuple[int, ...] = (),
 ) -> tuple[dict[str, Any], list[dict]]:
     """Cold pass (no store: indexing timed from scratch), then a warm pass loading from a fresh store.
-    `events`: each case's events by question_id, built once for every preset."""
+    `events`: each case's events by question_id, built once for every preset. `budgets`: the model-like response is
+    also built and measured at each of these `budget_tokens` (commands/retrieval_budgets.py)."""
     retriever = instantiate(OmegaConf.merge(rcfg, {"store": None}))
+    configs = retrieval_budgets.budget_configs(retriever, budgets)
     results = [
         evaluate_case(
-            retriever, c.question_id, events[c.question_id], query_for(c.question, query_form), counter=counter
+            retriever,
+            c.question_id,
+            events[c.question_id],
+            query_for(c.question, query_form),
+            counter=counter,
+            budget_configs=configs,
         )
         for c in cases
     ]
@@ -147,6 +165,7 @@ def evaluate_preset(
             "response_has_evidence": r.response_has_evidence,
             "response_hits_evidence": r.response_hits_evidence,
             "evidence_tokens": r.evidence_tokens,
+            "at_budget": {str(b): m for b, m in r.at_budget.items()},
             **r.metrics,
         }
         for r in results
@@ -360,6 +379,7 @@ def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Pa
     against = opts.get("against", "bm25" if "bm25" in presets else None)
     if against is not None and against not in presets:
         raise ValueError(f"retrieval_eval.against={against!r}: not one of the evaluated presets {presets}")
+    response_budgets = retrieval_budgets.check_budgets(opts.get("budgets", retrieval_budgets.DEFAULT_BUDGETS))
     fold = opts.get("fold")
     if fold is not None and str(fold).upper() not in FOLDS:
         raise ValueError(f"retrieval_eval.fold must be one of {FOLDS} (or null), got {fold!r}")
@@ -381,7 +401,14 @@ def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Pa
     with tempfile.TemporaryDirectory(prefix="lme-retrieval-eval-") as tmp:
         for name in presets:
             s, r = evaluate_preset(
-                name, preset_config(name, cfg.get("retrieval")), cases, events, counter, Path(tmp), query_form
+                name,
+                preset_config(name, cfg.get("retrieval")),
+                cases,
+                events,
+                counter,
+                Path(tmp),
+                query_form,
+                response_budgets,
             )
             summaries[name] = s
             rows += r
@@ -391,6 +418,9 @@ def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Pa
     paired = paired_against(rows, against, paired_metrics(budgets)) if against is not None else {}
     below = below_against(paired)
     curve = budget_curve(rows)
+    at_budgets = retrieval_budgets.summaries(rows, response_budgets)
+    paired_at = retrieval_budgets.paired(rows, response_budgets, against) if against is not None else {}
+    retrieval_budgets.write_csv(at_budgets, run_dir / "retrieval_eval_budgets.csv")
     with (run_dir / "retrieval_eval_budget_curve.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["preset", "question_type", "budget_tokens", "cases", "evidence_rate"])
         w.writeheader()
@@ -409,6 +439,8 @@ def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Pa
                 "paired": paired,
                 "below_against": below,
                 "presets": summaries,
+                "budgets": list(response_budgets),
+                "at_budgets": {b: {"presets": at_budgets[b], **paired_at.get(b, {})} for b in at_budgets},
             },
             indent=1,
             default=str,
@@ -447,6 +479,7 @@ def run_retrieval_eval(cfg: DictConfig, run_dir: Path | str | None = None) -> Pa
             if paired
             else ""
         )
+        + (retrieval_budgets.markdown(at_budgets, paired_at, against) if response_budgets else "")
         + "\n\n![recall and token cost](retrieval_eval.png)\n"
         + "\n![evidence against the response budget](retrieval_eval_budget_curve.png)"
         + " (numbers: retrieval_eval_budget_curve.csv)\n"

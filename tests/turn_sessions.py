@@ -49,15 +49,17 @@ def turn_tools(cfg: SearchConfig, turns: Turns, *, embedder: Any = None, convers
     return Retriever(cfg, embedder=embedder).tools(s, boundary=b)
 
 
-def generated_turns(rng: np.random.Generator, *, words: int, conversations: int, n: int = 40) -> tuple[Turns, str]:
-    """`n` alternating user/assistant turns of 3-11 words drawn from `words` tokens, each in one of `conversations`
-    conversations, and a 4-word query from the same tokens."""
+def generated_turns(
+    rng: np.random.Generator, *, words: int, conversations: int, n: int = 40, lengths: tuple[int, int] = (3, 12)
+) -> tuple[Turns, str]:
+    """`n` alternating user/assistant turns of `lengths` words (from, below; 3-11 by default) drawn from `words`
+    tokens, each in one of `conversations` conversations, and a 4-word query from the same tokens."""
     vocab = [f"w{i}" for i in range(words)]
     turns = [
         (
             f"c{rng.integers(0, conversations)}",
             ["user", "assistant"][i % 2],
-            " ".join(rng.choice(vocab, rng.integers(3, 12))),
+            " ".join(rng.choice(vocab, rng.integers(*lengths))),
         )
         for i in range(n)
     ]

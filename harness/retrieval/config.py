@@ -137,6 +137,14 @@ class SearchConfig:
     # ranking with the recall prior); "keyword" = plain BM25 over the same turns (no dense score, no prior, credit,
     # re-scoring or fusion), the `bm25` preset's ranking, while the response keeps this preset's shape.
     recall_ranking: str = _default("recall_ranking", choices=("fused", "keyword"))
+    # The response budget (issue 40), in o200k tokens, every preset: the response keeps its entries in order while the
+    # whole JSON stays within it (an entry that does not fit is left out, keeping the context messages that fit; a
+    # later, shorter one still gets its chance). None: the preset's own response, unbounded (every shipped preset).
+    budget_tokens: int | None = _default("budget_tokens", minimum=50)
+    # compact, with `budget_tokens`: what fills the budget left after this preset's own hits: the response this preset
+    # of configs/retrieval/ gives to the same call (its ranking over this index, in its default mode, with its windows),
+    # turn by turn in its order, each whole, none shown twice (docs/retrieval.md "The response budget"). None: no fill.
+    budget_fill: str | None = _default("budget_fill")
 
     def __post_init__(self) -> None:
         check_fields(self, "SearchConfig")  # ranges and choices: the declarations above
@@ -144,6 +152,14 @@ class SearchConfig:
 
         if self.stopwords not in STOPWORDS:
             raise ValueError(f"SearchConfig.stopwords must be one of {sorted(STOPWORDS)}, got {self.stopwords!r}")
+        if (
+            self.budget_fill is not None
+            and not (CONFIG_FILE.parent / "retrieval" / f"{self.budget_fill}.yaml").exists()
+        ):
+            known = sorted(p.stem for p in (CONFIG_FILE.parent / "retrieval").glob("*.yaml"))
+            raise ValueError(
+                f"SearchConfig.budget_fill must be a retrieval preset {known} or null, got {self.budget_fill!r}"
+            )
 
 
 _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|me|my|mine|myself)\b", re.I)

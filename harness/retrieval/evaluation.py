@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from harness.retrieval.tools import SessionTools
 from harness.session.boundary import SummaryBoundary
 from harness.session.events import Event, Session
 
@@ -84,6 +85,8 @@ class CaseResult:
     response_has_evidence: bool | None = None  # full text of an evidence turn appears in the response
     response_hits_evidence: bool | None = None  # an evidence turn is among the returned hits
     evidence_tokens: int | None = None  # response prefix (tokens) that carries an evidence turn whole
+    # budget (o200k tokens) -> the model-like response built at that `budget_tokens` (`at_budget`)
+    at_budget: dict[int, dict[str, Any]] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -128,10 +131,35 @@ def evidence_tokens(content: str, events: Sequence[Event], counter) -> int | Non
     return best
 
 
+def at_budget(tools, events: Sequence[Event], question: str, counter=None) -> dict[str, Any]:
+    """The model-like response of `tools` (built with a `budget_tokens`): its tokens, an evidence turn whole in it
+    (`evidence`), an evidence turn among its hits (`hit`: recall over every hit the budget holds) and among its first
+    five hits (`turn_recall_any@5`), and whether the budget held the whole response (`complete`: nothing left out)."""
+    out = tools.call("session_search", json.dumps({"query": question, "scope": "current_hidden"}))
+    whole, hit = evidence_in_response(out.content, events)
+    ranked = list(dict.fromkeys(h["event_id"] for h in out.trace.get("hits", [])))
+    cut = out.trace.get("budget") or {}
+    return {
+        "tokens": counter.count(out.content) if counter is not None else None,
+        "evidence": whole,
+        "hit": hit,
+        "turn_recall_any@5": recall_any(ranked, {e.id for e in events if e.has_answer}, 5),
+        "complete": not cut.get("entries_left_out") and not cut.get("messages_left_out"),
+    }
+
+
 def evaluate_case(
-    retriever, case_id: str, events: Sequence[Event], question: str, *, counter=None, top_k: int = 10
+    retriever,
+    case_id: str,
+    events: Sequence[Event],
+    question: str,
+    *,
+    counter=None,
+    top_k: int = 10,
+    budget_configs: Mapping[int, Any] | None = None,
 ) -> CaseResult:
-    """Index the case (timed), rank with top_k, and measure the default (model-like) response."""
+    """Index the case (timed), rank with top_k, and measure the default (model-like) response; with
+    `budget_configs` (budget → the retriever's `SearchConfig` with that `budget_tokens`), that response at each."""
     session, boundary = hidden_session(case_id, events)
     t0 = time.perf_counter()
     tools = retriever.tools(session, boundary=boundary)
@@ -150,6 +178,10 @@ def evaluate_case(
         res.response_tokens = counter.count(default.content)
         res.evidence_tokens = evidence_tokens(default.content, events, counter)
     res.extra["default_query_ms"] = default.trace.get("latency_ms")
+    for b, config in (budget_configs or {}).items():
+        res.at_budget[b] = at_budget(
+            SessionTools(session, tools.index, boundary=boundary, config=config), events, question, counter
+        )
     return res
 
 

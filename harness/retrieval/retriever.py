@@ -48,6 +48,16 @@ class Retriever:
         self._memo_size = memo_size
         self._lock = threading.Lock()
         self.stopwords = self.config.stopwords  # part of the index key: the keyword tokens depend on it
+        cfg = self.config
+        if cfg.budget_tokens is not None and cfg.response_style == "compact" and cfg.budget_fill is not None:
+            from harness.retrieval.config import preset
+
+            # the fill ranks over this retriever's index, whose keyword tokens depend on the stopword list
+            if (fill := preset(cfg.budget_fill).stopwords) != self.stopwords:
+                raise ValueError(
+                    f"SearchConfig.budget_fill={cfg.budget_fill!r}: its stopwords ({fill}) differ from this preset's "
+                    f"({self.stopwords}); the fill ranks over this retriever's index"
+                )
         if self.config.recall_trigger == "learned":  # a missing/corrupt/mismatched artifact fails here, at start
             from harness.retrieval import recall_trigger
 

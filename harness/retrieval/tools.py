@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.retrieval import recall_trigger, render
+from harness.retrieval import budget, recall_trigger, render
 from harness.retrieval import reference as ref
 from harness.retrieval import text as tx
 from harness.retrieval.args import ArgumentError, Coercer, parse_arguments
@@ -29,6 +29,7 @@ from harness.retrieval.keyword import analyze, local_bm25
 from harness.retrieval.render import rfc3339
 from harness.session.boundary import SummaryBoundary
 from harness.session.events import Session
+from harness.session.tokens import o200k_counter
 
 SCOPES = ("current_hidden", "current_session", "other_sessions", "all_sessions")
 DEFAULT_TOP_K = 5
@@ -180,6 +181,8 @@ class SessionTools:
             hits = hits[: len(results)]
         else:
             results = [self._render_hit(rank, h, scope) for rank, h in enumerate(hits)]
+        if self.config.budget_tokens is not None:
+            hits, results = self._within_budget(hits, results, query, scope, top_k, min_score, trace)
         trace["hits"] = [
             {"event_id": h.index.docs[h.doc].event_id, "session_id": h.session.id, "score": h.score, "source": h.source}
             for h in hits
@@ -593,6 +596,121 @@ class SessionTools:
         return render.compact_hits(
             rows, terms, budget_chars=budget, hit_chars=hit, top_hit_chars=top, top_hits=top_hits, context=context
         )
+
+    # --- the response budget ---------------------------------------------------------------------------
+    def _within_budget(
+        self,
+        hits: list[_Hit],
+        results: list[dict[str, Any]],
+        query: str,
+        scope: str,
+        top_k: int,
+        min_score: float,
+        trace,
+    ) -> tuple[list[_Hit], list[dict[str, Any]]]:
+        """`budget_tokens`: this preset's results, then (compact, `budget_fill`) the fill preset's response to the same
+        call, cut to the budget (harness/retrieval/budget.py). Returns the hits of the kept entries (each once, in
+        order) and the kept entries."""
+        cfg = self.config
+        assert cfg.budget_tokens is not None
+        owners, entries = list(hits), list(results)
+        pinned = None
+        if cfg.response_style == "compact" and cfg.budget_fill is not None:
+            best, filled = self._fill(hits, results, query, scope, top_k, min_score)
+            for h, entry in filled:
+                owners.append(h)
+                entries.append(entry)
+            # the fill's best hit is held first: the entry that shows it (this preset's own, else the fill's)
+            pinned = next((p for p, h in enumerate(owners) if (h.session.id, h.doc) == best), None)
+        shorten = None
+        if cfg.response_style == "compact":
+            terms = set(analyze(query, self.index.keyword.stopwords))
+
+            def shorten(entry: dict[str, Any]) -> dict[str, Any] | None:
+                """A hit too long for what is left: an excerpt as long as the reference's snippet (the way bm25 shows
+                its later hits), so the hits after it keep their chance."""
+                text = entry.get("snippet")
+                if not text or len(text) <= cfg.snippet_chars:
+                    return None
+                return {**entry, "snippet": tx.excerpt(text, terms, cfg.snippet_chars)}
+
+        fitted = budget.fit(
+            lambda rs: {"query": query, "scope": scope, "results": rs, "count": len(rs)},
+            entries,
+            cfg.budget_tokens,
+            o200k_counter().count,
+            shorten,
+            pinned,
+        )
+        trace["budget"] = {
+            "tokens": cfg.budget_tokens,
+            "fill": len(entries) - len(results),
+            "entries_left_out": fitted.entries_left_out,
+            "messages_left_out": fitted.messages_left_out,
+        }
+        kept: dict[tuple[str, int], _Hit] = {}
+        for p in fitted.positions:
+            h = owners[p]
+            kept.setdefault((h.session.id, h.doc), h)
+        return list(kept.values()), fitted.results
+
+    @cached_property
+    def _fill_tools(self) -> SessionTools:
+        """The `budget_fill` preset's tools over this session and index (its ranking, not its budget)."""
+        assert self.config.budget_fill is not None
+        fill = preset(self.config.budget_fill)
+        return SessionTools(self.session, self.index, boundary=self.boundary, config=fill, others=self.others)
+
+    def _fill(
+        self, hits: list[_Hit], results: list[dict[str, Any]], query: str, scope: str, top_k: int, min_score: float
+    ) -> tuple[tuple[str, int] | None, list[tuple[_Hit, dict[str, Any]]]]:
+        """(the fill preset's best hit, its response to the same call as compact entries, in its order): each of its
+        hits, with the turns of its window where it gives one (`expand_top`, `window`) as `context`. A turn already
+        shown whole is not repeated: a hit already shown whole goes out without its text (its window's new turns still
+        come), and an entry that would add nothing (a hit of this response, nothing new) is left out."""
+        tools = self._fill_tools
+        fill = tools.config
+        ranked = tools._run_scope(scope, query, top_k, min_score, fill.default_mode, {})
+
+        def key(h: _Hit, doc: int) -> tuple[str, str]:
+            return h.session.id, h.index.docs[doc].event_id
+
+        shown_hits = {key(h, h.doc) for h in hits}
+        whole: set[tuple[str, str]] = set()
+        for h, result in zip(hits, results):
+            if result.get("snippet") == h.index.docs[h.doc].text:
+                whole.add(key(h, h.doc))
+            for m in result.get("context") or ():
+                doc = h.index.by_id.get(m["event_id"])
+                if doc is not None and m["content"] == h.index.docs[doc].text:
+                    whole.add(key(h, doc))
+        out: list[tuple[_Hit, dict[str, Any]]] = []
+        for rank, h in enumerate(ranked):
+            expand = fill.response_style == "reference" and rank < fill.expand_top
+            turns = (render.window(h.index, h.doc, fill.window, fill.window) if expand else None) or [h.doc]
+            new = [i for i in turns if i != h.doc and key(h, i) not in whole]
+            own = key(h, h.doc) not in whole
+            if not own and not new and key(h, h.doc) in shown_hits:
+                continue
+            d = h.index.docs[h.doc]
+            entry: dict[str, Any] = {"event_id": d.event_id, "role": d.role, "score": round(float(h.score), 4)}
+            if own:
+                entry["snippet"] = d.text
+            if h.session.id != self.session.id:
+                entry["session_id"] = h.session.id
+            if new:
+                entry["context"] = [
+                    {
+                        "event_id": h.index.docs[i].event_id,
+                        "role": h.index.docs[i].role,
+                        "content": h.index.docs[i].text,
+                    }
+                    for i in new
+                ]
+            whole |= {key(h, i) for i in [h.doc, *new]}
+            shown_hits.add(key(h, h.doc))
+            out.append((h, entry))
+        return ((ranked[0].session.id, ranked[0].doc) if ranked else None), out
 
     def _conversation_window(self, hit: _Hit, w: int) -> list[int]:
         """`recall_window`: the indexed turns within ±w of `hit` (render.window) that belong to its conversation
