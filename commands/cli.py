@@ -21,7 +21,6 @@ EXIT_STOPPED = (
 )
 EXIT_INTERRUPTED = 5  # stopped by Ctrl-C (SIGINT) or SIGTERM: records kept, run.json and a partial report written;
 # the same command resumes. A second Ctrl-C exits at once with 128 + the signal number (130), waiting for nothing.
-HYDRA_COMMANDS = ("run", "plan", "rescore", "replay", "retrieval-eval")  # the commands that compose a config
 NOISY_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "openai")
 
 
@@ -274,7 +273,10 @@ def _exit_interrupted_at_once(code: int) -> int:
     os._exit(code)
 
 
-def _main(argv: list[str]) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """Every sub-command, its options and its handler (`handler`: one function per sub-command). The commands that
+    compose a Hydra config take their arguments as overrides and are dispatched before parsing (HYDRA_HANDLERS); they
+    are listed here for `--help` and the generated reference (docs/reference/cli.md)."""
     parser = argparse.ArgumentParser(prog="lme-harness", description=__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser(
@@ -302,6 +304,7 @@ def _main(argv: list[str]) -> int:
     p = sub.add_parser("report", help="rebuild tables and plots from a run directory's records (no model calls)")
     p.add_argument("run_dir")
     p.add_argument("--pricing", help="price table YAML (default configs/pricing/default.yaml)")
+    p.set_defaults(handler=_cmd_report)
     p = sub.add_parser(
         "merge",
         help="one run from the run directories of its shards (dataset.shard=I/N): "
@@ -315,10 +318,12 @@ def _main(argv: list[str]) -> int:
         action="store_true",
         help="merge even when (case, mode) pairs of the run have no record; run.json and the report say so",
     )
+    p.set_defaults(handler=_cmd_merge)
     p = sub.add_parser("compare", help="paired comparison of runs (A = first; accepts a multirun sweep directory)")
     p.add_argument("runs", nargs="+", help="run directories, or a sweep directory such as runs/NAME/multirun")
     p.add_argument("--out", help="output directory (default: <first run's parent>/compare)")
     p.add_argument("--pricing", help="price table YAML (default configs/pricing/default.yaml)")
+    p.set_defaults(handler=_cmd_compare)
     p = sub.add_parser("gate", help="check a run against a committed baseline; exit 1 when a check fails")
     p.add_argument("run_dir")
     p.add_argument("--baseline", required=True, help="baseline YAML (e.g. baselines/ci_smollm2.yaml)")
@@ -335,6 +340,7 @@ def _main(argv: list[str]) -> int:
         "exact checks (replay gate); "
         "default: the existing baseline's policy",
     )
+    p.set_defaults(handler=_cmd_gate)
     p = sub.add_parser(
         "export", help="write each mode's answers as a LongMemEval hypothesis file (question_id, hypothesis)"
     )
@@ -345,6 +351,7 @@ def _main(argv: list[str]) -> int:
         action="store_true",
         help="also the per-case table as a Hugging Face dataset (OUT/cases) and OUT/cases.parquet",
     )
+    p.set_defaults(handler=_cmd_export)
     p = sub.add_parser(
         "provider-check",
         help="does a memory provider keep the provider contract (shapes, isolation, as-of, score order, errors)? "
@@ -359,133 +366,191 @@ def _main(argv: list[str]) -> int:
     p.add_argument("--kwargs", help="a Python provider's constructor arguments, as a JSON object")
     p.add_argument("--timeout-s", type=float, default=60.0, help="per call")
     p.add_argument("--api-key-env", help="the NAME of the environment variable holding a bearer token (a URL only)")
+    p.set_defaults(handler=lambda args: _guard(lambda: _provider_check(args)))
     p = sub.add_parser("models", help="manage embedded models")
     msub = p.add_subparsers(dest="models_cmd", required=True)
     pp = msub.add_parser("pull", help="assemble and sha256-verify a model file")
     pp.add_argument("name")
-    msub.add_parser("list", help="list declared models")
+    pp.set_defaults(handler=_cmd_models_pull)
+    msub.add_parser("list", help="list declared models").set_defaults(handler=_cmd_models_list)
     p = sub.add_parser("data", help="dataset tools")
     dsub = p.add_subparsers(dest="data_cmd", required=True)
     dp = dsub.add_parser("info", help="question count, types, abstention count, sha256")
     dp.add_argument("path")
+    dp.set_defaults(handler=_cmd_data_info)
+    return parser
 
-    config_dir: list[str] = []  # --config-dir DIR, anywhere among a Hydra command's arguments (docs/extending.md)
-    if argv and argv[0] in HYDRA_COMMANDS:
+
+# What each exit status of a command means (docs/reference/cli.md is generated from this list).
+EXIT_STATUSES: tuple[tuple[int, str], ...] = (
+    (0, "done: every (case, mode) pair scored, every check passed"),
+    (1, "`gate` or `provider-check`: a check failed (each named)"),
+    (2, "nothing ran: a bad config value, data, endpoint, key or argument (one error naming it; nothing written)"),
+    (EXIT_FAILED_CASES, "the run finished, some (case, mode) pairs failed: recorded, retried by the same command"),
+    (
+        EXIT_STOPPED,
+        "stopped early, records kept: the circuit breaker (run.max_consecutive_failures) or a dead model server",
+    ),
+    (
+        EXIT_INTERRUPTED,
+        "interrupted by Ctrl-C or SIGTERM: records kept, run.json says interrupted; the same command resumes",
+    ),
+    (130, "a second Ctrl-C: exits at once (run.json says interrupted)"),
+)
+
+
+def _main(argv: list[str]) -> int:
+    if argv and argv[0] in HYDRA_HANDLERS:
         from runners.extensions import config_dir_options
 
+        # --config-dir DIR, anywhere among a Hydra command's arguments (docs/extending.md)
         rest, config_dir = config_dir_options(argv[1:])
-        argv = [argv[0], *rest]
-    if argv and argv[0] == "rescore":
-        if len(argv) < 2 or ("=" in argv[1] and not Path(argv[1]).is_dir()):  # run dirs hold `=` too
-            print("lme-harness: error: usage: lme-harness rescore SRC_RUN_DIR [HYDRA OVERRIDES...]", file=sys.stderr)
-            return 2
+        command = "plan" if argv[0] == "run" and "--plan" in rest else argv[0]  # `run --plan` = `plan`
         logging.basicConfig(level=logging.WARNING)
-        src = Path(argv[1])
-        overrides = argv[2:]
-        if not any(o.startswith("hydra.run.dir=") for o in overrides):  # next to the source, named by the overrides
-            quoted = str(src / "rescore").replace("\\", "\\\\").replace("'", "\\'")  # `=` and `,` stay one value
-            overrides.append(f"hydra.run.dir='{quoted}/${{lme.run_dirname:}}'")
-        return _hydra_main(_rescore_task(src), [*config_dir, *overrides])
-    if argv and argv[0] == "replay":  # replay FIXTURE [--record] [HYDRA OVERRIDES...] (docs/ci-gate.md)
-        rest = [a for a in argv[1:] if a != "--record"]
-        if not rest or "=" in rest[0]:
+        return HYDRA_HANDLERS[command](rest, config_dir)
+    args = build_parser().parse_args(argv)
+    return int(args.handler(args))
+
+
+def _cmd_run(argv: list[str], config_dir: list[str]) -> int:
+    return _hydra_main(_run_task, [*config_dir, *argv])
+
+
+def _cmd_retrieval_eval(argv: list[str], config_dir: list[str]) -> int:
+    return _hydra_main(_retrieval_task, [*config_dir, *argv, *_own_dirs(argv, RETRIEVAL_EVAL_DIRS)])
+
+
+def _cmd_plan(argv: list[str], config_dir: list[str]) -> int:
+    try:
+        overrides, out, pricing = _split_plan_options(argv)
+    except PlanUsageError as e:
+        print(f"lme-harness: error: plan: {e}", file=sys.stderr)
+        return 2
+    return _hydra_main(_plan_task(out, pricing), [*config_dir, *overrides])
+
+
+def _cmd_rescore(argv: list[str], config_dir: list[str]) -> int:
+    if not argv or ("=" in argv[0] and not Path(argv[0]).is_dir()):  # run dirs hold `=` too
+        print("lme-harness: error: usage: lme-harness rescore SRC_RUN_DIR [HYDRA OVERRIDES...]", file=sys.stderr)
+        return 2
+    src = Path(argv[0])
+    overrides = argv[1:]
+    if not any(o.startswith("hydra.run.dir=") for o in overrides):  # next to the source, named by the overrides
+        quoted = str(src / "rescore").replace("\\", "\\\\").replace("'", "\\'")  # `=` and `,` stay one value
+        overrides.append(f"hydra.run.dir='{quoted}/${{lme.run_dirname:}}'")
+    return _hydra_main(_rescore_task(src), [*config_dir, *overrides])
+
+
+def _cmd_replay(argv: list[str], config_dir: list[str]) -> int:
+    """replay FIXTURE [--record] [HYDRA OVERRIDES...] (docs/ci-gate.md)"""
+    rest = [a for a in argv if a != "--record"]
+    if not rest or "=" in rest[0]:
+        print(
+            "lme-harness: error: usage: lme-harness replay FIXTURE.jsonl [--record] [HYDRA OVERRIDES...]",
+            file=sys.stderr,
+        )
+        return 2
+    from commands.replay_gate import replay_main
+
+    return _guard(lambda: replay_main(rest[0], [*config_dir, *rest[1:]], run=main, record="--record" in argv))
+
+
+HYDRA_HANDLERS = {
+    "run": _cmd_run,
+    "plan": _cmd_plan,
+    "rescore": _cmd_rescore,
+    "replay": _cmd_replay,
+    "retrieval-eval": _cmd_retrieval_eval,
+}
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from reports.render import build_report
+
+    def report() -> int:
+        paths = build_report(Path(args.run_dir), prices=args.pricing)
+        print(Path(paths["markdown"]).read_text())
+        print(json.dumps({k: str(v) for k, v in paths.items()}, indent=1))
+        return 0
+
+    return _guard(report)
+
+
+def _cmd_merge(args: argparse.Namespace) -> int:
+    from commands.merge import merge_runs
+    from reports.render import build_report
+
+    def merge() -> int:
+        merge_runs(Path(args.out), [Path(d) for d in args.run_dirs], allow_partial=args.allow_partial)
+        paths = build_report(Path(args.out), prices=args.pricing)
+        print(Path(paths["markdown"]).read_text())
+        return 0
+
+    return _guard(merge)
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from commands.compare_runs import compare_main
+
+    return _guard(lambda: compare_main(args.runs, out=args.out, pricing=args.pricing))
+
+
+def _cmd_gate(args: argparse.Namespace) -> int:
+    from commands.check_gate import gate_main
+
+    return _guard(
+        lambda: gate_main(
+            args.run_dir, args.baseline, pricing=args.pricing, write=args.write_baseline, policy=args.policy
+        )
+    )
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from reports.export import export_hypotheses
+
+    def export() -> int:
+        res = export_hypotheses(args.run_dir, args.out)
+        for mode, f in res.files.items():
+            print(f"{mode}: {res.counts[mode]} hypotheses -> {f}")
+        for qid, mode, error in res.missing:
             print(
-                "lme-harness: error: usage: lme-harness replay FIXTURE.jsonl [--record] [HYDRA OVERRIDES...]",
+                f"lme-harness: warning: no answer for {qid} / {mode} (failed: {error}); rerun the run to fill it",
                 file=sys.stderr,
             )
-            return 2
-        from commands.replay_gate import replay_main
-
-        logging.basicConfig(level=logging.WARNING)
-        return _guard(lambda: replay_main(rest[0], [*config_dir, *rest[1:]], run=main, record="--record" in argv[1:]))
-    if argv and (argv[0] == "plan" or (argv[0] == "run" and "--plan" in argv)):  # `run --plan` = `plan`
-        logging.basicConfig(level=logging.WARNING)
-        try:
-            overrides, out, pricing = _split_plan_options(argv[1:])
-        except PlanUsageError as e:
-            print(f"lme-harness: error: plan: {e}", file=sys.stderr)
-            return 2
-        return _hydra_main(_plan_task(out, pricing), [*config_dir, *overrides])
-    if argv and argv[0] in ("run", "retrieval-eval"):
-        logging.basicConfig(level=logging.WARNING)
-        if argv[0] == "run":
-            return _hydra_main(_run_task, [*config_dir, *argv[1:]])
-        return _hydra_main(_retrieval_task, [*config_dir, *argv[1:], *_own_dirs(argv[1:], RETRIEVAL_EVAL_DIRS)])
-    args = parser.parse_args(argv)
-    if args.cmd == "report":
-        from reports.render import build_report
-
-        def report() -> int:
-            paths = build_report(Path(args.run_dir), prices=args.pricing)
-            print(Path(paths["markdown"]).read_text())
-            print(json.dumps({k: str(v) for k, v in paths.items()}, indent=1))
-            return 0
-
-        return _guard(report)
-    if args.cmd == "merge":
-        from commands.merge import merge_runs
-        from reports.render import build_report
-
-        def merge() -> int:
-            merge_runs(Path(args.out), [Path(d) for d in args.run_dirs], allow_partial=args.allow_partial)
-            paths = build_report(Path(args.out), prices=args.pricing)
-            print(Path(paths["markdown"]).read_text())
-            return 0
-
-        return _guard(merge)
-    if args.cmd == "compare":
-        from commands.compare_runs import compare_main
-
-        return _guard(lambda: compare_main(args.runs, out=args.out, pricing=args.pricing))
-    if args.cmd == "gate":
-        from commands.check_gate import gate_main
-
-        return _guard(
-            lambda: gate_main(
-                args.run_dir, args.baseline, pricing=args.pricing, write=args.write_baseline, policy=args.policy
+        for qid, mode, n in res.truncated:
+            print(
+                f"lme-harness: warning: {qid} / {mode}: the answer ({n} characters) was cut in the export "
+                f"(a note in the hypothesis says so)",
+                file=sys.stderr,
             )
-        )
-    if args.cmd == "export":
-        from reports.export import export_hypotheses
+        print("re-judge with LongMemEval's script: python src/evaluation/evaluate_qa.py gpt-4o FILE REF_FILE")
+        if args.dataset:
+            from reports.export import export_cases_dataset
 
-        def export() -> int:
-            res = export_hypotheses(args.run_dir, args.out)
-            for mode, f in res.files.items():
-                print(f"{mode}: {res.counts[mode]} hypotheses -> {f}")
-            for qid, mode, error in res.missing:
-                print(
-                    f"lme-harness: warning: no answer for {qid} / {mode} (failed: {error}); rerun the run to fill it",
-                    file=sys.stderr,
-                )
-            for qid, mode, n in res.truncated:
-                print(
-                    f"lme-harness: warning: {qid} / {mode}: the answer ({n} characters) was cut in the export "
-                    f"(a note in the hypothesis says so)",
-                    file=sys.stderr,
-                )
-            print("re-judge with LongMemEval's script: python src/evaluation/evaluate_qa.py gpt-4o FILE REF_FILE")
-            if args.dataset:
-                from reports.export import export_cases_dataset
+            for kind, path in export_cases_dataset(args.run_dir, args.out).items():
+                print(f"per-case {kind}: {path}")
+        return EXIT_FAILED_CASES if res.missing else 0
 
-                for kind, path in export_cases_dataset(args.run_dir, args.out).items():
-                    print(f"per-case {kind}: {path}")
-            return EXIT_FAILED_CASES if res.missing else 0
+    return _guard(export)
 
-        return _guard(export)
-    if args.cmd == "provider-check":
-        return _guard(lambda: _provider_check(args))
-    if args.cmd == "models":
-        from harness.llm.models import available_models, load_spec, pull
 
-        if args.models_cmd == "list":
-            print("\n".join(available_models()))
-            return 0
-        return _guard(lambda: (print(pull(load_spec(args.name), progress=True)), 0)[1])
-    if args.cmd == "data":
-        from harness.data.longmemeval import info
+def _cmd_models_list(args: argparse.Namespace) -> int:
+    from harness.llm.models import available_models
 
-        return _guard(lambda: (print(json.dumps(info(args.path), indent=1)), 0)[1])
-    return 2
+    print("\n".join(available_models()))
+    return 0
+
+
+def _cmd_models_pull(args: argparse.Namespace) -> int:
+    from harness.llm.models import load_spec, pull
+
+    return _guard(lambda: (print(pull(load_spec(args.name), progress=True)), 0)[1])
+
+
+def _cmd_data_info(args: argparse.Namespace) -> int:
+    from harness.data.longmemeval import info
+
+    return _guard(lambda: (print(json.dumps(info(args.path), indent=1)), 0)[1])
 
 
 def _provider_check(args: argparse.Namespace) -> int:
