@@ -111,7 +111,12 @@ def _built_defaults(cfg: Any) -> dict[str, Any]:
     from runners.run_config import RunConfig
 
     config = RunConfig.build(cfg)
-    objects = {"run": config.run, "client": config.client, "wire": config.wire, "retrieval.config": SearchConfig()}
+    objects: dict[str, Any] = {
+        "run": config.run,
+        "client": config.client,
+        "wire": config.wire,
+        "retrieval.config": SearchConfig(),
+    }
     return {
         f"{prefix}.{f.metadata['setting'].get('name', f.name)}": getattr(obj, f.name)
         for prefix, obj in objects.items()
