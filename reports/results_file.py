@@ -120,7 +120,7 @@ class Results:
     @classmethod
     def from_json(cls, raw: Mapping[str, Any], where: str = RESULTS_FILE) -> Results:
         version = raw.get("schema_version")
-        if not isinstance(version, int) or version > SCHEMA_VERSION or version < 1:
+        if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= SCHEMA_VERSION:
             raise ResultsError(
                 f"{where}: schema_version {version!r} is not one this harness reads (it reads 1..{SCHEMA_VERSION})"
             )
@@ -131,7 +131,7 @@ class Results:
                 contestants=[_contestant(c) for c in raw["contestants"]],
                 schema_version=version,
             )
-        except (KeyError, TypeError) as e:
+        except (KeyError, TypeError, AttributeError) as e:  # a field missing, unknown or of another shape
             raise ResultsError(f"{where}: not a results file of schema version {version} ({e!r})") from e
 
 

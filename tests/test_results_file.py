@@ -130,11 +130,28 @@ def test_generated_results_round_trip(seed):
     assert Results.from_json(json.loads(results.to_json())) == results
 
 
-def test_a_file_missing_a_field_is_one_error_naming_it(tmp_path):
-    doc = json.loads(_generated(random.Random(0)).to_json())
-    del doc["contestants"][0]["metrics"]
+@pytest.mark.parametrize("seed", range(12))
+def test_a_file_missing_a_field_is_one_error_naming_it(tmp_path, seed):
+    rng = random.Random(seed)
+    doc = json.loads(_generated(rng).to_json())
+    holders = [doc, *doc["contestants"]]
+    for c in doc["contestants"]:
+        holders += [c["cost"]] if c["cost"] else []
+        holders += list(c["metrics"].values()) + [t for rows in c["by_type"].values() for t in rows]
+    holder = rng.choice(holders)
+    key = rng.choice([k for k in holder if k != "schema_version"])
+    del holder[key]
     (tmp_path / RESULTS_FILE).write_text(json.dumps(doc))
-    with pytest.raises(ResultsError, match=rf"{RESULTS_FILE}: not a results file of schema version 1 .*metrics"):
+    with pytest.raises(ResultsError, match=rf"{RESULTS_FILE}: not a results file of schema version 1 .*{key}"):
+        read_results(tmp_path)
+
+
+@pytest.mark.parametrize("version", [0, "1", True, None, 1.5])
+def test_a_version_that_is_not_one_is_refused(tmp_path, version):
+    doc = json.loads(_generated(random.Random(0)).to_json())
+    doc["schema_version"] = version
+    (tmp_path / RESULTS_FILE).write_text(json.dumps(doc))
+    with pytest.raises(ResultsError, match="schema_version .* is not one this harness reads"):
         read_results(tmp_path)
 
 
