@@ -28,7 +28,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.storage import write_text_atomic
+from harness.storage import read_json_object, write_text_atomic
 
 RESULTS_FILE = "results.json"
 SCHEMA_VERSION = 1
@@ -149,13 +149,7 @@ def _contestant(raw: Mapping[str, Any]) -> ContestantResult:
 
 def read_results(run_dir: Path) -> Results:
     path = Path(run_dir) / RESULTS_FILE
-    try:
-        raw = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise ResultsError(f"{path}: cannot be read ({e})") from e
-    if not isinstance(raw, dict):
-        raise ResultsError(f"{path}: a JSON {type(raw).__name__}, not an object")
-    return Results.from_json(raw, str(path))
+    return Results.from_json(read_json_object(path, ResultsError), str(path))
 
 
 def write_results(results: Results, run_dir: Path) -> Path:

@@ -197,3 +197,10 @@ def test_every_field_is_documented_for_users():
             f.name for f in dataclasses.fields(kind) if f"`{f.name}`" not in section and f".{f.name}`" not in section
         ]
         assert not missing, f"{kind.__name__}: fields not in docs/reporting.md's results section: {missing}"
+
+
+@pytest.mark.parametrize("text", ["{not json", "[1, 2]", ""])
+def test_a_corrupt_file_is_one_error_naming_it(tmp_path, text):
+    (tmp_path / RESULTS_FILE).write_text(text)
+    with pytest.raises(ResultsError, match=rf"{tmp_path / RESULTS_FILE}: corrupt"):
+        read_results(tmp_path)
