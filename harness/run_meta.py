@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Self
 
 from harness import secrets
-from harness.storage import write_text_atomic
+from harness.storage import read_json_object, write_text_atomic
 
 RUN_META_FILE = "run.json"
 SCHEMA_VERSION = 1
@@ -330,10 +330,4 @@ def read_run_meta(run_dir: str | Path) -> RunMeta:
     path = Path(run_dir) / RUN_META_FILE
     if not path.exists():
         return RunMeta.from_json({})
-    try:
-        raw = json.loads(path.read_bytes())
-    except (OSError, ValueError) as e:
-        raise RunMetaError(f"{path}: corrupt ({e})") from None
-    if not isinstance(raw, dict):
-        raise RunMetaError(f"{path}: corrupt (a JSON {type(raw).__name__}, not an object)")
-    return RunMeta.from_json(raw, str(path))
+    return RunMeta.from_json(read_json_object(path, RunMetaError), str(path))

@@ -6,16 +6,29 @@ the user's back); a failed write (e.g. a full disk) names the path that could no
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from harness.errors import RecordError
 
 
 class StorageError(RecordError):
     """A file of the run cannot be read or written; the message names it and the remedy."""
+
+
+def read_json_object(path: Path, error: type[Exception]) -> dict[str, Any]:
+    """The JSON object a file holds; `error` naming the file when it cannot be read or holds something else."""
+    try:
+        raw = json.loads(path.read_bytes())
+    except (OSError, ValueError) as e:
+        raise error(f"{path}: corrupt ({e})") from None
+    if not isinstance(raw, dict):
+        raise error(f"{path}: corrupt (a JSON {type(raw).__name__}, not an object)")
+    return raw
 
 
 def write_failed(path: str | Path, e: OSError, kept: str = "") -> StorageError:

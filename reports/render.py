@@ -12,8 +12,8 @@ from typing import Any
 import pandas as pd
 
 from harness.run_meta import GitState, ModelRef, RunMeta
+from reports import by_type, plots
 from reports import html as H
-from reports import plots
 from reports.aggregate import (
     BASELINE_MODE,
     cost_table,
@@ -33,6 +33,7 @@ from reports.deviations import header_notes
 from reports.failures import failures_markdown, group_failures
 from reports.memory_systems import integrity_flags
 from reports.metrics import BUILTIN, MetricCatalog
+from reports.results_file import results_of, write_results
 from reports.run_frame import RunFrame
 from reports.safe import md_cell, md_code, write_csv
 from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, WinLossTie
@@ -208,19 +209,19 @@ def build_report(run_dir: Path, *, prices: PriceTable | str | Path | None = None
         head=head,
     )
     md = _markdown(ctx)
-    # empty for a single-type run: its files stay exactly as before
-    type_md, ctx.by_type_html = _by_type(frame, run_dir, out)
+    types = by_type.type_table(frame)  # empty for a single-type run: its files stay exactly as before
+    type_md, ctx.by_type_html = _by_type(types, frame, run_dir, out)
     memory_md, ctx.memory_html = _memory(frame, records, lead, run_dir, out)  # empty without memory contestants
     out["markdown"].write_text(md + type_md + memory_md)
     out["html"].write_text(_html(ctx))
+    results = results_of(summary, ci, costs, types, headline_metric=lead, unpriced_models=list(frame.unpriced_models))
+    out["results"] = write_results(results, run_dir)
     return out
 
 
-def _by_type(frame: RunFrame, run_dir: Path, out: dict[str, Path]) -> tuple[str, list[str]]:
-    """Per question type: by_type.csv, a plot, a Markdown and an HTML section, only when the run holds several types."""
-    from reports import by_type
-
-    table = by_type.type_table(frame)
+def _by_type(table: pd.DataFrame, frame: RunFrame, run_dir: Path, out: dict[str, Path]) -> tuple[str, list[str]]:
+    """Per question type (`table`: by_type.type_table): by_type.csv, a plot, a Markdown and an HTML section, only when
+    the run holds several types."""
     if table.empty:
         return "", []
     out["by_type_csv"] = run_dir / "by_type.csv"
