@@ -17,7 +17,7 @@ matplotlib.rcParams["svg.hashsalt"] = "lme-harness"
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
 
 from reports.metrics import BUILTIN, MetricCatalog  # noqa: E402
 from reports.stats import WinLossTie  # noqa: E402
@@ -243,6 +243,8 @@ def frontier(points: Sequence, out_base: Path, *, quality_label: str, on: Collec
         # 1-2-5 ticks within a decade or two; over a wider range one a decade, so the labels never run together
         subs = (1.0, 2.0, 5.0) if math.log10(max(hi / max(lo, 1e-9), 1.0)) <= 2 else (1.0,)
         ax.xaxis.set_major_locator(LogLocator(base=10, subs=subs))
+        if hi / max(lo, 1e-9) < 3:  # a narrow range holds at most one such tick, and matplotlib then packs its own
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=3))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(xlabel)

@@ -465,3 +465,36 @@ def test_a_compare_of_runs_without_memory_contestants_ranks_the_modes(tmp_path):
             "summary (model.model=gpt-4o)",
         ]
     )
+
+
+@pytest.mark.figures
+@pytest.mark.parametrize("spread", [1.05, 1.3, 1.8, 2.0, 2.6, 3.2, 4.0, 8.0, 30.0, 3000.0])
+def test_frontier_tick_labels_never_run_together_whatever_the_range(tmp_path, monkeypatch, spread):
+    """Four contestants within a narrow range of tokens and latency (s20: 47,000-63,000 ms on the six-type subset
+    drew labels such as "58,00060,000"), and wider ones: the drawn tick labels of both plots never overlap."""
+    from types import SimpleNamespace
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    saved: list[Any] = []
+    monkeypatch.setattr(plots, "save", lambda fig, out_base, **kw: saved.append(fig) or [])
+    points = [
+        SimpleNamespace(
+            name=f"c{i}",
+            legend=f"c{i}",
+            quality=0.2 * i,
+            variant=False,
+            total_tokens=1950 * spread ** (i / 3),
+            latency_ms=47000 * spread ** (i / 3),
+            frontier_cost=float(i),
+        )
+        for i in range(4)
+    ]
+    plots.frontier(points, tmp_path / "frontier", quality_label="acc")
+    (fig,) = saved
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    ticks = [(t.get_text(), t.get_window_extent(renderer)) for t in _drawn_tick_labels(fig)]
+    assert sum(1 for ax in fig.axes[:2] for t in ax.get_xticklabels() if t.get_text()) >= 2
+    for (ta, a), (tb, b) in itertools.combinations(ticks, 2):
+        assert not a.overlaps(b), (ta, tb)
