@@ -124,6 +124,9 @@ def distill_packages_missing(teacher: str) -> list[str]:
         import model2vec.distill  # noqa: F401  (its own imports: torch, transformers, ...)
     except ImportError:
         missing.append("model2vec[distill]")
+    else:  # the extra needs torch: without it the extra is not usable, whatever an earlier import left loaded
+        if "torch" in missing:
+            missing.append("model2vec[distill]")
     try:
         resolve_model_dir(teacher)
     except FileNotFoundError:
