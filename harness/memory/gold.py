@@ -3,7 +3,7 @@
 The evidence is LongMemEval's own labels, as the retrieval evaluation uses them (harness/retrieval/evaluation.py):
 the turns marked `has_answer`, and the sessions holding such a turn. No language model is involved.
 
-Mapping rule, one item at a time (docs/memory-systems.md "Measurements"):
+Mapping rule, one item at a time (docs/memory-contract.md "Measurements"):
 1. Provenance naming a known (session id, turn index): the item is that turn.
 2. Provenance naming a known session only: the item is in that session; which of its turns it holds is decided
    by text overlap (3) among that session's turns.

@@ -185,7 +185,7 @@ class MemoryProvider(Protocol):
         """Optional (`attach` in `Capabilities.calls`): True when `unit`, set up and ingested by an earlier process
         (a run killed between ingest and answer), still exists on the service, complete and ready to retrieve;
         False when it is unknown, gone or incomplete. The harness then answers against it without ingesting again
-        (docs/memory-systems.md, "Resume"). Raises ProviderError only when the service cannot be asked."""
+        (docs/memory-contract.md, "Resume"). Raises ProviderError only when the service cannot be asked."""
         ...
 
     def teardown(self, unit: str) -> None: ...
