@@ -1,4 +1,4 @@
-"""A pytest plugin that times report building in the test processes (docs/reliability.md, issue 21).
+"""A pytest plugin that times report building in the test processes (docs/reliability.md, "The suite's wall time").
 
 Wraps `reports.render.build_report` and `reports.plots.save`, counts calls and wall seconds, and writes one JSON
 file per test process (each xdist worker) into $REPORT_TIMER_DIR (default /tmp/report-timer) at exit:
@@ -6,7 +6,7 @@ file per test process (each xdist worker) into $REPORT_TIMER_DIR (default /tmp/r
     PYTHONPATH=scripts:. .venv/bin/python -m pytest -q -m "not ray" -n 2 --dist loadfile -p pytest_report_timer
     cat /tmp/report-timer/*.json
 
-Reports built by `lme-harness` subprocesses that a test starts are not counted. Since session 13, tests not marked
+Reports built by `lme-harness` subprocesses that a test starts are not counted. Tests not marked
 `figures` save each figure through tests/conftest.py's placeholder stand-in, which replaces the timed `plots.save`
 for the test: `plots.save` then counts only the figures really drawn, while `build_report` still counts every report.
 """
