@@ -222,7 +222,7 @@ def _load(path: str, _mtime: int, _size: int) -> RecallTrigger:
     try:
         data = json.loads(Path(path).read_text())
     except FileNotFoundError:
-        raise bad("file not found (fit one with python -m studies.retrieval_trigger_fit)") from None
+        raise bad("file not found (fit one with python -m research.retrieval_trigger_fit)") from None
     except (OSError, ValueError, RecursionError) as e:
         # ValueError: bad JSON or UTF-8, or an integer literal past Python's digit limit; RecursionError: JSON nested
         # deeper than the parser's stack, which no artifact of ours is
