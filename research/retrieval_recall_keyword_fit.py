@@ -4,7 +4,7 @@ part 1).
     python -m research.retrieval_recall_keyword_fit --out runs/recall_keyword_fit
 
 Why (docs/retrieval.md, "BM25 rank fusion, more whole hits and the recalled conversation's neighbours"): in all 36
-settings of `research.retrieval_bm25_fusion_fit` the default stays below `bm25` on single-session-assistant @5 and
+settings of `retrieval_bm25_fusion_fit` (retired: research/README.md) the default stays below `bm25` on single-session-assistant @5 and
 evidence on the fit data (@5 0.750-0.825 against 0.850), and rank fusion with BM25 helped there only at a cost to
 preference and single-session-user questions, which the recall trigger does not fire on. So the fusion's gain and
 its cost come from different queries. This study tries the whole of BM25's ranking for the queries the recall
@@ -22,7 +22,7 @@ evidence in the response reaches `bm25`'s; other types change only on the few qu
 Grid, fixed before the first run (GRID): recall_ranking fused / keyword × recall_window 0 / 1 / 2 (6 settings;
 fused and 0 is the shipped default).
 
-Protocol (as `research.retrieval_bm25_fusion_fit`; both call `research.retrieval_heldout_proxy.fit_grid`): fit data = every answerable
+Protocol (as the retired `retrieval_bm25_fusion_fit`; `research.retrieval_heldout_proxy.fit_grid`): fit data = every answerable
 development question plus fold A of the held-out proxy (370 questions); reported = fold B of the proxy (100), its
 fourth report (the earlier three: docs/retrieval.md). The rule of `research.retrieval_fold_fit` picks one setting on
 the fit data. The pick is proposed for the default preset only if it is at or above `bm25` on fold B on every type,

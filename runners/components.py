@@ -20,7 +20,6 @@ from harness.llm.client import LLMClient
 from harness.llm.endpoint import Endpoint
 from harness.llm.types import ChatModel
 from harness.retrieval.embedders import EMBED_EXTRA, LazyEmbedder, packages_missing
-from harness.retrieval.recall_trigger import RecallTriggerError
 from harness.scoring.base import ScoreInput, Scorer
 from harness.scoring.votes import VotesConfigError, voted_config
 from harness.settings import ClientSettings
@@ -117,8 +116,6 @@ def build_components(
     except Exception as e:  # Hydra wraps a damaged index store: unwrapped, it is one error naming the file
         if isinstance(e.__cause__, StorageError):
             raise e.__cause__ from None
-        if isinstance(e.__cause__, RecallTriggerError):  # a learned trigger's artifact: its key and file, once
-            raise RunConfigError(f"retrieval.config.recall_trigger_file: {e.__cause__}") from None
         raise
     if getattr(retrieval, "embedder", None) is not None and config.run.concurrency > 1:
         retrieval.embedder = SerializedEmbedder(retrieval.embedder)
