@@ -218,8 +218,7 @@ def plan_run(cfg: DictConfig, run_dir: Path, *, pricing: str | Path | None = Non
     table = load_price_table(pricing)
     cases, _ = instantiate(config.dataset, _convert_="all").load()
     for m in modes:  # a memory contestant tells another case's memory from its own, as in a run
-        if callable(bind := getattr(m, "bind_cases", None)):
-            bind(cases)
+        m.bind_cases(cases)
     planned_providers = _plan_remote_providers(modes)
     derived = _plan_derived_memories(modes)
     done = (
@@ -350,7 +349,7 @@ def _plan_derived_memories(modes: list[Any]) -> list[str]:
 
     names = []
     for mode in modes:
-        if isinstance(mode, ProviderContestant) and callable(getattr(mode.provider, "bind_model", None)):
+        if isinstance(mode, ProviderContestant) and mode.provider.bind_model is not None:
             names.append(mode.provider.capabilities().name)
             mode.provider = _CappedRetrieval(mode.provider, mode.context_tokens)
     return names
@@ -360,11 +359,11 @@ def _plan_remote_providers(modes: list[Any]) -> list[str]:
     """Replace each remote memory provider (a hosted service, one over HTTP) with a stand-in that sends nothing
     (harness/memory/planned.py); the names of those replaced."""
     from harness.memory.contestant import ProviderContestant
-    from harness.memory.planned import PlannedProvider, is_remote
+    from harness.memory.planned import PlannedProvider
 
     names = []
     for mode in modes:
-        if isinstance(mode, ProviderContestant) and is_remote(mode.provider):
+        if isinstance(mode, ProviderContestant) and mode.provider.remote:
             name = str(getattr(mode.provider, "NAME", type(mode.provider).__name__))
             mode.provider = PlannedProvider(name)
             names.append(name)

@@ -20,7 +20,6 @@ from harness.llm.client import LLMClient
 from harness.llm.endpoint import Endpoint
 from harness.llm.types import ChatModel
 from harness.retrieval.embedders import EMBED_EXTRA, LazyEmbedder, packages_missing
-from harness.retrieval.recall_trigger import RecallTriggerError
 from harness.scoring.base import ScoreInput, Scorer
 from harness.scoring.votes import VotesConfigError, voted_config
 from harness.settings import ClientSettings
@@ -67,9 +66,9 @@ def preflight(settings: ClientSettings, *clients) -> dict[Any, int | None]:
 def check_packages(config: RunConfig, contestants: Sequence[Contestant]) -> None:
     """RunConfigError naming what to install, before any work, when the retriever's embedder cannot be built in this
     environment (the default retriever's static embedder is distilled once, with torch: `make bench` has none) and
-    a contestant may search with it (`uses_retrieval`, absent: it may; otherwise it is never built)."""
+    a contestant may search with it (`uses_retrieval`; otherwise it is never built)."""
     node = (config.retrieval or {}).get("embedder")
-    if node is None or not any(getattr(c, "uses_retrieval", True) for c in contestants):
+    if node is None or not any(c.uses_retrieval for c in contestants):
         return
     missing = packages_missing(node)
     if missing:
@@ -98,7 +97,7 @@ def build_components(
     stopping: Callable[[], bool] = lambda: False,
 ) -> Components:
     """The parts every case uses, from the run's settings and its components' nodes. The retriever's embedder is
-    built now when a contestant may search with it (`uses_retrieval`, absent: it may), else on first use.
+    built now when a contestant may search with it (`uses_retrieval`), else on first use.
     `stopping`: the run's stop request (the skeleton's), lent to the contestants (`Toolkit.stopping`)."""
     from harness.session.tokens import o200k_counter
 
@@ -110,15 +109,13 @@ def build_components(
         model=client, prompt=instantiate(config.prompt), context_window=window, token_counter=counter
     )
     embedder = embedder_with_client(config.retrieval, config.client)
-    if contestants and not any(getattr(c, "uses_retrieval", True) for c in contestants):
+    if contestants and not any(c.uses_retrieval for c in contestants):
         embedder = lazy_embedder(config.retrieval, embedder)
     try:
         retrieval = instantiate(config.retrieval, **retrieval_overrides(config.store, config.retrieval), **embedder)
     except Exception as e:  # Hydra wraps a damaged index store: unwrapped, it is one error naming the file
         if isinstance(e.__cause__, StorageError):
             raise e.__cause__ from None
-        if isinstance(e.__cause__, RecallTriggerError):  # a learned trigger's artifact: its key and file, once
-            raise RunConfigError(f"retrieval.config.recall_trigger_file: {e.__cause__}") from None
         raise
     if getattr(retrieval, "embedder", None) is not None and config.run.concurrency > 1:
         retrieval.embedder = SerializedEmbedder(retrieval.embedder)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from harness.contestants.base import Contestant
+from harness.contestants.base import Contestant, with_hook_defaults
 from harness.contestants.long_context import LongContextMode
 from harness.contestants.summary import SummaryMode, SummaryOnDemandMode
 
@@ -17,7 +17,8 @@ __all__ = ["LongContextMode", "SummaryMode", "SummaryOnDemandMode", "contestants
 def contestants_from_config(mode_cfg: Mapping[str, Any]) -> list[Contestant]:
     """The contestants of the `mode:` group, each named by its config key (`mode.summary_short: {...}` is the
     contestant `summary_short`), so two variants of one strategy never share a name (records, summaries, report
-    rows). Any class with `name`, `ingest` and `answer` (harness/contestants/base.py) can be a `_target_`."""
+    rows). Any class with `name`, `ingest` and `answer` (harness/contestants/base.py) can be a `_target_`: the
+    lifecycle hooks it leaves out get their declared defaults here (`with_hook_defaults`)."""
     from hydra.utils import instantiate
 
     from runners.setting_rules import RunConfigError
@@ -36,7 +37,7 @@ def contestants_from_config(mode_cfg: Mapping[str, Any]) -> list[Contestant]:
                 f"mode.{key}: {type(c).__qualname__} has no {' or '.join(missing)} method; a contestant provides "
                 "ingest(history, kit) and answer(memory, question, kit) (harness/contestants/base.py)"
             )
-        out.append(c)
+        out.append(with_hook_defaults(c))
     return out
 
 

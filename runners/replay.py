@@ -22,7 +22,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from harness.bounds import bound_record
-from harness.contestants.base import Answer, CaseHistory, Contestant, Ingested, Question
+from harness.contestants.base import Answer, CaseHistory, Contestant, Ingested, Question, check_before_first_case
 from harness.data.longmemeval import Case
 from harness.llm.client import embedding_call_log
 from harness.llm.liveness import ServerDied, ServerWatch
@@ -110,17 +110,13 @@ def _run_benchmark(config: RunConfig, skeleton: RunSkeleton) -> tuple[int, int, 
     cases, data_prov = dataset.load()
     config.wire.check_cases(cases, str(data_prov.get("source")))
     for m in modes:  # a memory contestant keeps its ingest checkpoint here (harness/memory/checkpoint.py)
-        if callable(bind := getattr(m, "bind_run_dir", None)):
-            bind(run_dir)
-        if callable(bind := getattr(m, "bind_cases", None)):  # and tells another case's memory from its own
-            bind(cases)
+        m.bind_run_dir(run_dir)
+        m.bind_cases(cases)  # and tells another case's memory from its own
     prior = [r for r in read_records(run_dir / RECORDS_FILE) if r.answered]
     done = {r.key for r in prior}
     todo = [(c, [m for m in modes if (c.question_id, m.name) not in done]) for c in cases]
     todo = [(c, ms) for c, ms in todo if ms]
-    for m in {m.name: m for _, ms in todo for m in ms}.values():  # e.g. a memory service's key, before any request
-        if callable(check := getattr(m, "preflight", None)):
-            check()
+    check_before_first_case({m.name: m for _, ms in todo for m in ms}.values())  # e.g. a memory service's key
     wanted = {(c.question_id, m.name) for c in cases for m in modes}
     # answered, but the judge failed: scored again, no answer-model call
     rescore = [r for r in prior if r.status == STATUS_SCORING_FAILED and r.key in wanted]

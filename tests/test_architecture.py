@@ -23,8 +23,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("runners",),  # the run pipeline: config → components → (case, contestant) pairs → records → scores
     ("commands",),  # the `lme-harness` commands (commands/cli.py), each driving the pipeline or the reports
     ("harness.testing",),  # test doubles built on the production code (the tests' and the studies' fakes)
-    ("scripts", "studies"),  # tooling and measurement studies, on top of everything
+    ("scripts", "research"),  # tooling and measurement studies (research/README.md), on top of everything
 )
+# What the wheel ships and every other layer may import: the product. research/ and scripts/ sit beside it.
+PRODUCT = ("harness", "reports", "runners", "commands")
 PACKAGES = tuple(sorted({p.split(".")[0] for layer in LAYERS for p in layer}))
 # Private names imported across modules; the set may shrink, never grow.
 KNOWN_PRIVATE: set[tuple[str, str, str]] = set()
@@ -111,7 +113,7 @@ def test_every_package_is_checked():
     assert on_disk <= set(PACKAGES), f"packages in no layer: {sorted(on_disk - set(PACKAGES))}"
     mods = _modules()
     assert {"harness.records", "reports.render", "commands.cli", "harness.testing.faults"} <= mods.keys()
-    assert any(m.startswith("studies.") for m in mods) and any(m.startswith("scripts.") for m in mods)
+    assert any(m.startswith("research.") for m in mods) and any(m.startswith("scripts.") for m in mods)
 
 
 def test_no_import_cycles():
@@ -150,6 +152,84 @@ def test_production_code_never_imports_the_test_kit():
     assert not _kit_imports(edges), f"production modules import the test kit: {_kit_imports(edges)}"
 
 
+def _product_uses_of_research(edges: dict[str, set[str]], mods: dict[str, Path]) -> list[tuple[str, str]]:
+    """(product module, module or dotted name it reaches beside the product): imports of `research`/`scripts`
+    modules, and `importlib.import_module("research...")` / `__import__` calls that would hide one."""
+    beside = tuple(p for p in PACKAGES if p not in PRODUCT and not p.startswith("harness"))
+    out = {(m, d) for m, deps in edges.items() if m.split(".")[0] in PRODUCT for d in deps if d.split(".")[0] in beside}
+    for m, p in mods.items():
+        if m.split(".")[0] not in PRODUCT:
+            continue
+        for n in ast.walk(ast.parse(p.read_text())):
+            if isinstance(n, ast.Call) and ast.unparse(n.func) in (
+                "importlib.import_module",
+                "import_module",
+                "__import__",
+            ):
+                arg = n.args[0] if n.args else None
+                if isinstance(arg, ast.Constant) and str(arg.value).split(".")[0] in beside:
+                    out.add((m, str(arg.value)))
+    return sorted(out)
+
+
+def test_the_product_never_imports_research():
+    """research/ (and scripts/) sit beside the product: no product module imports them, not even lazily or through
+    importlib, so nothing the wheel ships can need a file the wheel leaves out."""
+    mods = _modules()
+    edges, _ = _imports(mods)
+    assert not _product_uses_of_research(edges, mods), _product_uses_of_research(edges, mods)
+
+
+def test_the_research_check_finds_a_planted_import(tmp_path):
+    files = {
+        "harness/a.py": "def f():\n    from research.study import X\n",
+        "runners/b.py": "import importlib\nimportlib.import_module('research.study')\n",
+        "commands/c.py": "import scripts.tool\n",
+        "reports/d.py": "from harness import a\n",  # the product among itself: fine
+        "research/study.py": "from harness.a import f\n",  # research on the product: fine
+        "scripts/tool.py": "",
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    mods = _modules(tmp_path)
+    edges, _ = _imports(mods)
+    assert _product_uses_of_research(edges, mods) == [
+        ("commands.c", "scripts.tool"),
+        ("harness.a", "research.study"),
+        ("runners.b", "research.study"),
+    ]
+
+
+def _wheel_packages(monkeypatch) -> list[str]:
+    """The packages setup.py gives setuptools (what the wheel holds), read by running setup.py with `setup`
+    replaced: no build, no subprocess, nothing written."""
+    import runpy
+
+    import setuptools
+
+    seen: dict = {}
+    monkeypatch.setattr(setuptools, "setup", lambda **kw: seen.update(kw))
+    monkeypatch.chdir(ROOT)
+    runpy.run_path(str(ROOT / "setup.py"), run_name="__main__")
+    return list(seen["packages"])
+
+
+def test_the_wheel_ships_the_product_and_not_research(monkeypatch):
+    tops = {p.split(".")[0] for p in _wheel_packages(monkeypatch)}
+    assert tops == {*PRODUCT, "lme_configs"}, f"the wheel's top-level packages: {sorted(tops)}"
+    packages = set(_wheel_packages(monkeypatch))
+    # every product package on disk is shipped (a subpackage left out would fail only once installed)
+    on_disk = {".".join(p.parent.relative_to(ROOT).parts) for top in PRODUCT for p in (ROOT / top).rglob("__init__.py")}
+    assert on_disk <= packages, f"product packages the wheel leaves out: {sorted(on_disk - packages)}"
+
+
+def test_every_study_has_a_row_in_the_research_readme():
+    readme = (ROOT / "research" / "README.md").read_text()
+    missing = [name for name in STUDIES if f"`{name}`" not in readme]
+    assert not missing, f"research/README.md names no row for: {missing}"
+
+
 def test_every_package_is_type_checked():
     """mypy's `files` (pyproject.toml) name every package of LAYERS that exists: no package escapes the types."""
     with open(ROOT / "pyproject.toml", "rb") as f:
@@ -174,7 +254,7 @@ def test_the_checks_find_a_planted_upward_import_and_cycle(tmp_path):
         "commands/__init__.py": "",
         "commands/cli.py": "from runners.replay import f\nfrom harness.testing import fake\n",
         "scripts/tool.py": "from commands.cli import main\n",
-        "studies/study.py": "from harness.testing import fake\n",
+        "research/study.py": "from harness.testing import fake\n",
     }
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -199,7 +279,7 @@ def test_the_checks_find_a_planted_upward_import_and_cycle(tmp_path):
 def _path_hacks(mods: dict[str, Path]) -> list[str]:
     """Modules that change sys.path, or import a sibling file by its bare name (which only a sys.path change or
     the script's own directory makes work): every module is imported by its package path, `python -m pkg.mod`."""
-    tops = {m.split(".")[1] for m in mods if m.count(".") == 1 and m.split(".")[0] in ("scripts", "studies")}
+    tops = {m.split(".")[1] for m in mods if m.count(".") == 1 and m.split(".")[0] in ("scripts", "research")}
     stems = tops - set(sys.stdlib_module_names)
     out = []
     for m, p in mods.items():
@@ -218,12 +298,12 @@ def test_no_module_patches_sys_path_or_imports_a_sibling_by_bare_name():
 
 
 def test_the_path_check_finds_a_planted_hack(tmp_path):
-    (tmp_path / "studies").mkdir()
-    (tmp_path / "studies" / "common.py").write_text("X = 1\n")
-    (tmp_path / "studies" / "study.py").write_text(
-        "import sys\nsys.path.insert(0, '.')\nfrom common import X\nfrom studies.common import X as Y\n"
+    (tmp_path / "research").mkdir()
+    (tmp_path / "research" / "common.py").write_text("X = 1\n")
+    (tmp_path / "research" / "study.py").write_text(
+        "import sys\nsys.path.insert(0, '.')\nfrom common import X\nfrom research.common import X as Y\n"
     )
-    assert _path_hacks(_modules(tmp_path)) == ["studies.study: import common", "studies.study: sys.path"]
+    assert _path_hacks(_modules(tmp_path)) == ["research.study: import common", "research.study: sys.path"]
 
 
 def test_the_cycle_finder_finds_a_cycle():
@@ -253,14 +333,14 @@ def test_the_attrs_check_finds_a_planted_use(tmp_path):
     assert _attrs_uses(_modules(tmp_path)) == ["reports.table:2", "reports.table:3"]
 
 
-STUDIES = sorted(p.stem for p in (ROOT / "studies").glob("*.py") if p.stem != "__init__")
+STUDIES = sorted(p.stem for p in (ROOT / "research").glob("*.py") if p.stem != "__init__")
 
 
 @pytest.mark.parametrize("name", STUDIES)
 def test_every_study_imports_as_a_module(name):
-    """`python -m studies.NAME` works from the checkout with no path set up: importing loads no data."""
+    """`python -m research.NAME` works from the checkout with no path set up: importing loads no data."""
     try:
-        importlib.import_module(f"studies.{name}")
+        importlib.import_module(f"research.{name}")
     except ModuleNotFoundError as e:
         if (e.name or "").split(".")[0] in PACKAGES:
             raise

@@ -1,9 +1,9 @@
-"""The fold-fit studies' shared selection (studies/retrieval_fold_fit.py, used by retrieval_neutral_fit.py): the
+"""The fold-fit studies' shared selection (research/retrieval_fold_fit.py, used by retrieval_neutral_fit.py): the
 one-knob variants of a chosen setting, and the ranking by the selection rule on one fold's rows only."""
 
 from __future__ import annotations
 
-from studies.retrieval_fold_fit import TYPES_SSU, name_of, one_knob_changed, rank
+from research.retrieval_fold_fit import TYPES_SSU, name_of, one_knob_changed, rank
 
 
 def test_one_knob_changed_names_each_other_value_in_grid_order() -> None:

@@ -1,4 +1,4 @@
-"""The held-out proxy of studies/retrieval_heldout_proxy.py (issue 24): which questions it takes, and haystacks made
+"""The held-out proxy of research/retrieval_heldout_proxy.py (issue 24): which questions it takes, and haystacks made
 of their own evidence sessions among filler that is no question's evidence, the same for the same seed."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from hydra.utils import instantiate
 
 from commands.cli import CONFIG_DIR
 from harness.data.longmemeval import DataError, LongMemEvalSource, find_local, parse_cases
-from studies import retrieval_heldout_proxy
-from studies.retrieval_heldout_proxy import build_proxy
+from research import retrieval_heldout_proxy
+from research.retrieval_heldout_proxy import build_proxy
 
 
 def _session(tag: str, answer: bool = False) -> list[dict]:

@@ -333,7 +333,7 @@ def test_real_server_answers_and_calls_tools(tmp_path):
     openai = pytest.importorskip("openai")
     spec = replace(load_spec("smollm2_135m"), runtime="llama-cpp-python")
     if not spec.path.is_file():
-        pytest.skip(f"model file absent: {spec.path} (python -m studies.models_probe --pull-only smollm2_135m)")
+        pytest.skip(f"model file absent: {spec.path} (python -m research.models_probe --pull-only smollm2_135m)")
     with LlamaServer(spec, log_path=tmp_path / "llama.log", n_threads=2) as srv:
         client = openai.OpenAI(base_url=srv.base_url, api_key="local", max_retries=0, timeout=120)
         msgs = [{"role": "user", "content": "What is the capital of France? One word."}]

@@ -1,10 +1,10 @@
-"""studies/main_job_estimate.py counts each model call once and takes KV-cache reuse from the server log."""
+"""research/main_job_estimate.py counts each model call once and takes KV-cache reuse from the server log."""
 
 from __future__ import annotations
 
 import json
 
-from studies.main_job_estimate import main, tally
+from research.main_job_estimate import main, tally
 
 
 def _call(purpose: str, prompt: int, completion: int, latency: float, cached: bool = False) -> dict:

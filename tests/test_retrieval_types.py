@@ -221,56 +221,17 @@ def test_retrieval_eval_writes_per_type_figures(tmp_path, write_dataset):
     assert {c["question_type"] for c in cases} == {"multi-session", "single-session-assistant"}
 
 
-def test_recall_user_weight_sets_the_user_side_of_a_recall_query_only():
-    query = "Can you remind me of the restaurant you recommended?"
-    assert recall_cue(query)
-    assert speaker_weights(query, 0.5, "user", recall=True, recall_user_weight=None) == (0.5, 1.0)
-    assert speaker_weights(query, 0.5, "user", recall=True, recall_user_weight=1.0) == (1.0, 1.0)
-    assert speaker_weights(query, 0.5, "user", recall=True, recall_user_weight=0.75) == (0.75, 1.0)
-    plain = "What did I say my dog's name was?"  # not recall: the weight does not apply
-    assert speaker_weights(plain, 0.5, "user", recall=False, recall_user_weight=1.0) == (1.0, 0.5)
-    with pytest.raises(ValueError, match="recall_user_weight"):
-        preset("default", recall_user_weight=-0.5)
-
-
-# A recalled conversation whose answer is in the user's own words (a text the user pasted for the assistant).
-PASTED_EVENTS = [
-    ev(
-        0,
-        "user",
-        "Please remember this case: in Bajimaya v Reward Homes the construction of the house began in 2014.",
-        has_answer=True,
-    ),
-    ev(1, "assistant", "Acknowledged."),
-    ev(2, "user", "Write three meta titles for the article."),
-    ev(3, "assistant", "Three meta titles for the Bajimaya case article: 1. Your dream house 2. Know the law"),
-]
-PASTED_QUERY = "What year did the construction of the house begin in the Bajimaya case from our previous chat?"
-
-
-def test_a_recall_query_finds_the_users_own_words_when_the_user_side_is_not_discounted():
-    assert recall_cue(PASTED_QUERY)
-    flipped = _scores(preset("default"), PASTED_EVENTS, PASTED_QUERY)  # the shipped flip: user turns × 0.5
-    level = _scores(preset("default", recall_user_weight=1.0), PASTED_EVENTS, PASTED_QUERY)
-    assert max(flipped, key=flipped.get) == "e0003"
-    assert max(level, key=level.get) == "e0000"
-    assert level["e0000"] == pytest.approx(2 * flipped["e0000"])
-
-
 def _scores(cfg, events, query):
     s, b = session_of(events)
     tools = Retriever(cfg, embedder=HashingEmbedder()).tools(s, boundary=b)
     return {h["event_id"]: h["score"] for h in tools.call("session_search", {"query": query, "top_k": 4}).trace["hits"]}
 
 
-def test_a_recall_query_gets_no_reply_to_question_credit_whatever_its_user_weight():
+def test_a_recall_query_gets_no_reply_to_question_credit():
     flipped = _scores(preset("default"), RECALL_EVENTS, RECALL_QUERY)  # user × 0.5, no credit
-    level = _scores(preset("default", recall_user_weight=1.0), RECALL_EVENTS, RECALL_QUERY)
     no_cue = _scores(preset("default", recall_cues=False), RECALL_EVENTS, RECALL_QUERY)  # user prior + credit 0.5
-    own = level["e0000"]
-    assert own == pytest.approx(2 * flipped["e0000"])  # the question's own score, weight 1.0, nothing added
-    assert level["e0001"] == pytest.approx(flipped["e0001"])
-    assert no_cue["e0000"] == pytest.approx(own + 0.5 * level["e0001"])  # what the credit would have added
+    own = 2 * flipped["e0000"]  # the question's own score: the flip halves it and adds nothing
+    assert no_cue["e0000"] == pytest.approx(own + 0.5 * flipped["e0001"])  # what the credit would have added
 
 
 def test_retrieval_eval_labels_every_preset_by_its_settings_and_current_by_what_it_changes(tmp_path, paris_dataset):

@@ -21,9 +21,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from harness.data.longmemeval import Case, Turn
+from harness.hook_defaults import with_defaults
 from harness.llm.types import ChatModel, ChatResult, Message
 from harness.records import Record
 from harness.session.events import Session
@@ -137,15 +139,71 @@ class Answer:
 class Contestant(Protocol):
     """Selected by the Hydra `mode:` group: `mode.<name>: {_target_: ...}`; `name` is the config key.
 
-    Optional: `uses_retrieval` (a bool), False when the contestant never searches with `Toolkit.retrieval`; when
-    no contestant of a run does, the run builds its retriever's embedder only if something uses it after all
-    (absent: True, built before the first case)."""
+    Required: `name`, `ingest`, `answer`. The lifecycle hooks after them are optional, each with the default that
+    `ContestantBase` holds: subclass it, or write the class without it (no base class needed) and the pipeline gives
+    it the default of each hook it leaves out when it loads it (`with_hook_defaults`). The pipeline calls every hook
+    directly (runners/replay.py, runners/components.py, commands/plan.py)."""
 
     name: str
 
     def ingest(self, history: CaseHistory, kit: Toolkit) -> Ingested: ...
 
     def answer(self, memory: Any, question: Question, kit: Toolkit) -> Answer: ...
+
+    @property
+    def uses_retrieval(self) -> bool:
+        """Whether it may search with `Toolkit.retrieval`. When no contestant of a run does, the run builds its
+        retriever's embedder only if something uses it after all. Default True (built before the first case)."""
+        ...
+
+    def bind_run_dir(self, run_dir: Path) -> None:
+        """The run's directory, before the first case of a run (not of a plan): where a contestant keeps what
+        must outlive the process (a memory contestant's ingest checkpoint). Default: nothing."""
+        ...
+
+    def bind_cases(self, cases: Sequence[Case]) -> None:
+        """Every case of the run (or plan), before the first: a memory contestant tells what a provider hands back
+        from another case's history from its own. Default: nothing."""
+        ...
+
+    def preflight(self) -> None:
+        """Once before its first case of a run with cases left to do: what would fail every case (a service's key
+        variable unset) raises one RunConfigError naming it, before any request. Default: nothing to check."""
+        ...
+
+
+# The optional members of `Contestant`, each with its default in `ContestantBase`.
+CONTESTANT_HOOKS = ("uses_retrieval", "bind_run_dir", "bind_cases", "preflight")
+
+
+class ContestantBase:
+    """The defaults of `Contestant`'s lifecycle hooks (documented there); subclass it to have them."""
+
+    @property
+    def uses_retrieval(self) -> bool:
+        return True
+
+    def bind_run_dir(self, run_dir: Path) -> None:
+        return None
+
+    def bind_cases(self, cases: Sequence[Case]) -> None:
+        return None
+
+    def preflight(self) -> None:
+        return None
+
+
+def check_before_first_case(contestants: Iterable[Contestant]) -> None:
+    """Each contestant's `preflight`, once, before the run's first case (those with cases left to do): what would
+    fail every case stops the run with one error before any request."""
+    for c in contestants:
+        c.preflight()
+
+
+def with_hook_defaults(contestant: Any) -> Contestant:
+    """`contestant` itself when it defines every lifecycle hook (a `ContestantBase` does); else `contestant` with
+    the default of each hook it leaves out (harness/hook_defaults.py)."""
+    return with_defaults(contestant, ContestantBase, CONTESTANT_HOOKS)
 
 
 @runtime_checkable

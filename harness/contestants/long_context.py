@@ -8,6 +8,7 @@ from typing import Any
 from harness.contestants.base import (
     Answer,
     CaseHistory,
+    ContestantBase,
     Ingested,
     Question,
     Stopwatch,
@@ -26,7 +27,7 @@ from harness.settings import yaml_field
 
 
 @dataclass
-class LongContextMode:
+class LongContextMode(ContestantBase):
     """Ingest keeps the events; answer sends them all (the newest `max_events`), then the question."""
 
     name: str = "long_context"

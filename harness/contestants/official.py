@@ -17,6 +17,7 @@ from typing import Any
 from harness.contestants.base import (
     Answer,
     CaseHistory,
+    ContestantBase,
     DatedSession,
     Ingested,
     Question,
@@ -70,7 +71,7 @@ def first_kept(
 
 
 @dataclass
-class LongMemEvalOfficialMode:
+class LongMemEvalOfficialMode(ContestantBase):
     """Ingest renders the sessions as upstream's blocks; answer fits them and the question into one message."""
 
     name: str = "lme_official"

@@ -14,6 +14,7 @@ from typing import Any
 from harness.contestants.base import (
     Answer,
     CaseHistory,
+    ContestantBase,
     Ingested,
     Question,
     Stopwatch,
@@ -40,7 +41,7 @@ class SummaryMemory:
 
 
 @dataclass
-class SummaryMode:
+class SummaryMode(ContestantBase):
     """System = instruction + summary block; the events after the summary's boundary follow, then the question."""
 
     name: str = "summary"

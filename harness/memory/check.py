@@ -42,6 +42,7 @@ from harness.memory.provider import (
     ProviderError,
     Retrieval,
     parse_iso,
+    with_provider_defaults,
 )
 
 EARLY, LATE, AS_OF = "2023-05-01T10:00:00Z", "2023-06-01T10:00:00Z", "2023-05-15T00:00:00Z"
@@ -177,6 +178,7 @@ def _score_problems(items: tuple[MemoryItem, ...]) -> list[str]:
 
 
 def check_provider(provider: MemoryProvider, *, ready_timeout_s: float = 120.0, poll_s: float = 0.5) -> CheckReport:
+    provider = with_provider_defaults(provider)  # the optional members it leaves out: their declared defaults
     rep = CheckReport()
     tag = uuid.uuid4().hex[:8]
     future = f"Vexmoor{tag}"
@@ -297,8 +299,8 @@ def check_provider(provider: MemoryProvider, *, ready_timeout_s: float = 120.0, 
         return f"retrieve for a unit never set up answered {len(got.items)} item(s) instead of an error"
 
     def stored() -> str | Skip | None:
-        listing = getattr(provider, "stored", None)  # a Python provider offers it by having it
-        if not callable(listing):
+        listing = provider.stored  # a Python provider offers it by having it (default None)
+        if listing is None:
             return Skip("the provider has no 'stored' call")
         why = []
         for u, other in ((a, b), (b, a)):
@@ -403,10 +405,11 @@ def _python_provider(target: str, kwargs: Mapping[str, Any]) -> MemoryProvider:
         provider = cls(**kwargs)
     except Exception as e:  # a constructor's own error, named with the target
         raise TargetError(f"{target}: could not be built with the given --kwargs: {type(e).__name__}: {e}") from None
-    if not isinstance(provider, MemoryProvider):
-        missing = [m for m in ("capabilities", "setup", "ingest", "retrieve", "teardown") if not hasattr(provider, m)]
-        raise TargetError(f"{target}: not a memory provider (no {', '.join(missing) or 'contract'} method)")
-    return provider
+    # the required calls; the optional members it leaves out get their defaults (`with_provider_defaults`)
+    missing = [m for m in ("capabilities", "setup", "ingest", "retrieve", "teardown") if not hasattr(provider, m)]
+    if missing:
+        raise TargetError(f"{target}: not a memory provider (no {', '.join(missing)} method)")
+    return with_provider_defaults(provider)
 
 
 def provider_of(

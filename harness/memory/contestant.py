@@ -35,8 +35,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from harness.contestants.base import Answer, CaseHistory, Ingested, Question, Stopwatch, Toolkit, query_latency
+from harness.contestants.base import (
+    Answer,
+    CaseHistory,
+    ContestantBase,
+    Ingested,
+    Question,
+    Stopwatch,
+    Toolkit,
+    query_latency,
+)
 from harness.golang import go_trim_space
+from harness.hook_defaults import unwrapped
 from harness.memory.checkpoint import IngestCheckpoint, OpenUnit, checkpoint_path, settings_hash
 from harness.memory.gold import ECHO, Gold, Label, echoes, from_other_case, recall_record
 from harness.memory.ids import RunIds
@@ -51,6 +61,7 @@ from harness.memory.provider import (
     Usage,
     iso_date,
     parse_iso,
+    with_provider_defaults,
 )
 from harness.prompts.answer import LME_OFFICIAL_TEMPLATE
 from harness.settings import RunConfigError, group_default, yaml_field
@@ -114,8 +125,9 @@ def cut_to_cap(items: list[MemoryItem], cap: int, count) -> Cut:
 
 
 @dataclass
-class ProviderContestant:
-    """Selected by `mode=memory memory=<provider>` (configs/mode/memory.yaml, configs/memory/*.yaml)."""
+class ProviderContestant(ContestantBase):
+    """Selected by `mode=memory memory=<provider>` (configs/mode/memory.yaml, configs/memory/*.yaml). The provider's
+    optional members it leaves out get their declared defaults (harness/memory/provider.py `ProviderBase`)."""
 
     provider: MemoryProvider
     name: str = "memory"
@@ -143,7 +155,7 @@ class ProviderContestant:
     def _units_outlive_process(self) -> bool:
         """A remote service's units, or a Python provider's kept in the run directory: the ones a resumed run can
         attach to, or must tear down before ingesting again."""
-        return bool(getattr(self.provider, "remote", False)) or self._kept_on_disk
+        return self.provider.remote or self._kept_on_disk
 
     def bind_run_dir(self, run_dir: str | Path) -> None:
         """Where the ingest checkpoint lives, and a Python provider that can keep its units on disk (`keep_units_in`)
@@ -153,8 +165,8 @@ class ProviderContestant:
         with self._lock:
             self._cases = None  # the ids are the run directory's from now on
         self._run_cases()  # the id key is read (or drawn) now: a damaged one stops the run before the first case
-        if callable(keep := getattr(self.provider, "keep_units_in", None)):
-            keep(self._run_dir / f"memory-store.{self.name}")
+        if self.provider.keep_units_in is not None:
+            self.provider.keep_units_in(self._run_dir / f"memory-store.{self.name}")
             self._kept_on_disk = True
         if self._units_outlive_process() and checkpoint_path(self._run_dir, self.name).exists():
             try:
@@ -182,16 +194,14 @@ class ProviderContestant:
             raise ValueError(
                 "mode=memory needs a provider: add memory=<name> (configs/memory/, docs/memory-systems.md)"
             )
+        self.provider = with_provider_defaults(self.provider)
 
     def preflight(self) -> None:
         """Before the first case (the pipeline asks once): what would fail every unit, such as a service's key
         variable unset, is one RunConfigError naming it, before any request, instead of one failed case per question.
-        Optional for a provider (`preflight()` raising ProviderError)."""
-        check = getattr(self.provider, "preflight", None)
-        if not callable(check):
-            return
+        The provider's `preflight()` raises ProviderError (default: nothing to check)."""
         try:
-            check()
+            self.provider.preflight()
         except ProviderError as e:
             raise RunConfigError(
                 f"mode.{self.name}: memory provider {e.provider!r}: {e.detail}; nothing was sent"
@@ -200,9 +210,9 @@ class ProviderContestant:
     def _bind_model(self, kit: Toolkit) -> None:
         """A provider that runs an LLM of its own while ingesting (mem0's fact extraction) gets the run's answer
         model once, before its first unit: its calls then go through the run's client (cache, accounting), and no
-        second model server is needed. Optional: providers without `bind_model` are left alone."""
-        bind_kit = getattr(self.provider, "bind_toolkit", None)  # the summary engine's providers: the whole kit
-        bind = getattr(self.provider, "bind_model", None)
+        second model server is needed. Providers with neither `bind_toolkit` nor `bind_model` are left alone."""
+        bind_kit = self.provider.bind_toolkit  # the summary engine's providers: the whole kit
+        bind = self.provider.bind_model
         if bind is None and bind_kit is None:
             return
         with self._lock:
@@ -218,7 +228,7 @@ class ProviderContestant:
         """Whether it searches with the run's retriever (`kit.retrieval`): only through a provider that borrows the
         run's toolkit (the summary providers). Any other provider retrieves on its own, so the run does not build
         its retriever's embedder for it (runners/components.py)."""
-        return callable(getattr(self.provider, "bind_toolkit", None))
+        return self.provider.bind_toolkit is not None
 
     @property
     def variant(self) -> str:
@@ -248,9 +258,9 @@ class ProviderContestant:
         extraction, the summary engine: `bind_model` / `bind_toolkit`), `remote: true` for a service outside this
         process, whose spend is known only from the `cost_usd` it reports."""
         out: dict[str, Any] = {}
-        if any(getattr(self.provider, bind, None) is not None for bind in ("bind_model", "bind_toolkit")):
+        if self.provider.bind_model is not None or self.provider.bind_toolkit is not None:
             out["llm"] = "answer_model"
-        if getattr(self.provider, "remote", False):
+        if self.provider.remote:
             out["remote"] = True
         return out
 
@@ -271,15 +281,15 @@ class ProviderContestant:
                     checkpoint_path(self._run_dir, self.name),
                     provider=who["provider"],
                     mode=self.name,
-                    settings=settings_hash(self.provider),
+                    settings=settings_hash(unwrapped(self.provider)),
                 )
                 if n := self._checkpoint.stale_count():
                     log.info("%s: %d memory unit(s) left on the service by an earlier run", self.name, n)
             return self._checkpoint
 
     def _scope(self, unit: str) -> str | None:
-        scope = getattr(self.provider, "scope", None)
-        return str(scope(unit)) if callable(scope) else None
+        scope = self.provider.scope(unit)
+        return None if scope is None else str(scope)
 
     def _resume(self, key: str, stale: list[OpenUnit], history: CaseHistory) -> tuple[Ingested | None, dict[str, Any]]:
         """Units an earlier process left open for this case: attach to the newest ingested one when the provider can
@@ -296,7 +306,7 @@ class ProviderContestant:
             why = "the provider's settings changed since the earlier ingest"
         elif (last.trace or {}).get("ids") != "opaque":
             why = "the earlier ingest sent the dataset's own ids (an older harness)"
-        elif "attach" not in calls or getattr(self.provider, "attach", None) is None:
+        elif "attach" not in calls:
             why = "the provider does not support attach"
         attached_ms = None
         if why is None:
@@ -406,7 +416,7 @@ class ProviderContestant:
         """For a provider that stores derived memories and can list them (`stored(unit)`, e.g. mem0's `get_all`):
         did any stored memory hold an evidence turn (session), by the gold mapping rule (harness/memory/gold.py)?
         A wrong answer whose evidence was never stored is then `not stored` rather than `not retrieved`."""
-        listing = getattr(self.provider, "stored", None)
+        listing = self.provider.stored
         if listing is None:
             return None
         try:

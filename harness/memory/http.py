@@ -55,9 +55,11 @@ from harness.memory.provider import (
     MemoryTurn,
     Provenance,
     ProviderAnswer,
+    ProviderBase,
     ProviderError,
     Retrieval,
     Usage,
+    with_provider_defaults,
 )
 
 POST_ROUTES = ("setup", "ingest", "ready", "retrieve", "answer", "attach", "stored", "teardown")
@@ -208,7 +210,7 @@ def items_of(d: Any, where: str = "items") -> tuple[MemoryItem, ...]:
 # --- the client -------------------------------------------------------------------------------------------------
 
 
-class HttpProvider:
+class HttpProvider(ProviderBase):
     """A provider served over HTTP at `url` (the base, e.g. http://127.0.0.1:8765/v1). A bearer token, when the
     service wants one, is read from the environment variable named by `api_key_env` (never from config)."""
 
@@ -359,7 +361,7 @@ class Routes:
     if any, is the `ready` call's), then asks the provider."""
 
     def __init__(self, provider: MemoryProvider, *, async_ingest: bool = False) -> None:
-        self.provider = provider
+        self.provider = with_provider_defaults(provider)
         self.async_ingest = async_ingest
         self._ingesting: dict[str, _Ingesting] = {}
         self._lock = threading.Lock()
@@ -369,7 +371,7 @@ class Routes:
         that has the method)."""
         caps = self.provider.capabilities()
         extra = {"ready"} if self.async_ingest else set()
-        if callable(getattr(self.provider, "stored", None)):
+        if self.provider.stored is not None:
             extra.add("stored")
         return replace(caps, calls=caps.calls | extra)
 
@@ -437,10 +439,11 @@ class Routes:
             if call == "ready":
                 return Reply(body={"ready": self._ready(unit)})
             if call == "stored":
-                listing = getattr(p, "stored", None)
-                if not callable(listing):
+                listing = p.stored
+                items = None if listing is None else listing(unit)
+                if items is None:  # no listing: not a route of this provider (an HTTP client's None is the same)
                     return Reply(status=404, body={"error": f"{p.capabilities().name}: no 'stored' call"})
-                return Reply(body={"items": items_json(listing(unit))})
+                return Reply(body={"items": items_json(items)})
             if call == "retrieve":
                 got = p.retrieve(
                     unit, _req(req, "query", str, call), _req(req, "top_k", int, call), _req(req, "as_of", str, call)

@@ -13,11 +13,6 @@ from harness.memory.builtin import FullContextProvider
 from harness.memory.provider import REQUIRED_CALLS, Capabilities
 
 
-def is_remote(provider: object) -> bool:
-    """Whether `provider` reaches a service outside this process (declared by its class: `remote = True`)."""
-    return bool(getattr(provider, "remote", False))
-
-
 class PlannedProvider(FullContextProvider):
     """Stands in for the remote provider `name` in a plan; sends nothing."""
 

@@ -15,23 +15,28 @@ A provider is driven per *unit* (one unit per LongMemEval question, so cases nev
     teardown(unit)                                                 (forget the unit)
 
 The same calls exist as HTTP/JSON routes (harness/memory/http.py); this module is the Python form. A Python
-provider may also offer `keep_units_in(directory)`: the contestant calls it once, before the first unit, with a
-directory of the run's; the provider then keeps its units there (they outlive the process, as a remote service's
-do) and should offer `attach`, so a resumed run answers against an ingested unit instead of ingesting it again. Dates are
-ISO 8601 in UTC (`2023-05-20T02:21:00Z`), so they compare as strings in any language. A Python provider offers
-`stored` by having the method; a service over HTTP lists `stored` in its calls (the client then answers None when
-it does not: nothing to measure). A provider that fails
-raises `ProviderError`; the harness records the failure against the unit and never scores it as a wrong answer.
+provider also has lifecycle hooks (`MemoryProvider` declares each, `ProviderBase` holds its default): `remote`,
+`preflight()`, `keep_units_in(directory)` (the contestant calls it once, before the first unit, with a directory of
+the run's; the provider then keeps its units there, so they outlive the process as a remote service's do, and should
+offer `attach`, so a resumed run answers against an ingested unit instead of ingesting it again), `scope(unit)`,
+`bind_model(model)` / `bind_toolkit(kit)`. Dates are ISO 8601 in UTC (`2023-05-20T02:21:00Z`), so they compare as
+strings in any language. A Python provider offers `stored` by having the method (`ProviderBase.stored` is None); a
+service over HTTP lists `stored` in its calls (the client then answers None when it does not: nothing to measure).
+A provider that fails raises `ProviderError`; the harness records the failure against the unit and never scores it
+as a wrong answer.
 
 Stable: the mem0 adapter and the HTTP client are written against it; a change here is named in its commit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol, runtime_checkable
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from harness.hook_defaults import with_defaults
 
 CONTRACT_VERSION = "1"
 # Calls every provider answers, and the optional ones a provider names in `Capabilities.calls`.
@@ -167,7 +172,12 @@ class ProviderAnswer:
 
 @runtime_checkable
 class MemoryProvider(Protocol):
-    """The Python form of the contract. Calls may come from several threads (up to `concurrency` units)."""
+    """The Python form of the contract. Calls may come from several threads (up to `concurrency` units).
+
+    Required: `capabilities`, `setup`, `ingest`, `retrieve`, `teardown`. Every member after them is optional, with
+    the default `ProviderBase` holds: subclass it, or write the class without it and the harness gives it the default
+    of each member it leaves out where it takes the provider in (`with_provider_defaults`: the memory contestant,
+    `provider-check`, the reference server), then reads and calls every member directly."""
 
     def capabilities(self) -> Capabilities: ...
 
@@ -175,24 +185,95 @@ class MemoryProvider(Protocol):
 
     def ingest(self, unit: str, sessions: Sequence[MemorySession]) -> Ingest: ...
 
-    def ready(self, unit: str) -> bool: ...
-
     def retrieve(self, unit: str, query: str, top_k: int, as_of: str) -> Retrieval: ...
 
-    def answer(self, unit: str, query: str, as_of: str) -> ProviderAnswer: ...
+    def teardown(self, unit: str) -> None: ...
+
+    def ready(self, unit: str) -> bool:
+        """Optional (`ready` in `Capabilities.calls`): whether an asynchronous ingest is done. Default True."""
+        ...
+
+    def answer(self, unit: str, query: str, as_of: str) -> ProviderAnswer:
+        """Optional (`answer` in `Capabilities.calls`): the provider's own answer. Default: ProviderError."""
+        ...
 
     def attach(self, unit: str) -> bool:
         """Optional (`attach` in `Capabilities.calls`): True when `unit`, set up and ingested by an earlier process
         (a run killed between ingest and answer), still exists on the service, complete and ready to retrieve;
         False when it is unknown, gone or incomplete. The harness then answers against it without ingesting again
-        (docs/memory-contract.md, "Resume"). Raises ProviderError only when the service cannot be asked."""
+        (docs/memory-contract.md, "Resume"). Raises ProviderError only when the service cannot be asked. Default
+        False (a resumed run ingests the unit again)."""
         ...
 
-    def teardown(self, unit: str) -> None: ...
+    @property
+    def stored(self) -> Callable[[str], tuple[MemoryItem, ...] | None] | None:
+        """Optional: `stored(unit)`, every memory stored for the unit, to tell "not stored" from "not retrieved"
+        (None from the call: not listed, as the HTTP client answers for a service without the route). Default
+        None: the provider does not list what it stores."""
+        ...
+
+    @property
+    def remote(self) -> bool:
+        """True for a service outside this process: its units outlive a run (the ingest checkpoint, `attach`), and
+        `lme-harness plan` sends it nothing. Default False."""
+        ...
+
+    def preflight(self) -> None:
+        """Once, before the first case: what would fail every unit (a key variable unset) raises one ProviderError
+        naming it, before any request. Default: nothing to check."""
+        ...
+
+    @property
+    def keep_units_in(self) -> Callable[[Path], None] | None:
+        """Optional: `keep_units_in(directory)`, called once before the first unit with a directory of the run's,
+        where the provider then keeps its units (they outlive the process: the ingest checkpoint and `attach` then
+        apply, as for a remote one). Default None: the units live in memory."""
+        ...
+
+    def scope(self, unit: str) -> str | None:
+        """The service-side id of `unit` (a user, namespace or agent name), written to the ingest checkpoint.
+        Default None."""
+        ...
+
+    @property
+    def bind_model(self) -> Callable[[Any], None] | None:
+        """Optional: `bind_model(model)`, the run's answer model (harness/llm ChatModel), given once before the first
+        unit to a provider that runs an LLM of its own while ingesting (mem0's extraction): its calls then go through
+        the run's client, and its usage is priced as the answer model's. Default None: nothing borrowed."""
+        ...
+
+    @property
+    def bind_toolkit(self) -> Callable[[Any], None] | None:
+        """Optional: `bind_toolkit(kit)`, the run's whole Toolkit (harness/contestants/base.py), given once before
+        the first unit (the summary engine's providers, which also search with the run's retriever). Default None."""
+        ...
+
+
+# The optional members of `MemoryProvider`, each with its default in `ProviderBase`.
+PROVIDER_OPTIONAL = (
+    "ready",
+    "answer",
+    "attach",
+    "stored",
+    "remote",
+    "preflight",
+    "keep_units_in",
+    "scope",
+    "bind_model",
+    "bind_toolkit",
+)
 
 
 class ProviderBase:
-    """Defaults for the optional calls: always ready, no native answer, no attach. Subclasses implement the rest."""
+    """The defaults of `MemoryProvider`'s optional members (documented there): always ready, no native answer, no
+    attach, no listing, in this process, nothing to check, units in memory, no scope, nothing borrowed from the run.
+    Subclasses implement the required calls."""
+
+    stored: Callable[[str], tuple[MemoryItem, ...] | None] | None = None
+    remote: ClassVar[bool] = False
+    keep_units_in: Callable[[Path], None] | None = None
+    bind_model: Callable[[Any], None] | None = None
+    bind_toolkit: Callable[[Any], None] | None = None
 
     def ready(self, unit: str) -> bool:
         return True
@@ -202,6 +283,18 @@ class ProviderBase:
 
     def answer(self, unit: str, query: str, as_of: str) -> ProviderAnswer:
         raise ProviderError(type(self).__name__, "answer", unit, "this provider does not answer (no 'answer' call)")
+
+    def preflight(self) -> None:
+        return None
+
+    def scope(self, unit: str) -> str | None:
+        return None
+
+
+def with_provider_defaults(provider: Any) -> MemoryProvider:
+    """`provider` itself when it defines every optional member (a `ProviderBase` does); else `provider` with the
+    default of each member it leaves out (harness/hook_defaults.py)."""
+    return with_defaults(provider, ProviderBase, PROVIDER_OPTIONAL)
 
 
 def iso_date(lme_date: str) -> str:

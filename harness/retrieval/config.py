@@ -43,19 +43,10 @@ class SearchConfig:
     # When the prior applies: "pronouns" = only for first-person queries; "user" = also for queries with no
     # person cue (keyword queries such as "yoga classes"), the second person still flipping it.
     speaker_prior: str = _default("speaker_prior", choices=("pronouns", "user"))
-    # Recall cues ("you mentioned", "our previous chat"): the query asks what the assistant said, even when it
-    # also says "I"/"me" ("can you remind me what you recommended"); such queries flip the prior to the
-    # assistant and get no reply→question propagation. Off in the reference presets.
+    # Recall cues ("you mentioned", "our previous chat": the hand-written `recall_cue` pattern): the query asks what
+    # the assistant said, even when it also says "I"/"me" ("can you remind me what you recommended"); such queries
+    # flip the prior to the assistant and get no reply→question propagation. Off in the reference presets.
     recall_cues: bool = _default("recall_cues")
-    # What decides that a query recalls the assistant's words (for `recall_cues` and `recall_chars`): "cues" = the
-    # hand-written `recall_cue` pattern; "learned" = the logistic regression of harness/retrieval/recall_trigger.py
-    # over the query's embedding (`recall_trigger_file`: its JSON artifact, None = the packaged one); "none" = never.
-    recall_trigger: str = _default("recall_trigger", choices=("cues", "learned", "none"))
-    recall_trigger_file: str | None = _default("recall_trigger_file")
-    # The user turns' weight for a query the recall trigger fires on (assistant turns 1.0, never a reply→question
-    # credit): None = `assistant_weight` (the prior flips to the assistant); 1.0 = no speaker prior. What the user
-    # said in the recalled conversation (a pasted text, a brief) is sometimes the answer too.
-    recall_user_weight: float | None = _default("recall_user_weight", minimum=0)
     # Turn-pair scoring: share of a user message's score credited to the assistant reply right after it (the
     # mirror of `propagate`), so a reply is found through the question it answers. 0.0 = off.
     propagate_back: float = _default("propagate_back", minimum=0)
@@ -71,32 +62,6 @@ class SearchConfig:
     # Recency: scores × (1 + recency · t), t the message's time scaled to [0, 1] over the searched messages,
     # so of two near-equal hits the later one (the updated fact) ranks first. 0.0 = off.
     recency: float = _default("recency", minimum=0)
-    # Conversation re-scoring (issue 24): after the fused ranking, the first `session_rescore` conversations among
-    # the hits (Event.source_session; turns without one are never re-scored) keep the places their turns hold,
-    # but those places go to the conversation's turns in order of a speaker-agnostic score (`session_rescore_by`,
-    # times the speaker weights): the turn that matches best inside the conversation leads it, whatever the
-    # reply credit did. 0 = off.
-    session_rescore: int = _default("session_rescore", minimum=0)
-    # which queries get it: "neutral" = only those the speaker prior gives equal weights; "all" = every query
-    session_rescore_queries: str = _default("session_rescore_queries", choices=("neutral", "all"))
-    # the order inside a conversation: "bm25" = BM25 with the conversation's own IDF; "fused" = the fused score
-    # (BM25/max + alpha·cosine over all searched turns) before the speaker prior and the reply credit
-    session_rescore_by: str = _default("session_rescore_by", choices=("bm25", "fused"))
-    # Query-side term weighting: each query term's BM25 contribution × (1 − s)^w, s the share of the searched
-    # conversations (of the turns, where there are none) that contain it: words found in nearly every
-    # conversation ("remind", "previous") count less. 0.0 = off.
-    query_term_weight: float = _default("query_term_weight", minimum=0)
-    # Conversation relevance (issue 24): scores × (1 + session_boost · r), r a turn's conversation's relevance over
-    # the best conversation's, a conversation's relevance the sum of its `session_boost_top` best fused scores
-    # (before any prior) among the searched turns: turns of the conversation the query is about outrank stray
-    # matches elsewhere, and a turn that matches nothing stays at 0. 0.0 = off.
-    session_boost: float = _default("session_boost", minimum=0)
-    session_boost_top: int = _default("session_boost_top", minimum=1)
-    # BM25 fusion (issue 24): after the score-level ranking (and any re-scoring), its order is fused with a plain
-    # BM25 ranking of the same searched turns by reciprocal rank: 1/(rrf_k + rank) + bm25_fusion/(rrf_k + BM25
-    # rank), ranks from 1, a turn absent from one ranking getting nothing from it. Phrasing-independent: what the
-    # priors pushed down (a user turn under the recall prior) comes back when BM25 ranks it high. 0.0 = off.
-    bm25_fusion: float = _default("bm25_fusion", minimum=0)
     candidate_ratio: int = _default("candidate_ratio", minimum=1)
     rrf_k: int = _default("rrf_k", minimum=1)
     # True: plainto_tsquery AND semantics (reference FTS)
@@ -111,8 +76,6 @@ class SearchConfig:
     lexical_fallback: bool = _default("lexical_fallback")
     expand_top: int = _default("expand_top", minimum=0)  # hits that carry a context window
     window: int = _default("window", minimum=0)  # messages before/after in that window
-    # None: full text (reference); else cut each window message
-    context_chars: int | None = _default("context_chars", minimum=1)
     snippet_chars: int = _default("snippet_chars", minimum=1)
     wire_exact_schema: bool = _default("wire_exact_schema")  # send the schema exactly as the reference did
     # "reference": the reference's response shape. "compact": hits only (event_id, role, score, snippet),
@@ -123,19 +86,16 @@ class SearchConfig:
     # compact: the first `top_hits` hits whole up to this length (None: off)
     top_hit_chars: int | None = _default("top_hit_chars", minimum=80)
     top_hits: int = _default("top_hits", minimum=0)
-    # compact, for a query the recall trigger fires on (what the assistant said: long replies, and the evidence is the
+    # compact, for a recall query (`recall_cue`: what the assistant said, long replies, and the evidence is the
     # reply itself): budget and per-hit cap become this (None: unchanged).
     recall_chars: int | None = _default("recall_chars", minimum=80)
-    # compact, for a query the recall trigger fires on: how many top hits go out whole (None: `top_hits`, or
-    # `neutral_top_hits` where that applies): the recalled reply at rank 3-5 is then in the response whole.
-    recall_top_hits: int | None = _default("recall_top_hits", minimum=0)
-    # compact, for a query the recall trigger fires on: the first hit comes with the turns of its conversation within
+    # compact, for a recall query (`recall_cue`): the first hit comes with the turns of its conversation within
     # ±recall_window places (its `context`, each whole up to `top_hit_chars`), as the reference's window brings a
     # hit's neighbours: the recalled reply next to a turn that matched. Not counted against the budget. 0 = off.
     recall_window: int = _default("recall_window", minimum=0)
-    # How a query the recall trigger fires on is ranked (issue 24): "fused" = as any other query (the score-level
-    # ranking with the recall prior); "keyword" = plain BM25 over the same turns (no dense score, no prior, credit,
-    # re-scoring or fusion), the `bm25` preset's ranking, while the response keeps this preset's shape.
+    # How a recall query (`recall_cue`) is ranked (issue 24): "fused" = as any other query (the score-level
+    # ranking with the recall prior); "keyword" = plain BM25 over the same turns (no dense score, no prior or
+    # credit), the `bm25` preset's ranking, while the response keeps this preset's shape.
     recall_ranking: str = _default("recall_ranking", choices=("fused", "keyword"))
     # The response budget (issue 40), in o200k tokens, every preset: the response keeps its entries in order while the
     # whole JSON stays within it (an entry that does not fit is left out, keeping the context messages that fit; a
@@ -181,23 +141,16 @@ def recall_cue(query: str) -> bool:
 
 
 def speaker_weights(
-    query: str,
-    assistant_weight: float,
-    mode: str = "pronouns",
-    *,
-    recall: bool = False,
-    recall_user_weight: float | None = None,
+    query: str, assistant_weight: float, mode: str = "pronouns", *, recall: bool = False
 ) -> tuple[float, float]:
     """(user weight, assistant weight) for a query: a first-person question asks what the user said;
     a second-person one ("what did you recommend") what the assistant said; a query with both or (in
     "pronouns" mode) neither gets no preference, while "user" mode leans to the user when neither.
-    `recall` is the configured recall trigger's decision (`recall_cue` or the learned one) that the query recalls
-    the assistant's words: then the assistant, whatever the pronouns, the user's turns weighted `recall_user_weight`
-    (None: `assistant_weight`)."""
+    `recall`: the query recalls the assistant's words (`recall_cue`): then the assistant, whatever the pronouns."""
     if assistant_weight == 1.0:
         return 1.0, 1.0
     if recall:
-        return assistant_weight if recall_user_weight is None else recall_user_weight, 1.0
+        return assistant_weight, 1.0
     first, second = bool(_FIRST_PERSON.search(query)), bool(_SECOND_PERSON.search(query))
     if second and not first:
         return assistant_weight, 1.0

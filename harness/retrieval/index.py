@@ -141,14 +141,11 @@ class CaseIndex:
         return rrf_fuse([dense, keyword], self.timestamps, k, rrf_k=rrf_k)
 
     # --- score-level ranking (the project default): every document gets one comparable score ---------
-    def score_vector(
-        self, query: str, mode: str, *, alpha: float = 1.0, term_weights: dict[str, float] | None = None
-    ) -> tuple[np.ndarray, np.ndarray | None]:
-        """(scores, dense cosine or None). keyword: BM25/max; dense: cosine; hybrid: BM25/max + alpha·max(cos, 0).
-        `term_weights`: a factor on each analysed query term's BM25 contribution (KeywordIndex.scores)."""
+    def score_vector(self, query: str, mode: str, *, alpha: float = 1.0) -> tuple[np.ndarray, np.ndarray | None]:
+        """(scores, dense cosine or None). keyword: BM25/max; dense: cosine; hybrid: BM25/max + alpha·max(cos, 0)."""
         kw = None
         if mode != "dense" or not self.has_dense:
-            kw, _ = self.keyword.scores(query, term_weights)
+            kw, _ = self.keyword.scores(query)
             top = float(kw.max()) if kw.size else 0.0
             kw = kw / top if top > 0 else kw
         if mode == "keyword" or not self.has_dense:

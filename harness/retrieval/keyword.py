@@ -62,24 +62,12 @@ class KeywordIndex:
             self._bm25.index(corpus, show_progress=False)
         self._vocab = set(self._bm25.vocab_dict) if self.n else set()
 
-    def scores(self, query: str, weights: dict[str, float] | None = None) -> tuple[np.ndarray, list[str]]:
-        """(BM25 score per document, analysed query terms found in the vocabulary). `weights`: a factor per
-        analysed term (absent: 1), each term's BM25 contribution multiplied by it."""
+    def scores(self, query: str) -> tuple[np.ndarray, list[str]]:
+        """(BM25 score per document, analysed query terms found in the vocabulary)."""
         terms = [t for t in dict.fromkeys(analyze(query, self.stopwords)) if t in self._vocab]
         if not terms or not self.n:
             return np.zeros(self.n, dtype=np.float32), terms
-        if weights is None or all(weights.get(t, 1.0) == 1.0 for t in terms):
-            return np.asarray(self._bm25.get_scores(terms), dtype=np.float32), terms
-        out = np.zeros(self.n, dtype=np.float64)
-        for t in terms:
-            w = weights.get(t, 1.0)
-            if w:
-                out += w * np.asarray(self._bm25.get_scores([t]), dtype=np.float64)
-        return out.astype(np.float32), terms
-
-    def containing(self, term: str) -> np.ndarray:
-        """Which documents contain the analysed term."""
-        return np.fromiter((term in s for s in self._sets), dtype=bool, count=self.n)
+        return np.asarray(self._bm25.get_scores(terms), dtype=np.float32), terms
 
     def match_all(self, query: str) -> np.ndarray:
         """Documents containing every analysed query term (Postgres plainto_tsquery AND semantics)."""
@@ -87,23 +75,3 @@ class KeywordIndex:
         if not terms:
             return np.zeros(self.n, dtype=bool)
         return np.fromiter((terms <= s for s in self._sets), dtype=bool, count=self.n)
-
-
-def local_bm25(doc_tokens: Sequence[Sequence[str]], terms: Sequence[str], *, k1: float = 1.5, b: float = 0.75):
-    """BM25 (Lucene form) of each of a few documents against analysed query terms, with the IDF and mean length of
-    those documents alone (e.g. the turns of one conversation): which of them matches the query best among them."""
-    n = len(doc_tokens)
-    out = np.zeros(n, dtype=np.float64)
-    if not n or not terms:
-        return out
-    lengths = np.array([len(t) for t in doc_tokens], dtype=np.float64)
-    avg = float(lengths.mean()) or 1.0
-    norm = k1 * (1.0 - b + b * lengths / avg)
-    for term in dict.fromkeys(terms):
-        tf = np.array([list(t).count(term) for t in doc_tokens], dtype=np.float64)
-        df = int((tf > 0).sum())
-        if not df:
-            continue
-        idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
-        out += idf * tf / (tf + norm)
-    return out

@@ -36,10 +36,9 @@ def window(index: CaseIndex, doc: int, before: int, after: int) -> list[int] | N
     return list(reversed(prev)) + [doc] + nxt
 
 
-def message(index: CaseIndex, i: int, limit: int | None = None) -> dict[str, Any]:
+def message(index: CaseIndex, i: int) -> dict[str, Any]:
     d = index.docs[i]
-    content = d.text if limit is None else tx.compact(d.text, limit)
-    return {"event_id": d.event_id, "role": d.role, "created": rfc3339(d.timestamp), "content": content}
+    return {"event_id": d.event_id, "role": d.role, "created": rfc3339(d.timestamp), "content": d.text}
 
 
 def reference_hit(
@@ -51,7 +50,6 @@ def reference_hit(
     session_id: str,
     win: list[int] | None,
     snippet_chars: int = tx.MAX_SNIPPET,
-    context_chars: int | None = None,
 ) -> dict[str, Any]:
     """One `results` entry: window snippet + full-text context for expanded hits, else a compacted text."""
     d = index.docs[doc]
@@ -69,7 +67,7 @@ def reference_hit(
         "snippet": snippet or "<empty>",
     }
     if win:
-        out["context"] = [message(index, i, context_chars) for i in win]
+        out["context"] = [message(index, i) for i in win]
     return out
 
 

@@ -58,11 +58,6 @@ class Retriever:
                     f"SearchConfig.budget_fill={cfg.budget_fill!r}: its stopwords ({fill}) differ from this preset's "
                     f"({self.stopwords}); the fill ranks over this retriever's index"
                 )
-        if self.config.recall_trigger == "learned":  # a missing/corrupt/mismatched artifact fails here, at start
-            from harness.retrieval import recall_trigger
-
-            trigger = recall_trigger.load(recall_trigger.trigger_path(self.config.recall_trigger_file))
-            recall_trigger.check_embedder(trigger, embedder)
 
     @property
     def name(self) -> str:

@@ -19,13 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from harness.retrieval import budget, recall_trigger, render
+from harness.retrieval import budget, render
 from harness.retrieval import reference as ref
 from harness.retrieval import text as tx
 from harness.retrieval.args import ArgumentError, Coercer, parse_arguments
 from harness.retrieval.config import MODES, SearchConfig, preset, recall_cue, speaker_weights
 from harness.retrieval.index import CaseIndex, event_text
-from harness.retrieval.keyword import analyze, local_bm25
+from harness.retrieval.keyword import analyze
 from harness.retrieval.render import rfc3339
 from harness.session.boundary import SummaryBoundary
 from harness.session.events import Session
@@ -191,14 +191,9 @@ class SessionTools:
         return ToolOutcome(ref.go_json(body), True, None, trace)
 
     def _recall(self, query: str) -> bool:
-        """Whether the query recalls the assistant's words, as `recall_trigger` decides (once per query)."""
+        """Whether the query recalls the assistant's words (`recall_cue`; once per query)."""
         if query not in self._recalls:
-            how = self.config.recall_trigger
-            if how == "learned":
-                trigger = recall_trigger.load(recall_trigger.trigger_path(self.config.recall_trigger_file))
-                self._recalls[query] = trigger.fires(query, self.index.embedder)
-            else:
-                self._recalls[query] = how == "cues" and recall_cue(query)
+            self._recalls[query] = recall_cue(query)
         return self._recalls[query]
 
     def _recall_ranking(self, query: str) -> bool:
@@ -208,13 +203,7 @@ class SessionTools:
 
     def _speaker_weights(self, query: str) -> tuple[float, float]:
         cfg = self.config
-        return speaker_weights(
-            query,
-            cfg.assistant_weight,
-            cfg.speaker_prior,
-            recall=self._recall_ranking(query),
-            recall_user_weight=cfg.recall_user_weight,
-        )
+        return speaker_weights(query, cfg.assistant_weight, cfg.speaker_prior, recall=self._recall_ranking(query))
 
     def _mode(self, raw: str, c: Coercer) -> str:
         mode = raw.strip().lower() or self.config.default_mode
@@ -309,20 +298,10 @@ class SessionTools:
         if cfg.recall_ranking == "keyword" and self._recall(query):
             return index.keyword_search(query, mask, k, require_all=cfg.keyword_require_all), "keyword"
         if self._score_level(mode):
-            weights = self._term_weights(session, index, mask, query) if cfg.query_term_weight else None
-            scores, cos = index.score_vector(query, mode, alpha=cfg.alpha, term_weights=weights)
+            scores, cos = index.score_vector(query, mode, alpha=cfg.alpha)
             uw, aw = self._speaker_weights(query)
             recall = self._recall_ranking(query)
-            # `_rescore` orders inside a conversation by the fused score itself, so the boost goes to the ranking only
-            ranking = self._session_boosted(session, index, scores, mask) if cfg.session_boost else scores
-            # BM25 fusion needs every turn's place in the ranking, not only the top k
-            depth = len(index) if cfg.bm25_fusion else k
-            ranked = self._score_ranking(index, ranking, cos, mask, depth, min_score, uw, aw, recall=recall)
-            if cfg.session_rescore and (cfg.session_rescore_queries == "all" or (uw == aw and not recall)):
-                ranked = self._rescore(session, index, ranked, scores, mask, query, uw, aw)
-            if cfg.bm25_fusion:
-                ranked = self._bm25_fused(index, ranked, query, mask, cos, k, min_score)
-            return ranked, mode
+            return self._score_ranking(index, scores, cos, mask, k, min_score, uw, aw, recall=recall), mode
         if mode == "keyword":
             return index.keyword_search(query, mask, k, require_all=cfg.keyword_require_all), "keyword"
         if mode == "dense":
@@ -374,82 +353,6 @@ class SessionTools:
             self._groups_of[index] = out
         return self._groups_of[index]
 
-    def _term_weights(self, session: Session, index: CaseIndex, mask, query: str) -> dict[str, float] | None:
-        """`query_term_weight`: each analysed query term's factor (1 − s)^w, s the share of the searched
-        conversations that contain it (of the searched turns, when none belongs to a conversation)."""
-        groups = self._groups(session, index)
-        ok = mask & index.indexed
-        grouped = bool((groups[ok] >= 0).any())
-        units = len(np.unique(groups[ok & (groups >= 0)])) if grouped else int(ok.sum())
-        if not units:
-            return None
-        out: dict[str, float] = {}
-        for term in dict.fromkeys(analyze(query, index.keyword.stopwords)):
-            has = index.keyword.containing(term) & ok
-            n = len(np.unique(groups[has & (groups >= 0)])) if grouped else int(has.sum())
-            out[term] = (1.0 - n / units) ** self.config.query_term_weight
-        return out
-
-    def _session_boosted(self, session: Session, index: CaseIndex, scores, mask) -> np.ndarray:
-        """`session_boost`: each turn's score × (1 + session_boost · its conversation's relevance / the best one's);
-        relevance = the sum of the conversation's `session_boost_top` best scores among the searched turns."""
-        groups = self._groups(session, index)
-        raw = np.asarray(scores, dtype=np.float64)
-        ok = mask & index.indexed & (groups >= 0) & (raw > 0)
-        if not ok.any():
-            return raw
-        top = self.config.session_boost_top
-        relevance = np.zeros(int(groups.max()) + 1)
-        for g in np.unique(groups[ok]):
-            relevance[g] = np.sort(raw[ok & (groups == g)])[::-1][:top].sum()
-        share = np.where(groups >= 0, relevance[np.clip(groups, 0, None)] / relevance.max(), 0.0)
-        return raw * (1.0 + self.config.session_boost * share)
-
-    def _bm25_fused(self, index: CaseIndex, ranked, query: str, mask, cos, k: int, min_score: float):
-        """`bm25_fusion`: `ranked` (every searched turn, best first) fused with the plain BM25 ranking of the same
-        turns: 1/(rrf_k + rank) + bm25_fusion/(rrf_k + BM25 rank), ranks from 1; ties newer first; the top k."""
-        kw, _ = index.keyword.scores(query)
-        plain = index.ranked(np.asarray(kw, dtype=np.float64), mask, len(index), min_dense=min_score, cos=cos)
-        c, w = self.config.rrf_k, self.config.bm25_fusion
-        fused: dict[int, float] = {}
-        for rank, (doc, _) in enumerate(ranked, 1):
-            fused[doc] = 1.0 / (c + rank)
-        for rank, (doc, _) in enumerate(plain, 1):
-            fused[doc] = fused.get(doc, 0.0) + w / (c + rank)
-        order = sorted(fused.items(), key=lambda kv: (-kv[1], -index.timestamps[kv[0]]))
-        return order[:k]
-
-    def _rescore(self, session: Session, index: CaseIndex, ranked, scores, mask, query: str, uw: float, aw: float):
-        """`session_rescore`: the places the first N conversations' turns hold in `ranked` go to each
-        conversation's turns in order of `session_rescore_by` (their BM25 with that conversation's own IDF, or
-        `scores`, the fused score before any prior or credit), × the speaker weights; ties keep the fused order.
-        Scores stay with the places, so the order of places is unchanged."""
-        groups = self._groups(session, index)
-        leading: list[int] = []
-        for doc, _ in ranked:
-            g = int(groups[doc])
-            if g >= 0 and g not in leading:
-                leading.append(g)
-        terms = list(dict.fromkeys(analyze(query, index.keyword.stopwords)))
-        roles = index.roles
-        weight = np.where(roles == "user", uw, np.where(roles == "assistant", aw, 1.0))
-        fused_at = {doc: i for i, (doc, _) in enumerate(ranked)}
-        out = list(ranked)
-        for g in leading[: self.config.session_rescore]:
-            slots = [i for i, (doc, _) in enumerate(ranked) if groups[doc] == g]
-            members = np.flatnonzero(mask & index.indexed & (groups == g))
-            if self.config.session_rescore_by == "bm25":
-                local = local_bm25([index.doc_tokens[m] for m in members], terms) * weight[members]
-            else:
-                local = np.asarray(scores, dtype=np.float64)[members] * weight[members]
-            order = sorted(
-                range(len(members)),
-                key=lambda j: (-local[j], fused_at.get(int(members[j]), len(ranked)), -index.timestamps[members[j]]),
-            )
-            for slot, j in zip(slots, order):
-                out[slot] = (int(members[j]), ranked[slot][1])
-        return out
-
     def _interleaved(self, index: CaseIndex, scores, mask, k: int, min_score: float, cos) -> list[tuple[int, float]]:
         """Speaker-neutral query: the user ranking (reply→question credit) and the assistant ranking (own score)
         alternate, `neutral_ranking`'s speaker first. The score is the merged rank's 1/(rank + 1), so every later
@@ -479,10 +382,6 @@ class SessionTools:
             or cfg.propagate_back != 0.0
             or cfg.recency != 0.0
             or cfg.neutral_ranking != "propagate"
-            or cfg.session_rescore != 0
-            or cfg.query_term_weight != 0.0
-            or cfg.session_boost != 0.0
-            or cfg.bm25_fusion != 0.0
         )
         return (mode == "hybrid" and cfg.fusion == "score") or (priors and not cfg.keyword_require_all)
 
@@ -574,7 +473,6 @@ class SessionTools:
             session_id=hit.session.id,
             win=win,
             snippet_chars=cfg.snippet_chars,
-            context_chars=cfg.context_chars,
         )
 
     def _render_compact(self, hits: list[_Hit], query: str) -> list[dict[str, Any]]:
@@ -588,8 +486,6 @@ class SessionTools:
         if cfg.neutral_top_hits is not None:
             uw, aw = self._speaker_weights(query)
             top_hits = cfg.neutral_top_hits if uw == aw and not self._recall_ranking(query) else top_hits
-        if cfg.recall_top_hits is not None and self._recall(query):
-            top_hits = cfg.recall_top_hits
         context = None
         if cfg.recall_window and hits and self._recall(query):
             context = self._conversation_window(hits[0], cfg.recall_window)
