@@ -143,6 +143,24 @@ def test_a_block_naming_no_record_table_is_one_error_naming_the_doc(tmp_path):
     assert any("page.md" in p and "job/nope" in p for p in ms.problems(root))
 
 
+@pytest.mark.parametrize(
+    "marker",
+    [
+        "<!-- measurement: job -->",
+        "<!-- measurement job -->",
+        "<!-- measurement  job/t -->",
+        "<!-- measurement job/t-->",
+    ],
+)
+def test_a_marker_the_generator_would_skip_is_named(tmp_path, marker):
+    """A table under another marker syntax would stay hand-kept and unchecked: check names the doc and line."""
+    root = _repo(tmp_path, _record(), doc=f"intro\n{marker}\n| x |\n|---|\n| 1 |\n<!-- /measurement -->\n")
+    assert any(p.startswith("docs/page.md:4:") and "is not a measurement block" in p for p in ms.problems(root))
+    good = _repo(tmp_path / "b", _record(), doc="<!-- measurement job/t -->\n<!-- /measurement -->\n")
+    ms.write(good)
+    assert ms.problems(good) == []
+
+
 def test_a_table_row_must_name_its_run(tmp_path):
     root = _repo(tmp_path, _record(t={"columns": [{"title": "x"}], "rows": [[1]], "run": "elsewhere"}))
     assert any("run 'elsewhere' is not in 'runs'" in p for p in ms.problems(root))
