@@ -592,6 +592,7 @@ def _guard(fn) -> int:
     from reports.compare import CompareError
     from reports.cost import PricingError
     from reports.gate import GateError
+    from reports.results_file import ResultsError
     from runners.replay import RunConfigError
 
     try:
@@ -607,6 +608,7 @@ def _guard(fn) -> int:
         PricingError,
         LLMError,
         FixtureError,
+        ResultsError,
     ) as e:
         print(f"lme-harness: error: {e}", file=sys.stderr)
         return 2

@@ -24,7 +24,8 @@ from reports.compare import (
 )
 from reports.cost import load_price_table
 from reports.metrics import catalog_of
-from reports.render import paired_html
+from reports.report_sections import paired_html
+from reports.run_results import load_results
 from reports.stats import WinLossTie
 
 
@@ -65,7 +66,7 @@ def _contestants(runs: Sequence[Run], out_dir: Path) -> tuple[list[Run], list[st
     """Every contestant of every run, ranked in one table with the frontier plot (reports/standings.py): its
     Markdown and HTML, the runs relabelled by their contestants' names where those tell them apart, and the
     contestants' names by (run, mode) for the memory tables."""
-    leads = [headline_metric(r.frame) for r in runs]
+    leads = [r.results.headline_metric if r.results is not None else headline_metric(r.frame) for r in runs]
     lead = leads[0]  # one ranking needs one metric: the first run's; a run without it has no quality here
     found = C.of_runs(runs, lead)
     if labels := C.run_labels(runs, found):
@@ -96,7 +97,13 @@ def compare_main(run_args: Sequence[str], *, out: str | None = None, pricing: st
     paths, notes = expand_run_dirs(run_args)
     for n in notes:
         print(f"note: {n}", file=sys.stderr)
-    runs = load_runs(paths, prices=load_price_table(pricing))
+    table = load_price_table(pricing)
+    runs = load_runs(paths, prices=table)
+    for i, r in enumerate(runs):  # each run's figures from its results.json (rebuilt from its records when stale)
+        loaded = load_results(r.path, prices=table)
+        if loaded.notice:
+            print(f"note: {loaded.notice}", file=sys.stderr)
+        runs[i] = replace(r, results=loaded.results)
     out_dir = Path(out) if out else paths[0].parent / "compare"
     out_dir.mkdir(parents=True, exist_ok=True)
     runs, ranked_md, ranked_html, names = _contestants(runs, out_dir)

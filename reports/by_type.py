@@ -16,6 +16,7 @@ import pandas as pd
 
 from reports.metrics import BUILTIN, MetricCatalog
 from reports.run_frame import RunFrame
+from reports.sections import Block, Figure, Figures, Note, Section, Sub, Table, num, shown, text
 from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap_ci
 
 # Metrics worth a per-type breakdown: accuracies and the lexical scores; judge metrics first.
@@ -117,34 +118,35 @@ def type_scoreboard(frame: RunFrame) -> dict[tuple[str, str], float]:
     }
 
 
-def markdown(table: pd.DataFrame) -> list[str]:
-    """One table per metric: a row per question type (then abstention, overall, task-averaged), a column per mode."""
-    out: list[str] = []
+def section(table: pd.DataFrame, plot_png: Path | None) -> Section | None:
+    """The report's per-question-type section (`table`: `type_table`'s long frame): a table per metric, a row per
+    question type (then abstention, overall, task-averaged), a column per mode, and the plot; None for one type."""
     if table.empty:
-        return out
-    out += [
-        "## Per question type",
-        "",
-        "Mean [95% bootstrap CI] (n) over scored cases. `abstention`: the `_abs` questions (also counted in "
-        "their own type); `task_avg`: mean of the type means, LongMemEval's headline figure.",
-        "",
+        return None
+    blocks: list[Block] = [
+        Note(
+            "Mean [95% bootstrap CI] (n) over scored cases. `abstention`: the `_abs` questions (also counted in "
+            "their own type); `task_avg`: mean of the type means, LongMemEval's headline figure."
+        )
     ]
     for metric, part in table.groupby("metric", sort=False):
         modes = list(dict.fromkeys(part["mode"]))
-        out += [f"### {metric}", "", "| question type | " + " | ".join(modes) + " |", "|---|" + "---|" * len(modes)]
+        rows = []
         for qt in dict.fromkeys(part["question_type"]):
-            cells = []
+            cells = [text(qt)]
             for m in modes:
                 r = part[(part["mode"] == m) & (part["question_type"] == qt)]
-                if r.empty:
-                    cells.append("")
+                if r.empty or math.isnan(r["mean"].iloc[0]):
+                    cells.append(num(None))
                     continue
                 r = r.iloc[0]
                 ci = "" if math.isnan(r["lo"]) else f" [{r['lo']:.3f}, {r['hi']:.3f}]"
-                cells.append(f"{r['mean']:.3f}{ci} ({int(r['n'])})" if not math.isnan(r["mean"]) else "–")
-            out.append(f"| {qt} | " + " | ".join(cells) + " |")
-        out.append("")
-    return out
+                cells.append(shown(f"{r['mean']:.3f}{ci} ({int(r['n'])})", r["mean"]))
+            rows.append(cells)
+        blocks += [Sub(str(metric)), Table(["question type", *modes], rows, f"by-type-{metric}")]
+    if plot_png is not None:
+        blocks.append(Figures([Figure(plot_png, "per question type")]))
+    return Section("by_type", "Per question type", blocks)
 
 
 def plot(table: pd.DataFrame, out_base: Path, *, metrics: MetricCatalog = BUILTIN) -> list[Path]:
@@ -185,35 +187,3 @@ def plot(table: pd.DataFrame, out_base: Path, *, metrics: MetricCatalog = BUILTI
     ax.legend(fontsize=8)
     fig.tight_layout()
     return save(fig, out_base)
-
-
-def html(table: pd.DataFrame, plot_png: Path | None) -> list[str]:
-    """The report.html counterpart of `markdown`: a sortable table per metric and the plot; [] for one type."""
-    from reports import html as H
-
-    if table.empty:
-        return []
-    out = [
-        "<h2>Per question type</h2>",
-        '<p class="muted">Mean [95% bootstrap CI] (n) over scored cases. abstention: the _abs questions (also '
-        "counted in their own type); task_avg: mean of the type means, LongMemEval's headline figure.</p>",
-    ]
-    for metric, part in table.groupby("metric", sort=False):
-        modes = list(dict.fromkeys(part["mode"]))
-        rows = []
-        for qt in dict.fromkeys(part["question_type"]):
-            cells = [H.cell(qt)]
-            for m in modes:
-                r = part[(part["mode"] == m) & (part["question_type"] == qt)]
-                if r.empty or math.isnan(r["mean"].iloc[0]):
-                    cells.append(H.cell(None))
-                    continue
-                r = r.iloc[0]
-                ci = "" if math.isnan(r["lo"]) else f" [{r['lo']:.3f}, {r['hi']:.3f}]"
-                text = f"{r['mean']:.3f}{ci} ({int(r['n'])})"
-                cells.append(f'<td class="num" data-v="{H.esc(r["mean"])}">{H.esc(text)}</td>')
-            rows.append(cells)
-        out += [f"<h3>{H.esc(metric)}</h3>", H.table(["question type", *modes], rows, table_id=f"by-type-{metric}")]
-    if plot_png is not None:
-        out.append(H.image(plot_png, "per question type"))
-    return out

@@ -21,6 +21,7 @@ from harness.run_meta import RunMeta
 from reports.aggregate import modes, read_run
 from reports.cost import PriceTable
 from reports.metrics import BUILTIN, MetricCatalog, catalog_of
+from reports.results_file import Results
 from reports.run_frame import RunFrame
 from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, mcnemar, paired_bootstrap_ci, win_loss_tie
 
@@ -60,6 +61,7 @@ class Run:
     frame: RunFrame
     meta: RunMeta = field(default_factory=lambda: RunMeta.from_json({}))
     records: list[dict[str, Any]] = field(default_factory=list)  # as read (the source of the frame)
+    results: Results | None = None  # its results.json (reports/run_results.py load_results), when read
 
     @property
     def df(self) -> pd.DataFrame:

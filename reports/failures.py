@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from reports.safe import md_cell
+from reports.sections import Note, Section, Table, num, text
 
 
 @dataclass
@@ -45,24 +45,19 @@ def group_failures(df: pd.DataFrame) -> list[FailureGroup]:
     return sorted(groups.values(), key=lambda g: (-g.count, g.status, g.error))
 
 
-def failures_markdown(groups: list[FailureGroup], max_error: int = 300) -> list[str]:
-    """The report's "Failed or errored cases" section (no lines when nothing failed)."""
+def failures_section(df: pd.DataFrame, max_error: int = 300) -> Section | None:
+    """The report's "Failed or errored cases" section: one row per distinct error, with its count and pairs (None
+    when nothing failed). An error is shown to `max_error` characters; each case's drill-down has it whole."""
+    groups = group_failures(df)
     if not groups:
-        return []
+        return None
     n = sum(g.count for g in groups)
-    return [
-        "## Failed or errored cases",
-        "",
+    note = (
         f"{n} (case, mode) pairs, {len(groups)} distinct error{'s' if len(groups) != 1 else ''}. "
         "`failed`: not scored (retried on the next run); `scoring_failed`: answered, but scoring failed (e.g. the "
         "judge endpoint): no metric counted, scored again by the next run; `ok` with an error: scored as the "
-        "reference scores it.",
-        "",
-        "| count | status | error | (question_id / mode) |",
-        "|---|---|---|---|",
-        *[
-            f"| {g.count} | {md_cell(g.status)} | {md_cell(g.error[:max_error])} | {md_cell(g.pairs_text())} |"
-            for g in groups
-        ],
-        "",
-    ]
+        "reference scores it."
+    )
+    rows = [[num(g.count), text(g.status), text(g.error[:max_error]), text(g.pairs_text())] for g in groups]
+    table = Table(["count", "status", "error", "(question_id / mode)"], rows, "failures")
+    return Section("failures", "Failed or errored cases", [Note(note), table])

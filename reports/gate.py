@@ -24,8 +24,11 @@ from typing import Any
 import yaml
 
 from harness.run_meta import ModelRef, RunMeta
-from reports.aggregate import load_meta, read_run, scoreboard
+from reports.aggregate import load_meta
+from reports.by_type import type_key
 from reports.metrics import BUILTIN, MetricCatalog, catalog_of
+from reports.results_file import Results
+from reports.run_results import LoadedResults, load_results
 
 EPS = 1e-6  # baselines are written rounded to 6 decimals; smaller differences are equal
 BASELINE_VERSION = 1
@@ -228,6 +231,7 @@ class GateResult:
     warnings: list[str]
     baseline_path: Path
     run_dir: Path
+    notice: str | None = None  # why the figures were not read from the run's results.json as written (rebuilt)
 
     @property
     def passed(self) -> bool:
@@ -295,13 +299,71 @@ def _identity(meta: RunMeta) -> dict[str, Any]:
     }
 
 
-def run_gate(baseline_path: str | Path, run_dir: str | Path, *, prices: Any = None) -> GateResult:
+def board_of(results: Results, metrics: MetricCatalog) -> dict[tuple[str, str], float]:
+    """Flat `{(mode, metric): value}` of every figure the gate can check, read from the run's results (results.json):
+    per contestant `ok`, `failed`, each metric's mean, a judge metric's `@all` (not_run counted as 0), `:not_run`,
+    `_task_avg` and `_abstention`, `savings_pct`, `savings_ratio_pct`, the tool-use shares and totals,
+    `cost_total_sum`, `metric@type:T`, and a memory contestant's measurements (reports/memory_systems.py
+    `memory_scoreboard`). Undefined figures are left out (the check then fails as missing)."""
+    out: dict[tuple[str, str], float | None] = {}
+    lead = results.headline_metric
+    for c in results.contestants:
+        mode = c.mode
+        out[(mode, "ok")] = float(c.ok)
+        out[(mode, "failed")] = float(c.failed)
+        for k, m in c.metrics.items():
+            if k in metrics.columns:
+                out[(mode, k)] = m.mean
+        for k in metrics.judged_keys:
+            if k in c.metrics and c.ok:
+                out[(mode, f"{k}@all")] = c.metrics[k].mean_all
+                out[(mode, f"{k}:not_run")] = float(c.metrics[k].not_run)
+        for k, j in c.judges.items():
+            if k in metrics.task_averaged_keys:
+                out[(mode, f"{k}_task_avg")] = j.task_avg
+                if j.abstention_n:
+                    out[(mode, f"{k}_abstention")] = j.abstention
+        if c.savings is not None:
+            out[(mode, "savings_pct")] = c.savings.savings_pct
+            out[(mode, "savings_ratio_pct")] = c.savings.savings_ratio_pct
+        if c.tools is not None:
+            out[(mode, "search_case_share")] = c.tools.cases_with_search / c.tools.cases
+            out[(mode, "load_case_share")] = c.tools.cases_with_load / c.tools.cases
+            out[(mode, "n_search_total")] = float(c.tools.search_total)
+            out[(mode, "n_load_total")] = float(c.tools.load_total)
+        if c.cost is not None:
+            out[(mode, "cost_total_sum")] = c.cost.cost_total_sum
+        for k, rows in c.by_type.items():
+            for t in rows:
+                if t.question_type not in ("overall", "task_avg"):
+                    out[(mode, type_key(k, t.question_type))] = t.mean
+        if (mem := c.memory) is not None:
+            out[(mode, "memory_provider_failures")] = float(mem.provider_failures)
+            out[(mode, "memory_turn_recall")] = mem.turn_recall
+            out[(mode, "memory_session_recall")] = mem.session_recall
+            out[(mode, "memory_leaked_items")] = None if mem.leaked_items is None else float(mem.leaked_items)
+            out[(mode, "memory_cross_unit_items")] = (
+                None if mem.cross_unit_items is None else float(mem.cross_unit_items)
+            )
+            out[(mode, "memory_ingest_tokens")] = mem.ingest_tokens
+            out[(mode, "memory_ingest_usd")] = mem.ingest_usd
+            if lead:
+                out[(mode, f"{lead}@with_provider_failures")] = mem.headline_with_provider_failures
+    return {k: v for k, v in out.items() if v is not None and not math.isnan(v)}
+
+
+def run_gate(
+    baseline_path: str | Path, run_dir: str | Path, *, prices: Any = None, loaded: LoadedResults | None = None
+) -> GateResult:
+    """Check the run's figures (its results.json, `load_results`; or `loaded`) against the baseline's checks."""
     run_dir = Path(run_dir)
-    raw, checks = load_baseline(baseline_path, catalog_of(load_meta(run_dir)))
-    run = read_run(run_dir, prices=prices)
-    board = {**scoreboard(run.frame), **memory_board(run)}
+    meta = load_meta(run_dir)
+    metrics = catalog_of(meta)
+    raw, checks = load_baseline(baseline_path, metrics)
+    loaded = loaded or load_results(run_dir, prices=prices)
+    board = board_of(loaded.results, metrics)
     warnings = []
-    want, have = raw.get("source") or {}, _identity(run.meta)
+    want, have = raw.get("source") or {}, _identity(meta)
     for key in ("dataset_sha256", "model_sha256", "model", "fingerprint"):
         if want.get(key) and have.get(key) and want[key] != have[key]:
             warnings.append(
@@ -309,7 +371,7 @@ def run_gate(baseline_path: str | Path, run_dir: str | Path, *, prices: Any = No
                 "is this the benchmark the baseline describes?"
             )
     outcomes = [evaluate(c, board.get((c.mode, c.key))) for c in checks]
-    return GateResult(outcomes, warnings, Path(baseline_path), run_dir)
+    return GateResult(outcomes, warnings, Path(baseline_path), run_dir, loaded.notice)
 
 
 # Tolerances a new baseline gets per metric (see docs/ci-gate.md for the reasoning and the cross-build
@@ -428,14 +490,6 @@ POLICIES: dict[str, Mapping[str, Mapping[str, Any]]] = {
 }
 
 
-def memory_board(run: Any) -> dict[tuple[str, str], float]:
-    """The memory measurements of a run's memory contestants (reports/memory_systems.py), gated like any metric."""
-    from reports.aggregate import headline_metric
-    from reports.memory_systems import memory_scoreboard
-
-    return memory_scoreboard(run.records, headline_metric(run.frame))
-
-
 def policy_for(policy: Mapping[str, Mapping[str, Any]], mode: str, metric: str) -> Mapping[str, Any] | None:
     return policy.get(f"{mode}/{metric}", policy.get(metric))
 
@@ -447,15 +501,16 @@ def baseline_from_run(
     description: str = "",
     command: str = "",
     prices: Any = None,
+    loaded: LoadedResults | None = None,
 ) -> dict[str, Any]:
-    """A baseline document holding the run's current values with `policy`'s tolerances (a name in POLICIES
-    or a mapping)."""
+    """A baseline document holding the run's current values (its results.json, `load_results`; or `loaded`) with
+    `policy`'s tolerances (a name in POLICIES or a mapping)."""
     policy_name = policy if isinstance(policy, str) else None
     pol = POLICIES[policy] if isinstance(policy, str) else policy
     run_dir = Path(run_dir)
-    run = read_run(run_dir, prices=prices)
-    df, meta = run.df, run.meta
-    board = {**scoreboard(run.frame), **memory_board(run)}
+    meta = load_meta(run_dir)
+    results = (loaded or load_results(run_dir, prices=prices)).results
+    board = board_of(results, catalog_of(meta))
     checks = []
     modes = list(dict.fromkeys(m for m, _ in board))
     metrics = list(dict.fromkeys(k.split("/", 1)[-1] for k in pol))
@@ -482,7 +537,7 @@ def baseline_from_run(
                 "run_dir": str(run_dir),
                 "git_sha": meta.git.sha if meta.git else None,
                 "created": _dt.date.today().isoformat(),
-                "cases": int(df["question_id"].nunique()),
+                "cases": results.questions,
             },
             "checks": checks,
         }
@@ -519,6 +574,7 @@ __all__: Sequence[str] = (
     "GateResult",
     "Outcome",
     "baseline_from_run",
+    "board_of",
     "evaluate",
     "load_baseline",
     "run_gate",

@@ -25,8 +25,10 @@ import numpy as np
 
 from harness.memory.gold import ECHO_SHARE
 from harness.memory.isolation import WINDOW
-from reports import html as H
-from reports.safe import md_cell, md_code
+from reports import sections
+from reports.safe import md_code
+from reports.sections import Block, Figure, Figures, Note, Section, Sub, text
+from reports.sections import Table as Grid
 
 # The percentiles of the latency table (numpy's default linear interpolation).
 PERCENTILES = (50, 95, 99)
@@ -512,16 +514,24 @@ def cell_text(v: Any) -> str:
     return str(v)
 
 
-def markdown(tables: Sequence[Table]) -> str:
+def section(tables: Sequence[Table], figure_after_first: Figure | None = None) -> Section | None:
+    """The "Memory systems" section: each table under its title with its intro (None without memory contestants);
+    `figure_after_first` (the frontier plot) follows the first table."""
     if not tables:
-        return ""
-    L = ["", "## Memory systems", ""]
-    for t in tables:
-        L += [f"### {t.title}", "", t.intro, ""]
-        L += ["| " + " | ".join(md_cell(h) for h in t.headers) + " |", "|" + "---|" * len(t.headers)]
-        L += ["| " + " | ".join(md_cell(cell_text(v)) for v in r) + " |" for r in t.rows]
-        L += [""]
-    return "\n".join(L)
+        return None
+    blocks: list[Block] = []
+    for i, t in enumerate(tables):
+        cells = [[text(cell_text(v)) for v in r] for r in t.rows]
+        blocks += [Sub(t.title), Note(t.intro), Grid(t.headers, cells, _slug(t.title))]
+        if i == 0 and figure_after_first is not None:
+            blocks.append(Figures([figure_after_first]))
+    return Section("memory", "Memory systems", blocks, html_id="memory")
+
+
+def markdown(tables: Sequence[Table]) -> str:
+    """The section as Markdown to append to a document (`lme-harness compare`): "" without memory contestants."""
+    found = section(tables)
+    return "" if found is None else "\n" + sections.markdown([found])
 
 
 def _slug(title: str) -> str:
@@ -529,16 +539,9 @@ def _slug(title: str) -> str:
 
 
 def html(tables: Sequence[Table]) -> list[str]:
-    if not tables:
-        return []
-    B = ['<h2 id="memory">Memory systems</h2>']
-    for t in tables:
-        B += [
-            f"<h3>{H.esc(t.title)}</h3>",
-            f'<p class="muted">{H.esc(t.intro.replace("`", ""))}</p>',
-            H.table(t.headers, [[H.cell(cell_text(v)) for v in r] for r in t.rows], table_id=_slug(t.title)),
-        ]
-    return B
+    """The section as HTML fragments (`lme-harness compare`): none without memory contestants."""
+    found = section(tables)
+    return [] if found is None else sections.section_html(found)
 
 
 __all__ = [
@@ -552,4 +555,5 @@ __all__ = [
     "markdown",
     "memory_cases",
     "memory_tables",
+    "section",
 ]

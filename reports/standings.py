@@ -33,6 +33,7 @@ from reports.cost import PHASES
 from reports.memory_systems import Table, cell_text
 from reports.metrics import MetricCatalog
 from reports.phases import provider_ingest, provider_query
+from reports.results_file import Results
 from reports.run_frame import RunFrame
 from reports.safe import md_cell
 from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap_ci
@@ -60,6 +61,7 @@ class Contestant:
     latency_ms: float | None  # median over questions of ingest + answer
     spend_reported: bool = True  # False: a remote service that reported neither tokens nor cost
     failed: int = 0  # its cases not scored (a provider's failures among them): never counted in the means above
+    provider: str | None = None  # the memory provider it drove (its traces' name); None for any other contestant
 
     @property
     def total_tokens(self) -> float:
@@ -171,6 +173,41 @@ def contestants_of(
                 latency_ms=_median(ingest_ms.fillna(0) + query_ms),
                 spend_reported=not (ing and ing.get("remote")) or any(_reported(u) for u in usages),
                 failed=int(((df["mode"].astype(str) == mode) & (df["status"] != "ok")).sum()),
+                provider=str(ing["provider"]) if ing else None,
+            )
+        )
+    return out
+
+
+def contestants_from_results(results: Results, lead: str | None, *, run: int = 0) -> list[Contestant]:
+    """The contestants of one run as its results.json holds them (`contestants_of`'s figures, read back): `lead`'s
+    mean and CI, tokens and USD by phase, the medians, the provider; unnamed beyond their base names."""
+    out = []
+    for c in results.contestants:
+        if not c.ok:
+            continue
+        m = c.metrics.get(lead) if lead else None
+        scored = m is not None and m.n > 0
+        prov, lat, cost = c.provider, c.latency, c.cost
+        out.append(
+            Contestant(
+                name=prov.name if prov else c.mode,
+                base=prov.name if prov else c.mode,
+                run=run,
+                mode=c.mode,
+                variant=prov.variant if prov else "",
+                n=c.ok,
+                quality=m.mean if scored and m else None,
+                lo=m.lo if scored and m else None,
+                hi=m.hi if scored and m else None,
+                tokens={p: float(getattr(cost, f"{p}_tokens") or 0.0) if cost else 0.0 for p in PHASES},
+                usd={p: getattr(cost, f"cost_{p}") if cost else None for p in PHASES},
+                ingest_ms=lat.ingest_ms_p50 if lat else None,
+                answer_ms=lat.answer_ms_p50 if lat else None,
+                latency_ms=lat.total_ms_p50 if lat else None,
+                spend_reported=prov.spend_reported if prov else True,
+                failed=c.failed,
+                provider=prov.name if prov else None,
             )
         )
     return out
@@ -250,8 +287,17 @@ def name_contestants(
 
 
 def of_runs(runs: Sequence[Run], lead: str | None) -> list[Contestant]:
-    """Every contestant of every run (reports.compare.Run), named."""
-    found = [c for i, r in enumerate(runs) for c in contestants_of(r.frame, r.records, lead, run=i)]
+    """Every contestant of every run (reports.compare.Run), named: from each run's results (results.json) when it
+    carries them, else computed from its records."""
+    found = [
+        c
+        for i, r in enumerate(runs)
+        for c in (
+            contestants_from_results(r.results, lead, run=i)
+            if r.results is not None
+            else contestants_of(r.frame, r.records, lead, run=i)
+        )
+    ]
     return name_contestants(found, [r.meta for r in runs], [Path(r.path) for r in runs])
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 
 from harness.run_meta import RunMeta
+from reports.sections import Note, Section, Table, num, text
 
 AGREEMENT = "judge_agreement"
 
@@ -53,11 +54,11 @@ def votes_rows(df: pd.DataFrame) -> list[dict[str, Any]]:
     return rows
 
 
-def votes_markdown(df: pd.DataFrame, meta: RunMeta | Mapping[str, Any] | None) -> list[str]:
-    """The report's "Judge votes" section (no lines for a run without votes)."""
+def votes_section(df: pd.DataFrame, meta: RunMeta | Mapping[str, Any] | None) -> Section | None:
+    """The report's "Judge votes" section (None for a run without votes)."""
     rows = votes_rows(df)
     if not rows:
-        return []
+        return None
     cfg = judge_config(meta)
     note = (
         f"Each answer judged {cfg.get('votes', '?')} times; the metrics above are the majority verdict (a score: "
@@ -66,9 +67,11 @@ def votes_markdown(df: pd.DataFrame, meta: RunMeta | Mapping[str, Any] | None) -
     )
     if cfg.get("confirm_failures"):
         note += " confirm_failures: extra votes only after an 'incorrect' first verdict (biased towards correct)."
-    lines = ["## Judge votes", "", note, "", "| mode | voted | agreement | unanimous |", "|---|---|---|---|"]
-    lines += [f"| {r['mode']} | {r['voted']} | {r['agreement']:.4f} | {r['unanimous']:.4f} |" for r in rows]
-    return lines + [""]
+    cells = [
+        [text(r["mode"]), num(r["voted"]), num(r["agreement"], "{:.4f}"), num(r["unanimous"], "{:.4f}")] for r in rows
+    ]
+    table = Table(["mode", "voted", "agreement", "unanimous"], cells, "judge-votes")
+    return Section("votes", "Judge votes", [Note(note), table])
 
 
 def vote_lines(details: Mapping[str, Any]) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -229,3 +230,82 @@ def standard_run(
             )
         )
     return write_run(run_dir, records, meta(**meta_kw))
+
+
+def memory_record(r: dict, rng: random.Random) -> dict:
+    """`r` as a memory contestant records it: the provider's ingest trace and a retrieval with gold labels."""
+    hit = rng.random() < 0.6
+    r["ingest"] = {
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "embedding_tokens": 0,
+        "trace": [
+            {
+                "call": "ingest",
+                "provider": "p",
+                "variant": "fair",
+                "ingested_tokens": 1000,
+                "ingest_ms": rng.uniform(1, 50),
+                "usage": {"input_tokens": rng.randint(0, 500), "output_tokens": 10, "cost_usd": 0.001},
+            }
+        ],
+    }
+    gold = {
+        "evidence_turns": 1,
+        "turn_recall_any@5": float(hit),
+        "session_recall_any@5": 1.0,
+        "shown_evidence_turn": hit,
+    }
+    r["tool_calls"] = [
+        {
+            "name": "memory_retrieve",
+            "after_as_of": rng.randint(0, 1),
+            "other_cases": 0,
+            "items": [{"chars": 5, "date": "2023-05-01"}],
+            "retrieve_ms": 1.0,
+            "gold": gold,
+        }
+    ]
+    return r
+
+
+def generated_run(run_dir: Path, seed: int) -> Path:
+    """A run of drawn records: judge verdicts missing (not_run), failed pairs, several question types or one,
+    abstention questions, tool use, priced and unpriced models, and a memory contestant."""
+    rng = random.Random(seed)
+    types = rng.choice([["single-session-user"], ["multi-session", "temporal-reasoning", "knowledge-update"]])
+    modes = rng.sample(["long_context", "summary", "summary_ondemand", "memory"], rng.randint(2, 4))
+    records = []
+    for i in range(rng.randint(3, 14)):
+        qid = f"q{i}{'_abs' if rng.random() < 0.2 else ''}"
+        qtype = rng.choice(types)
+        for mode in modes:
+            if rng.random() < 0.1:
+                records.append(rec(qid, mode, status="failed", qtype=qtype, error=rng.choice(["down", "slow"])))
+                continue
+            model = rng.choice(["gpt-4o-mini", "gpt-4o-mini", "unknown-model"])
+            r = rec(
+                qid,
+                mode,
+                em=float(rng.random() < 0.5),
+                f1=rng.random(),
+                rouge_l=rng.random(),
+                lme=rng.choice([0.0, 1.0, 1.0, None]),
+                calls=[call(rng.randint(50, 9000), rng.randint(1, 50), model=model)],
+                n_search=rng.randint(0, 2),
+                query_ms=rng.uniform(1, 2000),
+                qtype=qtype,
+            )
+            records.append(memory_record(r, rng) if mode == "memory" else r)
+    return write_run(run_dir, records)
+
+
+def as_version_1(doc: dict[str, Any]) -> dict[str, Any]:
+    """A results.json document (schema 2) as schema version 1 wrote it: without the fields version 2 added."""
+    doc["schema_version"] = 1
+    for key in ("source", "questions"):
+        del doc[key]
+    for c in doc["contestants"]:
+        for key in ("judges", "savings", "tools", "latency", "provider", "memory"):
+            del c[key]
+    return doc

@@ -20,9 +20,16 @@ from reports.results_file import (
     SCHEMA_VERSION,
     ContestantResult,
     CostResult,
+    JudgeResult,
+    LatencyResult,
+    MemoryResult,
     MetricResult,
+    ProviderResult,
     Results,
     ResultsError,
+    ResultsSource,
+    SavingsResult,
+    ToolResult,
     TypeResult,
     read_results,
 )
@@ -98,6 +105,23 @@ def _maybe(rng: random.Random) -> float | None:
     return None if rng.random() < 0.2 else rng.uniform(-1e6, 1e6)
 
 
+def _some(rng: random.Random, kind: type) -> object:
+    """An instance of a result dataclass with drawn values (ints as ints, figures sometimes null), or None."""
+    if rng.random() < 0.3:
+        return None
+    values = {}
+    for f in dataclasses.fields(kind):
+        if f.type == "int":
+            values[f.name] = rng.randint(0, 9)
+        elif f.type == "str":
+            values[f.name] = rng.choice(["", "mem0", "settings (top_k=20)"])
+        elif f.type == "bool":
+            values[f.name] = rng.random() < 0.5
+        else:
+            values[f.name] = rng.randint(0, 9) if f.type == "int | None" else _maybe(rng)
+    return kind(**values)
+
+
 def _generated(rng: random.Random) -> Results:
     cost_fields = [f.name for f in dataclasses.fields(CostResult)]
     contestants = [
@@ -118,10 +142,19 @@ def _generated(rng: random.Random) -> Results:
             }
             if rng.random() < 0.5
             else {},
+            judges={"lme_acc": JudgeResult(_maybe(rng), _maybe(rng), rng.randint(0, 9))} if rng.random() < 0.5 else {},
+            savings=_some(rng, SavingsResult),  # type: ignore[arg-type]
+            tools=_some(rng, ToolResult),  # type: ignore[arg-type]
+            latency=_some(rng, LatencyResult),  # type: ignore[arg-type]
+            provider=_some(rng, ProviderResult),  # type: ignore[arg-type]
+            memory=_some(rng, MemoryResult),  # type: ignore[arg-type]
         )
         for i in range(rng.randint(1, 4))
     ]
-    return Results(rng.choice([None, "lme_acc"]), [f"model{rng.randint(0, 3)}"], contestants)
+    source = ResultsSource("a" * 64, "b" * 64, "c" * 64, "default.yaml dated 2026-06-20")
+    return Results(
+        rng.choice([None, "lme_acc"]), [f"model{rng.randint(0, 3)}"], contestants, source, rng.randint(0, 500)
+    )
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -135,14 +168,18 @@ def test_a_file_missing_a_field_is_one_error_naming_it(tmp_path, seed):
     rng = random.Random(seed)
     doc = json.loads(_generated(rng).to_json())
     holders = [doc, *doc["contestants"]]
+    holders += [doc["source"]]
     for c in doc["contestants"]:
-        holders += [c["cost"]] if c["cost"] else []
+        holders += [c[k] for k in ("cost", "savings", "tools", "latency", "provider", "memory") if c[k]]
         holders += list(c["metrics"].values()) + [t for rows in c["by_type"].values() for t in rows]
+        holders += list(c["judges"].values())
     holder = rng.choice(holders)
     key = rng.choice([k for k in holder if k != "schema_version"])
     del holder[key]
     (tmp_path / RESULTS_FILE).write_text(json.dumps(doc))
-    with pytest.raises(ResultsError, match=rf"{RESULTS_FILE}: not a results file of schema version 1 .*{key}"):
+    with pytest.raises(
+        ResultsError, match=rf"{RESULTS_FILE}: not a results file of schema version {SCHEMA_VERSION} .*{key}"
+    ):
         read_results(tmp_path)
 
 
@@ -192,7 +229,9 @@ def test_per_type_figures_are_by_type_csv(tmp_path, seed):
 def test_every_field_is_documented_for_users():
     docs = (Path(__file__).resolve().parents[1] / "docs" / "reporting.md").read_text()
     section = docs.split("## The results file (`results.json`)", 1)[1].split("\n## ", 1)[0]
-    for kind in (Results, ContestantResult, MetricResult, CostResult, TypeResult):
+    kinds = (Results, ContestantResult, MetricResult, CostResult, TypeResult, ResultsSource, JudgeResult)
+    kinds += (SavingsResult, ToolResult, LatencyResult, ProviderResult, MemoryResult)
+    for kind in kinds:
         missing = [
             f.name for f in dataclasses.fields(kind) if f"`{f.name}`" not in section and f".{f.name}`" not in section
         ]
@@ -204,3 +243,16 @@ def test_a_corrupt_file_is_one_error_naming_it(tmp_path, text):
     (tmp_path / RESULTS_FILE).write_text(text)
     with pytest.raises(ResultsError, match=rf"{tmp_path / RESULTS_FILE}: corrupt"):
         read_results(tmp_path)
+
+
+def test_a_file_of_schema_version_1_still_reads(tmp_path):
+    """A file written before version 2: read as it is, the fields it cannot hold empty (load_results then rebuilds
+    it, having no source to check it against: tests/test_results_read.py)."""
+    from tests.report_fixtures import as_version_1
+
+    doc = as_version_1(json.loads(_generated(random.Random(5)).to_json()))
+    (tmp_path / RESULTS_FILE).write_text(json.dumps(doc))
+    old = read_results(tmp_path)
+    assert old.schema_version == 1 and old.source is None and old.questions is None
+    assert all(not c.judges and c.savings is c.tools is c.memory is None for c in old.contestants)
+    assert [c.metrics for c in old.contestants] == [c.metrics for c in _generated(random.Random(5)).contestants]

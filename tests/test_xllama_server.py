@@ -212,7 +212,7 @@ def test_real_xllamacpp_server_answers_and_calls_tools(tmp_path):
 
 def test_the_report_header_names_the_runtime_only_where_the_config_names_one():
     from harness.run_meta import RunMeta
-    from reports.render import _provenance_lines
+    from reports.report_sections import _provenance_lines
 
     def model_line(model: dict) -> str:
         meta = RunMeta.from_json({"model": model, "dataset": {"source": "d"}})
