@@ -733,10 +733,13 @@ class SessionTools:
         terms: set[str],
     ) -> list[floor.FloorHit]:
         """The fill's response as floor entries: each hit (whole where that response shows it whole, else an excerpt
-        as long as the reference's snippet), and every other turn of the searched sessions whose text is in that
-        response (a window's turn, or any text it happens to contain) as a context message of the first entry that
-        holds it."""
+        as long as the reference's snippet); every other turn its windows show whole, as a context message of that
+        entry; and any other turn of the searched sessions whose text it holds (a turn repeated word for word, "Rh8"
+        inside a move list) whose text the floor does not hold already, with the first entry that holds it."""
         cfg = self.config
+        pieces = [
+            [r.get("snippet", "")] + [m.get("content", "") for m in r.get("context") or ()] for r in their_results
+        ]
         blob = floor.shown_text(their_results)
         whole = {
             (s.id, d.event_id): (i, index)
@@ -746,12 +749,21 @@ class SessionTools:
         }
         hit_keys = set(their_keys)
         attached: dict[int, list[tuple[tuple[str, str], int, CaseIndex]]] = {}
-        for key, (i, index) in whole.items():
-            if key in hit_keys:
-                continue
+        for n, r in enumerate(their_results):  # the turns its windows show, where it shows them
+            for m in r.get("context") or ():
+                key = (r["session_id"], m["event_id"])
+                if key in whole and key not in hit_keys and all(key != k for k, _, _ in attached.get(n, [])):
+                    attached.setdefault(n, []).append((key, *whole[key]))
+        done = {k for ks in attached.values() for k, _, _ in ks} | hit_keys
+        held = "\n".join(index.docs[i].text for k, (i, index) in whole.items() if k in done)
+        rest = [(k, i, index) for k, (i, index) in whole.items() if k not in done]
+        for key, i, index in sorted(rest, key=lambda a: -len(a[2].docs[a[1]].text)):
             text = index.docs[i].text
-            at = next((n for n, r in enumerate(their_results) if text in floor.shown_text([r])), 0)
+            if text in held:  # a turn of the same text, or a text inside one, is already there
+                continue
+            at = next((n for n, p in enumerate(pieces) if any(text in x for x in p)), 0)
             attached.setdefault(at, []).append((key, i, index))
+            held += "\n" + text
         out = []
         for n, (r, key) in enumerate(zip(their_results, their_keys)):
             s, index = self._session_by_id(key[0]) or (self.session, self.index)
