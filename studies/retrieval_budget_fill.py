@@ -40,6 +40,14 @@ What the fit data said (docs/measurements/retrieval_budget_fill_fit*.md; each ru
    and design 3 fails the same rule (it did: @5 below on single-session-assistant at 3,000 and 4,000 tokens, run 3).
    Reported beside it, not part of the rule: what the head's room costs against design 3's figures (run 3's file).
    Fold B is then measured once, by the standard command, after the choice.
+   Run 4 (bebef8f; retrieval_budget_floor_fit_1.md): no question lost on any measure at any budget; bm25's own
+   response went out in place of the composed one for 3 of 1,850 calls (the floor too big: turns its response held
+   only by containing their text, a repeated turn or "Rh8" inside a move list, each added whole). Fixed (3d84d59: such
+   a turn joins only where the floor does not hold its text already), run 4b (retrieval_budget_floor_fit.md): none
+   lost, 0 of 1,850. The rule is met: the floor is the design. Its price against run 3, all 370 questions, evidence
+   whole / hit / @5: 0.749 / 0.843 / 0.841 against 0.876 / 0.897 / 0.897 at 500 tokens, 0.819 / 0.868 / 0.859
+   against 0.897 / 0.911 / 0.905 at 1,000; from 2,000 evidence whole and hit within 0.01 of run 3 and @5 0.846-0.876
+   against 0.905 (where bm25's response holds five hits, they are the first five).
 """
 
 from __future__ import annotations
