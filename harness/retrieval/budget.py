@@ -1,9 +1,10 @@
 """The response budget (`SearchConfig.budget_tokens`): a `session_search` response cut to a number of o200k tokens.
 
-The cut is the same for every preset and response shape: the results are taken in order, each whole while the whole
-response still fits; one that does not fit goes out shortened where the preset says how (`shorten`: the compact
-presets excerpt a long text to the reference's 280-character snippet), keeps the `context` messages that fit, and is
-otherwise left out; the later, shorter ones still get their chance.
+The cut of a reference preset's response, and of a compact preset's without `budget_fill` (with one, the response is
+built by harness/retrieval/floor.py over the fill's response, cut here): the results are taken in order, each whole
+while the whole response still fits; one that does not fit goes out shortened where the preset says how (`shorten`:
+the compact presets excerpt a long text to the reference's 280-character snippet), keeps the `context` messages that
+fit, and is otherwise left out; the later, shorter ones still get their chance.
 """
 
 from __future__ import annotations

@@ -709,19 +709,27 @@ class SessionTools:
             o200k_counter().count,
         )
         turns = [e.content.strip() for s, _ in searched for e in s.events]
-        why = "the floor does not fit" if composed is None else None
-        if composed is not None:
+        if composed is None:
+            why: str | None = "the floor does not fit"
+        else:
             why = floor.holds(composed.results, composed.keys, their_results, their_keys, turns)
         their_cut = theirs.trace.get("budget") or {}
         trace["budget"] = {
             "tokens": cfg.budget_tokens,
-            "fill": len(their_results) if composed is None or why else composed.floor_entries,
-            "entries_left_out": their_cut.get("entries_left_out", 0) + (len(own) if why else composed.own_left_out),
+            "entries_left_out": their_cut.get("entries_left_out", 0),
             "messages_left_out": their_cut.get("messages_left_out", 0),
             "fill_response_instead": why,
         }
-        if why is not None:  # the fill's own response: at or above it by being it
+        if composed is None or why is not None:  # the fill's own response: at or above it by being it
+            trace["budget"] |= {
+                "fill": len(their_results),
+                "entries_left_out": trace["budget"]["entries_left_out"] + len(own),
+            }
             return [found[k] for k in dict.fromkeys(their_keys)], their_results
+        trace["budget"] |= {
+            "fill": composed.floor_entries,
+            "entries_left_out": trace["budget"]["entries_left_out"] + composed.own_left_out,
+        }
         by_key = {(h.session.id, h.index.docs[h.doc].event_id): h for h in hits} | found
         return [by_key[k] for k in dict.fromkeys(composed.keys)], composed.results
 
