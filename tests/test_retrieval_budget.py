@@ -1,9 +1,10 @@
 """Issue 40: the response budget (`SearchConfig.budget_tokens`, o200k tokens) of every preset, the compact presets'
 fill of it with bm25's response (`budget_fill`), and `retrieval-eval` at a list of budgets paired against bm25.
 
-The guarantee probed on seeded generated turn sets: with a budget, the default's response starts with its response
-without one, byte for byte; the rest is bm25's response in bm25's order; and where the budget holds the default's
-whole response, every turn bm25's response holds whole at that budget and every hit of it are in the default's."""
+Probed on seeded generated turn sets: every preset within its budget; without a budget the preset's own response;
+with one, the compact presets' own entries byte for byte where the budget holds them beside bm25's response, and
+bm25's best hit wherever bm25's own response at that budget holds it. That the compact presets are at or above bm25 at
+every budget for any gold turns is tests/test_retrieval_dominance.py."""
 
 from __future__ import annotations
 
@@ -37,15 +38,6 @@ def _search(name: str, turns, query: str, **settings):
     return tools.call("session_search", {"query": query})
 
 
-def _whole(out, turns) -> set[int]:
-    """The turns whose text is whole in the response (the evaluation's test: in a snippet or a context message)."""
-    body = json.loads(out.content)
-    texts = [r.get("snippet", "") for r in body["results"]]
-    texts += [m["content"] for r in body["results"] for m in r.get("context") or ()]
-    blob = "\n".join(texts)
-    return {i for i, (_, _, text) in enumerate(turns) if text in blob}
-
-
 def _hits(out) -> list[str]:
     return list(dict.fromkeys(r["event_id"] for r in json.loads(out.content)["results"]))
 
@@ -70,52 +62,31 @@ def test_every_preset_keeps_its_response_within_the_budget(seed):
 
 
 @pytest.mark.parametrize("seed", range(10))
-def test_a_budget_keeps_the_presets_own_response_first_byte_for_byte(seed):
+def test_a_budget_that_holds_the_presets_response_beside_bm25s_holds_each_own_entry_byte_for_byte(seed):
     _, turns, query = _turn_set(seed)
     for name in COMPACT:
         plain = _search(name, turns, query)
         assert "budget" not in plain.trace  # without a budget the response is the preset's own, as before
-        head = json.loads(plain.content)["results"]
-        size = o200k_counter().count(plain.content)
-        # room for the head and for bm25's best hit in 280 characters (its entry is held first)
-        for budget in (size + 200, size + 1000, 100_000):
-            cut = json.loads(_search(name, turns, query, budget_tokens=budget).content)["results"]
-            assert [go_json(r) for r in cut[: len(head)]] == [go_json(r) for r in head], budget
-
-
-def _subsequence(xs: list[str], ys: list[str]) -> bool:
-    it = iter(ys)
-    return all(x in it for x in xs)
+        head = [go_json(r) for r in json.loads(plain.content)["results"]]
+        size = o200k_counter().count(plain.content) + o200k_counter().count(_search("bm25", turns, query).content)
+        for budget in (size, size + 1000, 100_000):  # its own response and bm25's whole (the floor is smaller)
+            out = _search(name, turns, query, budget_tokens=budget)
+            cut = [go_json(r) for r in json.loads(out.content)["results"]]
+            assert out.trace["budget"]["entries_left_out"] == 0, budget
+            positions = [cut.index(r) for r in head]
+            assert positions == sorted(positions), budget  # each whole, in its order
 
 
 @pytest.mark.parametrize("seed", range(16))
-def test_where_the_budget_holds_the_default_whole_it_holds_all_bm25_holds(seed):
-    _, turns, query = _turn_set(seed)
-    head = _hits(_search("default", turns, query))
-    bm25_order = _hits(_search("bm25", turns, query))
-    held_whole = 0
-    for budget in (100, 300, 800, 1500, 3000, 6000, 100_000):
-        mine, theirs = (
-            _search("default", turns, query, budget_tokens=budget),
-            _search("bm25", turns, query, budget_tokens=budget),
-        )
-        # what the default keeps is its head, then bm25's hits, each in its own order
-        assert _subsequence(_hits(mine), head + bm25_order), budget
-        cut = mine.trace["budget"]
-        if cut["entries_left_out"] or cut["messages_left_out"]:
-            continue
-        held_whole += 1
-        assert _whole(theirs, turns) <= _whole(mine, turns), budget
-        assert set(_hits(theirs)) <= set(_hits(mine)), budget
-    assert held_whole  # 100,000 tokens hold it: the guarantee was checked on every turn set
-
-
-@pytest.mark.parametrize("seed", range(16))
-def test_bm25s_best_hit_is_in_the_defaults_response_at_every_budget_that_holds_a_snippet(seed):
+def test_bm25s_best_hit_is_in_the_defaults_response_at_every_budget_where_bm25s_response_holds_it(seed):
     _, turns, query = _turn_set(seed)
     best = _hits(_search("bm25", turns, query))[0]
+    held = 0
     for budget in (200, 300, 500, 800, 1500, 3000):
-        assert best in _hits(_search("default", turns, query, budget_tokens=budget)), budget
+        if best in _hits(_search("bm25", turns, query, budget_tokens=budget)):
+            held += 1
+            assert best in _hits(_search("default", turns, query, budget_tokens=budget)), budget
+    assert held  # 3,000 tokens hold it
 
 
 def test_the_fill_shows_no_turn_twice_and_a_head_excerpt_whole():

@@ -1,9 +1,10 @@
 """The response budget (`SearchConfig.budget_tokens`): a `session_search` response cut to a number of o200k tokens.
 
-The cut is the same for every preset and response shape: the results are taken in order, each whole while the whole
-response still fits; one that does not fit goes out shortened where the preset says how (`shorten`: the compact
-presets excerpt a long text to the reference's 280-character snippet), keeps the `context` messages that fit, and is
-otherwise left out; the later, shorter ones still get their chance.
+The cut of a reference preset's response, and of a compact preset's without `budget_fill` (with one, the response is
+built by harness/retrieval/floor.py over the fill's response, cut here): the results are taken in order, each whole
+while the whole response still fits; one that does not fit goes out shortened where the preset says how (`shorten`:
+the compact presets excerpt a long text to the reference's 280-character snippet), keeps the `context` messages that
+fit, and is otherwise left out; the later, shorter ones still get their chance.
 """
 
 from __future__ import annotations
@@ -38,31 +39,18 @@ def fit(
     budget: int,
     count: Callable[[str], int],
     shorten: Callable[[Entry], Entry | None] | None = None,
-    pinned: int | None = None,
 ) -> Fitted:
     """`results` kept in order while `body(kept)` (the whole response) stays within `budget` tokens (`count`); an
     entry whose own text does not fit is kept as `shorten` gives it (None: it cannot be shortened) when that fits.
-    `pinned`: the position of an entry the budget holds first, in its shortest form (its place in the order is kept,
-    and at its turn it gets what is left as any other): it is in the response whenever the budget holds it at all.
 
     Each entry and context message is sized alone (its JSON and the comma before it); the sum is then checked on the
-    whole response and, while it is over (token merges across the joins), the last kept message or entry goes (the
-    pinned one last of all).
+    whole response and, while it is over (token merges across the joins), the last kept message or entry goes.
     """
     left = budget - _size(body([]), count)
-    reserved = 0
-    if pinned is not None:
-        bare = {k: v for k, v in results[pinned].items() if k != "context"}
-        shortest = (shorten(bare) if shorten is not None else None) or bare
-        reserved = _size(shortest, count) + 1
-        reserved = reserved if reserved <= left else 0
-        left -= reserved
     kept: list[Entry] = []
     positions: list[int] = []
     entries_out = messages_out = 0
     for pos, entry in enumerate(results):
-        if pos == pinned:
-            left += reserved
         context = entry.get("context") or []
         bare = {k: v for k, v in entry.items() if k != "context"}
         cost = _size(bare, count) + 1
@@ -88,8 +76,6 @@ def fit(
         positions.append(pos)
     while kept and _size(body(kept), count) > budget:
         i = len(kept) - 1
-        if positions[i] == pinned and not kept[i].get("context") and i > 0:
-            i -= 1  # the pinned entry goes last of all
         if kept[i].get("context"):
             kept[i]["context"] = kept[i]["context"][:-1]
             if not kept[i]["context"]:

@@ -101,9 +101,9 @@ class SearchConfig:
     # whole JSON stays within it (an entry that does not fit is left out, keeping the context messages that fit; a
     # later, shorter one still gets its chance). None: the preset's own response, unbounded (every shipped preset).
     budget_tokens: int | None = _default("budget_tokens", minimum=50)
-    # compact, with `budget_tokens`: what fills the budget left after this preset's own hits: the response this preset
-    # of configs/retrieval/ gives to the same call (its ranking over this index, in its default mode, with its windows),
-    # turn by turn in its order, each whole, none shown twice (docs/retrieval.md "The response budget"). None: no fill.
+    # compact, with `budget_tokens`: the preset of configs/retrieval/ whose response to the same call at the same budget
+    # (its ranking over this index, in its default mode) is held whole, its hits first; this preset's own hits get the
+    # rest (harness/retrieval/floor.py, docs/retrieval.md "The response budget"). None: this preset's response, cut.
     budget_fill: str | None = _default("budget_fill")
 
     def __post_init__(self) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.retrieval.floor import shown_text
 from harness.retrieval.tools import SessionTools
 from harness.session.boundary import SummaryBoundary
 from harness.session.events import Event, Session
@@ -97,14 +98,9 @@ def evidence_in_response(content: str, events: Sequence[Event]) -> tuple[bool, b
     except json.JSONDecodeError:
         return False, False
     relevant = {e.id: e.content.strip() for e in events if e.has_answer}
-    texts: list[str] = []
-    hit_ids: set[str] = set()
-    for r in body.get("results", []):
-        hit_ids.add(r.get("event_id"))
-        texts.append(r.get("snippet", ""))
-        for m in r.get("context") or ():
-            texts.append(m.get("content", ""))
-    blob = "\n".join(t for t in texts if t)
+    results = body.get("results", [])
+    hit_ids = {r.get("event_id") for r in results}
+    blob = shown_text(results)  # the text the budgeted compact response is built to hold (floor.holds)
     full = any(t and t in blob for t in relevant.values())
     return full, bool(hit_ids & set(relevant))
 
@@ -134,7 +130,9 @@ def evidence_tokens(content: str, events: Sequence[Event], counter) -> int | Non
 def at_budget(tools, events: Sequence[Event], question: str, counter=None) -> dict[str, Any]:
     """The model-like response of `tools` (built with a `budget_tokens`): its tokens, an evidence turn whole in it
     (`evidence`), an evidence turn among its hits (`hit`: recall over every hit the budget holds) and among its first
-    five hits (`turn_recall_any@5`), and whether the budget held the whole response (`complete`: nothing left out)."""
+    five hits (`turn_recall_any@5`), whether the budget held the whole response (`complete`: nothing left out), and
+    whether a compact preset's fill response went out in place of its own composition (`fill_instead`:
+    harness/retrieval/floor.py)."""
     out = tools.call("session_search", json.dumps({"query": question, "scope": "current_hidden"}))
     whole, hit = evidence_in_response(out.content, events)
     ranked = list(dict.fromkeys(h["event_id"] for h in out.trace.get("hits", [])))
@@ -145,6 +143,7 @@ def at_budget(tools, events: Sequence[Event], question: str, counter=None) -> di
         "hit": hit,
         "turn_recall_any@5": recall_any(ranked, {e.id for e in events if e.has_answer}, 5),
         "complete": not cut.get("entries_left_out") and not cut.get("messages_left_out"),
+        "fill_instead": bool(cut.get("fill_response_instead")),
     }
 
 

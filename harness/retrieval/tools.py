@@ -10,7 +10,9 @@ arguments becomes either a recorded adjustment or an error tool message.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.retrieval import budget, render
+from harness.retrieval import budget, floor, render
 from harness.retrieval import reference as ref
 from harness.retrieval import text as tx
 from harness.retrieval.args import ArgumentError, Coercer, parse_arguments
@@ -504,20 +506,14 @@ class SessionTools:
         min_score: float,
         trace,
     ) -> tuple[list[_Hit], list[dict[str, Any]]]:
-        """`budget_tokens`: this preset's results, then (compact, `budget_fill`) the fill preset's response to the same
-        call, cut to the budget (harness/retrieval/budget.py). Returns the hits of the kept entries (each once, in
-        order) and the kept entries."""
+        """`budget_tokens`: a compact preset with a `budget_fill` answers with everything the fill preset's response
+        holds at this budget and its own hits in what is left (harness/retrieval/floor.py); any other, its results cut
+        to the budget (harness/retrieval/budget.py). Returns the hits of the kept entries (each once, in order) and the
+        kept entries."""
         cfg = self.config
         assert cfg.budget_tokens is not None
-        owners, entries = list(hits), list(results)
-        pinned = None
         if cfg.response_style == "compact" and cfg.budget_fill is not None:
-            best, filled = self._fill(hits, results, query, scope, top_k, min_score)
-            for h, entry in filled:
-                owners.append(h)
-                entries.append(entry)
-            # the fill's best hit is held first: the entry that shows it (this preset's own, else the fill's)
-            pinned = next((p for p, h in enumerate(owners) if (h.session.id, h.doc) == best), None)
+            return self._over_floor(hits, results, query, scope, top_k, min_score, trace)
         shorten = None
         if cfg.response_style == "compact":
             terms = set(analyze(query, self.index.keyword.stopwords))
@@ -532,81 +528,166 @@ class SessionTools:
 
         fitted = budget.fit(
             lambda rs: {"query": query, "scope": scope, "results": rs, "count": len(rs)},
-            entries,
+            results,
             cfg.budget_tokens,
             o200k_counter().count,
             shorten,
-            pinned,
         )
         trace["budget"] = {
             "tokens": cfg.budget_tokens,
-            "fill": len(entries) - len(results),
             "entries_left_out": fitted.entries_left_out,
             "messages_left_out": fitted.messages_left_out,
         }
         kept: dict[tuple[str, int], _Hit] = {}
         for p in fitted.positions:
-            h = owners[p]
+            h = hits[p]
             kept.setdefault((h.session.id, h.doc), h)
         return list(kept.values()), fitted.results
 
     @cached_property
     def _fill_tools(self) -> SessionTools:
-        """The `budget_fill` preset's tools over this session and index (its ranking, not its budget)."""
+        """The `budget_fill` preset's tools over this session and index, at this preset's budget."""
         assert self.config.budget_fill is not None
-        fill = preset(self.config.budget_fill)
+        fill = dataclasses.replace(preset(self.config.budget_fill), budget_tokens=self.config.budget_tokens)
         return SessionTools(self.session, self.index, boundary=self.boundary, config=fill, others=self.others)
 
-    def _fill(
-        self, hits: list[_Hit], results: list[dict[str, Any]], query: str, scope: str, top_k: int, min_score: float
-    ) -> tuple[tuple[str, int] | None, list[tuple[_Hit, dict[str, Any]]]]:
-        """(the fill preset's best hit, its response to the same call as compact entries, in its order): each of its
-        hits, with the turns of its window where it gives one (`expand_top`, `window`) as `context`. A turn already
-        shown whole is not repeated: a hit already shown whole goes out without its text (its window's new turns still
-        come), and an entry that would add nothing (a hit of this response, nothing new) is left out."""
+    def _over_floor(
+        self,
+        hits: list[_Hit],
+        results: list[dict[str, Any]],
+        query: str,
+        scope: str,
+        top_k: int,
+        min_score: float,
+        trace,
+    ) -> tuple[list[_Hit], list[dict[str, Any]]]:
+        """The fill preset's response to the same call at this budget (R), made the floor: each of its hits an entry,
+        every turn whose text R holds shown whole in it; this preset's own entries in what is left
+        (floor.compose). Checked against R (floor.holds); where the floor does not fit or the check fails, R itself
+        goes out."""
+        cfg = self.config
         tools = self._fill_tools
-        fill = tools.config
-        ranked = tools._run_scope(scope, query, top_k, min_score, fill.default_mode, {})
-
-        def key(h: _Hit, doc: int) -> tuple[str, str]:
-            return h.session.id, h.index.docs[doc].event_id
-
-        shown_hits = {key(h, h.doc) for h in hits}
-        whole: set[tuple[str, str]] = set()
-        for h, result in zip(hits, results):
-            if result.get("snippet") == h.index.docs[h.doc].text:
-                whole.add(key(h, h.doc))
-            for m in result.get("context") or ():
-                doc = h.index.by_id.get(m["event_id"])
-                if doc is not None and m["content"] == h.index.docs[doc].text:
-                    whole.add(key(h, doc))
-        out: list[tuple[_Hit, dict[str, Any]]] = []
-        for rank, h in enumerate(ranked):
-            expand = fill.response_style == "reference" and rank < fill.expand_top
-            turns = (render.window(h.index, h.doc, fill.window, fill.window) if expand else None) or [h.doc]
-            new = [i for i in turns if i != h.doc and key(h, i) not in whole]
-            own = key(h, h.doc) not in whole
-            if not own and not new and key(h, h.doc) in shown_hits:
-                continue
+        arguments = {"query": query, "scope": scope, "top_k": top_k, "min_score": min_score}
+        theirs = tools.call(ref.SEARCH_TOOL, {**arguments, "search_mode": tools.config.default_mode})
+        if not theirs.ok:
+            raise RuntimeError(f"budget_fill={cfg.budget_fill!r}: {theirs.error}")
+        their_results = json.loads(theirs.content)["results"]
+        found = {}
+        for h in theirs.trace["hits"]:
+            target = self._session_by_id(h["session_id"])
+            assert target is not None  # the fill searched these sessions
+            s, index = target
+            found[(s.id, h["event_id"])] = _Hit(s, index, index.by_id[h["event_id"]], h["score"], h["source"])
+        their_keys = [(r["session_id"], r["event_id"]) for r in their_results]
+        searched = [(self.session, self.index)] + (self.others if scope in ("other_sessions", "all_sessions") else [])
+        terms = set(analyze(query, self.index.keyword.stopwords))
+        floor_hits = self._floor(their_results, their_keys, searched, terms)
+        own = []
+        for h, r in zip(hits, results):
             d = h.index.docs[h.doc]
-            entry: dict[str, Any] = {"event_id": d.event_id, "role": d.role, "score": round(float(h.score), 4)}
-            if own:
-                entry["snippet"] = d.text
-            if h.session.id != self.session.id:
-                entry["session_id"] = h.session.id
-            if new:
-                entry["context"] = [
-                    {
-                        "event_id": h.index.docs[i].event_id,
-                        "role": h.index.docs[i].role,
-                        "content": h.index.docs[i].text,
-                    }
-                    for i in new
-                ]
-            whole |= {key(h, i) for i in [h.doc, *new]}
-            shown_hits.add(key(h, h.doc))
-            out.append((h, entry))
-        return ((ranked[0].session.id, ranked[0].doc) if ranked else None), out
+            whole = {(h.session.id, d.event_id)} if r.get("snippet") == d.text else set()
+            for m in r.get("context") or ():
+                i = h.index.by_id.get(m["event_id"])
+                if i is not None and m["content"] == h.index.docs[i].text:
+                    whole.add((h.session.id, m["event_id"]))
+            text = r.get("snippet") or ""
+            short = (
+                {k: v for k, v in r.items() if k != "context"} | {"snippet": tx.excerpt(text, terms, cfg.snippet_chars)}
+                if len(text) > cfg.snippet_chars
+                else None
+            )
+            own.append(floor.Own((h.session.id, d.event_id), r, frozenset(whole), short))
+        composed = floor.compose(
+            lambda rs: {"query": query, "scope": scope, "results": rs, "count": len(rs)},
+            own,
+            floor_hits,
+            cfg.budget_tokens or 0,
+            o200k_counter().count,
+        )
+        turns = [e.content.strip() for s, _ in searched for e in s.events]
+        if composed is None:
+            why: str | None = "the floor does not fit"
+        else:
+            why = floor.holds(composed.results, composed.keys, their_results, their_keys, turns)
+        their_cut = theirs.trace.get("budget") or {}
+        trace["budget"] = {
+            "tokens": cfg.budget_tokens,
+            "entries_left_out": their_cut.get("entries_left_out", 0),
+            "messages_left_out": their_cut.get("messages_left_out", 0),
+            "fill_response_instead": why,
+        }
+        if composed is None or why is not None:  # the fill's own response: at or above it by being it
+            trace["budget"] |= {
+                "fill": len(their_results),
+                "entries_left_out": trace["budget"]["entries_left_out"] + len(own),
+            }
+            return [found[k] for k in dict.fromkeys(their_keys)], their_results
+        trace["budget"] |= {
+            "fill": composed.floor_entries,
+            "entries_left_out": trace["budget"]["entries_left_out"] + composed.own_left_out,
+        }
+        by_key = {(h.session.id, h.index.docs[h.doc].event_id): h for h in hits} | found
+        return [by_key[k] for k in dict.fromkeys(composed.keys)], composed.results
+
+    def _floor(
+        self,
+        their_results: list[dict[str, Any]],
+        their_keys: list[tuple[str, str]],
+        searched: list[tuple[Session, CaseIndex]],
+        terms: set[str],
+    ) -> list[floor.FloorHit]:
+        """The fill's response as floor entries: each hit (whole where that response shows it whole, else an excerpt
+        as long as the reference's snippet); every other turn its windows show whole, as a context message of that
+        entry; and any other turn of the searched sessions whose text it holds (a turn repeated word for word, "Rh8"
+        inside a move list) whose text the floor does not hold already, with the first entry that holds it."""
+        cfg = self.config
+        pieces = [
+            [r.get("snippet", "")] + [m.get("content", "") for m in r.get("context") or ()] for r in their_results
+        ]
+        blob = floor.shown_text(their_results)
+        whole = {
+            (s.id, d.event_id): (i, index)
+            for s, index in searched
+            for i, d in enumerate(index.docs)
+            if d.text and d.text in blob
+        }
+        hit_keys = set(their_keys)
+        attached: dict[int, list[tuple[tuple[str, str], int, CaseIndex]]] = {}
+        for n, r in enumerate(their_results):  # the turns its windows show, where it shows them
+            for m in r.get("context") or ():
+                key = (r["session_id"], m["event_id"])
+                if key in whole and key not in hit_keys and all(key != k for k, _, _ in attached.get(n, [])):
+                    attached.setdefault(n, []).append((key, *whole[key]))
+        done = {k for ks in attached.values() for k, _, _ in ks} | hit_keys
+        held = "\n".join(index.docs[i].text for k, (i, index) in whole.items() if k in done)
+        rest = [(k, i, index) for k, (i, index) in whole.items() if k not in done]
+        for key, i, index in sorted(rest, key=lambda a: -len(a[2].docs[a[1]].text)):
+            text = index.docs[i].text
+            if text in held:  # a turn of the same text, or a text inside one, is already there
+                continue
+            at = next((n for n, p in enumerate(pieces) if any(text in x for x in p)), 0)
+            attached.setdefault(at, []).append((key, i, index))
+            held += "\n" + text
+        out = []
+        for n, (r, key) in enumerate(zip(their_results, their_keys)):
+            s, index = self._session_by_id(key[0]) or (self.session, self.index)
+            d = index.docs[index.by_id[key[1]]]
+            shown = key in whole
+            context = tuple(
+                floor.Message(k, {"event_id": ix.docs[i].event_id, "role": ix.docs[i].role, "content": ix.docs[i].text})
+                for k, i, ix in sorted(attached.get(n, []), key=lambda a: a[1])
+            )
+            out.append(
+                floor.FloorHit(
+                    key,
+                    {"event_id": d.event_id, "role": d.role, "score": round(float(r["score"]), 4)},
+                    None if s.id == self.session.id else s.id,
+                    d.text if shown else None,
+                    None if shown else tx.excerpt(d.text, terms, cfg.snippet_chars),
+                    context,
+                )
+            )
+        return out
 
     def _conversation_window(self, hit: _Hit, w: int) -> list[int]:
         """`recall_window`: the indexed turns within ±w of `hit` (render.window) that belong to its conversation
