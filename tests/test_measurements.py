@@ -31,7 +31,7 @@ def test_the_docs_this_change_converted_show_generated_tables():
     }
     assert {"main_job/summary", "main_job_tokens/calls"} <= blocks["docs/quickstart.md"]
     assert {"performance/targets", "performance/overhead", "performance/concurrency"} <= blocks["docs/PERFORMANCE.md"]
-    assert "retrieval_budgets_proxy_foldB/budgets" in blocks["docs/retrieval.md"]
+    assert "retrieval_budgets_floor_proxy_foldB/budgets" in blocks["docs/retrieval.md"]
     assert "retrieval_not_adopted/mechanisms" in blocks["docs/design/retrieval.md"]
 
 
