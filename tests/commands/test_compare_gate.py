@@ -7,14 +7,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-from report_fixtures import meta, standard_run, write_run
 
 from commands.cli import main
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, completion
 from reports.compare import compare_runs, expand_run_dirs, load_runs
 from reports.gate import Check, GateError, evaluate, load_baseline
-from tests.fake_run import fake_endpoint_args
+from tests.support.fake_run import fake_endpoint_args
+from tests.support.paths import REPO
+from tests.support.report_fixtures import meta, standard_run, write_run
 
 # --- compare ---------------------------------------------------------------------------------------------------
 
@@ -199,7 +200,7 @@ def test_gate_missing_metric_fails_and_bad_baselines_are_errors(tmp_path, capsys
 
 
 def test_committed_ci_baseline_is_valid():
-    base = Path(__file__).resolve().parents[1] / "baselines" / "ci_smollm2.yaml"
+    base = REPO / "baselines" / "ci_smollm2.yaml"
     raw, checks = load_baseline(base)
     assert raw["command"].startswith("lme-harness run") and "+experiment=ci_gate" in raw["command"]
     gate_run = yaml.safe_load((base.parents[1] / "configs" / "experiment" / "ci_gate.yaml").read_text())

@@ -5,7 +5,7 @@ import json
 from commands.cli import main
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, completion
-from tests.report_fixtures import rec, write_run
+from tests.support.report_fixtures import rec, write_run
 
 
 def judge(req):

@@ -13,13 +13,13 @@ import json
 import numpy as np
 import pytest
 from omegaconf import OmegaConf
-from turn_sessions import generated_turns, turn_tools
 
 from harness.golang import go_json
 from harness.retrieval.config import SearchConfig, preset, preset_node
 from harness.retrieval.embedders import HashingEmbedder
 from harness.retrieval.retriever import Retriever
 from harness.session.tokens import o200k_counter
+from tests.support.turn_sessions import generated_turns, turn_tools
 
 PRESETS = ("bm25", "hybrid", "trpc_parity", "default", "speaker_neutral")
 COMPACT = ("default", "speaker_neutral")

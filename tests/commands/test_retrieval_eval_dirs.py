@@ -8,7 +8,7 @@ from pathlib import Path
 from commands.cli import main
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
-from tests.test_secrets_construction import base
+from tests.integration.test_secrets_construction import base
 
 EVAL = "+retrieval_eval.presets=[bm25]"
 

@@ -67,7 +67,7 @@ def test_evidence_tokens_is_the_response_prefix_that_holds_the_evidence_whole():
 
 
 def _write_two_cases(write_dataset):
-    from conftest import make_row
+    from tests.support.dataset_rows import make_row
 
     filler = [{"role": "user", "content": f"Tell me about topic {i} please, at length."} for i in range(6)]
     fact = [[*filler[:3], {"role": "user", "content": "I went to Paris last May.", "has_answer": True}], filler[3:]]

@@ -172,9 +172,8 @@ def test_summarize_by_type_groups_cases_and_names_a_missing_type():
 
 
 def test_retrieval_eval_writes_per_type_figures(tmp_path, write_dataset):
-    from conftest import make_row
-
     from commands.retrieval_eval import run_retrieval_eval
+    from tests.support.dataset_rows import make_row
 
     filler = [{"role": "user", "content": f"Tell me about topic {i} please."} for i in range(6)]
     user_fact = [

@@ -7,7 +7,7 @@ from commands.cli import main
 from harness.data.longmemeval import DataError, parse_shard, shard_cases
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
-from tests.test_crash_resume import MODES, N_CASES, answer, args, dataset, stable_records
+from tests.system.test_crash_resume import MODES, N_CASES, answer, args, dataset, stable_records
 
 
 def test_shards_are_disjoint_and_together_the_whole_selection():

@@ -15,9 +15,9 @@ from harness.progress import Ticker, duration, step
 from harness.testing.fake_openai import FakeOpenAIServer, Reply
 from harness.testing.faults import FakeModel
 from runners.progress_line import PairProgress
-from tests.test_crash_resume import MODES, N_CASES, answer
-from tests.test_crash_resume import args as endpoint_args
-from tests.test_crash_resume import dataset as tagged_dataset
+from tests.system.test_crash_resume import MODES, N_CASES, answer
+from tests.system.test_crash_resume import args as endpoint_args
+from tests.system.test_crash_resume import dataset as tagged_dataset
 
 
 class Clock:

@@ -4,10 +4,8 @@ writers build it, readers use its attributes, and records.jsonl written by earli
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from report_fixtures import rec, summary_block
 
 from harness.records import (
     SCHEMA_VERSION,
@@ -19,8 +17,10 @@ from harness.records import (
     load_records,
     read_records,
 )
+from tests.support.paths import FIXTURES
+from tests.support.report_fixtures import rec, summary_block
 
-LEGACY = Path(__file__).parent / "fixtures" / "records_legacy.jsonl"
+LEGACY = FIXTURES / "records_legacy.jsonl"
 
 
 def test_todays_records_round_trip_byte_for_byte(tmp_path):

@@ -19,7 +19,8 @@ from harness.run_meta import (
 )
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
-from tests.test_bad_inputs import run
+from tests.integration.test_bad_inputs import run
+from tests.support.paths import REPO
 
 # run.json as releases before the invocation history, the host and the metric declarations wrote it
 OLD_SHAPE = {
@@ -118,9 +119,8 @@ def test_no_module_but_run_meta_opens_run_json_by_name():
     """Readers and writers go through harness/run_meta.py: no other package module names the file (a path built
     with "run.json" is where string keys would be read again)."""
     import ast
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = REPO
     named = []
     for package in ("harness", "runners", "commands", "reports"):
         for path in sorted((root / package).rglob("*.py")):

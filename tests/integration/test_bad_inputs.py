@@ -13,7 +13,7 @@ import pytest
 from commands.cli import main
 from harness.testing.fake_openai import FakeOpenAIServer, Reply
 from harness.testing.faults import FakeModel
-from tests.conftest import make_row
+from tests.support.dataset_rows import make_row
 
 HYDRA_OWN = {".hydra", "cli.log"}
 

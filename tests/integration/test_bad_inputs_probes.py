@@ -13,9 +13,9 @@ from harness.llm.client import LLMClient
 from harness.testing.fake_openai import FakeOpenAIServer, Reply, completion, scripted
 from harness.testing.faults import FakeModel
 from reports.render import build_report
-from tests.conftest import make_row
-from tests.report_fixtures import meta, rec, standard_run, write_run
-from tests.test_bad_inputs import left_behind, one_error_line, run
+from tests.integration.test_bad_inputs import left_behind, one_error_line, run
+from tests.support.dataset_rows import make_row
+from tests.support.report_fixtures import meta, rec, standard_run, write_run
 
 LME_DATE = "2023/05/20 (Sat) 02:21"
 

@@ -13,8 +13,8 @@ from harness.session.tokens import ApproxCounter
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
 from reports import html as H
-from tests.test_bad_inputs import run
-from tests.test_summary_engine import ScriptedModel, ev
+from tests.harness.session.test_summary_engine import ScriptedModel, ev
+from tests.integration.test_bad_inputs import run
 
 
 class WorkCounter(ApproxCounter):

@@ -26,7 +26,8 @@ from harness.testing.faults import (
     FaultMix,
     request_identity,
 )
-from tests.conftest import RERUN_VOLATILE, without_keys
+from tests.support.paths import REPO
+from tests.support.rerun import RERUN_VOLATILE, without_keys
 
 MODES = ("long_context", "summary", "summary_ondemand")
 MAX_RETRIES = 2
@@ -329,7 +330,7 @@ def test_the_shared_embedder_is_safe_under_concurrent_cases():
 
     from runners.replay import SerializedEmbedder
 
-    cfg = OmegaConf.load(Path(__file__).resolve().parents[1] / "configs" / "retrieval" / "default.yaml")
+    cfg = OmegaConf.load(REPO / "configs" / "retrieval" / "default.yaml")
     emb = SerializedEmbedder(instantiate(cfg.embedder))
     texts = [f"message {i} about the user's trip to Paris and their dog " * 8 for i in range(100)]
     with ThreadPoolExecutor(8) as pool:

@@ -7,7 +7,6 @@ Offline and fast: the fixture is recorded here from a scripted loopback "model" 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import yaml
@@ -16,8 +15,9 @@ from commands.cli import main
 from commands.replay_gate import replay_main
 from harness.llm.fixture import FixtureError, ResponseFixture, request_key
 from harness.testing.fake_openai import FakeOpenAIServer, completion
+from tests.support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 ARGS = ["+experiment=ci_gate"]  # the gate's run as `make gate` runs it (configs/experiment/ci_gate.yaml)
 
 

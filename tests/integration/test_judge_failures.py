@@ -8,8 +8,8 @@ from commands.cli import main
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, Reply, completion
 from harness.testing.faults import FakeModel, request_kind
-from tests.report_fixtures import rec, write_run
-from tests.test_crash_resume import MODES, N_CASES, answer, args, dataset
+from tests.support.report_fixtures import rec, write_run
+from tests.system.test_crash_resume import MODES, N_CASES, answer, args, dataset
 
 
 class JudgeSwitch:

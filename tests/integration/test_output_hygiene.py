@@ -7,7 +7,7 @@ from commands.cli import main
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, Reply
 from harness.testing.faults import FakeModel, request_kind
-from tests.conftest import make_row
+from tests.support.dataset_rows import make_row
 
 FORMULA_LEAD = ("=", "+", "-", "@", "\t", "\r")
 

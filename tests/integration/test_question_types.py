@@ -180,7 +180,7 @@ def test_a_single_type_run_has_no_per_type_section(tmp_path):
     from reports.aggregate import read_run
     from reports.by_type import type_scoreboard, type_table
     from reports.render import build_report
-    from tests.report_fixtures import standard_run
+    from tests.support.report_fixtures import standard_run
 
     run_dir = standard_run(tmp_path / "r")
     frame = read_run(run_dir).frame
@@ -192,7 +192,7 @@ def test_a_single_type_run_has_no_per_type_section(tmp_path):
 
 def test_compare_pairs_per_question_type_only_when_several_types(tmp_path):
     from reports.compare import compare_runs, load_runs, pair_markdown
-    from tests.report_fixtures import meta, rec, write_run
+    from tests.support.report_fixtures import meta, rec, write_run
 
     def run(name, em):
         recs = [

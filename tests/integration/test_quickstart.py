@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 from commands.cli import CONFIG_DIR
 from harness.data.longmemeval import history_chars
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO
 
 
 def _cfg(*overrides: str):

@@ -21,7 +21,7 @@ from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
 from runners.fingerprint import fingerprint
-from tests.test_crash_resume import answer, args, dataset
+from tests.system.test_crash_resume import answer, args, dataset
 
 VOLATILE = {"cli.log", "run.lock"}  # the log gets every attempt's lines; the lock file goes with its holder
 JUDGES = {"trpc": "TrpcJudge", "longmemeval": "LongMemEvalJudge"}

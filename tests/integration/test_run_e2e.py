@@ -8,8 +8,8 @@ import pytest
 from commands.cli import main
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, Reply, completion
-from tests.conftest import CACHED_RERUN_VOLATILE, without_keys
-from tests.fake_run import fake_endpoint_args
+from tests.support.fake_run import fake_endpoint_args
+from tests.support.rerun import CACHED_RERUN_VOLATILE, without_keys
 
 MODES = ("long_context", "summary", "summary_ondemand")
 

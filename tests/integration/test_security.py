@@ -8,7 +8,7 @@ from commands.cli import main
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, Reply, completion
 from harness.testing.faults import FakeModel, request_kind
-from tests.conftest import make_row
+from tests.support.dataset_rows import make_row
 
 
 def run(tmp_path, base_url, *overrides, name="run"):

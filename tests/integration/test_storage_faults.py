@@ -14,7 +14,7 @@ from harness.session.store import SQLiteStore
 from harness.storage import StorageError, write_text_atomic
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
-from tests.test_bad_inputs import one_error_line, run
+from tests.integration.test_bad_inputs import one_error_line, run
 
 GARBAGE = b"this is not a database\n" * 50
 

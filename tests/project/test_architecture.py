@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO
+
+ROOT = REPO
 # Lowest first. A module may import modules of its own layer and of the layers below, never of one above.
 # A module belongs to the layer of its longest matching prefix (harness.testing is not harness).
 LAYERS: tuple[tuple[str, ...], ...] = (

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from report_fixtures import meta, rec, write_run
 
 from commands.compare_runs import compare_main
 from harness.run_meta import RunMeta
 from reports import plots
-from tests.test_cost_views import MEM0_INGEST, memory_rec
+from tests.reports.test_cost_views import MEM0_INGEST, memory_rec
+from tests.support.report_fixtures import meta, rec, write_run
 
 if TYPE_CHECKING:
     from reports.standings import Contestant
@@ -419,7 +419,7 @@ def test_every_legend_of_frontier_png_is_distinct_whole_and_clear_of_the_others(
 def test_html_view_of_compare_in_chromium(tmp_path):
     """compare.html laid out by headless Chromium at a laptop's window: the ranked table's rows are the contestants
     in rank order, the frontier image is loaded, shown at a readable width, and within the window."""
-    from tests.test_html_chromium import Dom, dump_dom
+    from tests.system.test_html_chromium import Dom, dump_dom
 
     runs = contest(tmp_path)
     assert compare_main([str(p) for p in runs], out=str(tmp_path / "cmp")) == 0

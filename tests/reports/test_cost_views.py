@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from report_fixtures import call, meta, rec, write_run
 
 from harness.contestants.base import CaseHistory
 from harness.session.events import Session
 from reports.aggregate import cost_table, headline, load_run, records_frame
 from reports.cost import Endpoints, PriceTable, load_price_table, record_costs
 from reports.render import build_report
+from tests.support.report_fixtures import call, meta, rec, write_run
 
 PER_M = 1e-6
 MINI = {"input": 0.15, "output": 0.60}  # gpt-4o-mini in configs/pricing/default.yaml
@@ -269,7 +269,7 @@ def test_the_contestant_records_how_a_providers_usage_is_priced():
     provider whose LLM calls go through the run's model (mem0), `remote` for a service."""
     from harness.memory.contestant import ProviderContestant
     from harness.memory.http import HttpProvider
-    from tests.test_memory_contestant import Reader, Recorder, _case, _kit
+    from tests.harness.memory.test_memory_contestant import Reader, Recorder, _case, _kit
 
     class Binding(Recorder):
         def bind_model(self, llm: Any) -> None:

@@ -3,7 +3,7 @@
 import json
 
 from commands.cli import main
-from tests.report_fixtures import rec, write_run
+from tests.support.report_fixtures import rec, write_run
 
 
 def lines(path):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from report_fixtures import standard_run
 
 from commands.cli import main
 from reports.gate import GateError, load_baseline
+from tests.support.report_fixtures import standard_run
 
 GOOD = {"mode": "summary", "metric": "em", "baseline": 0.0, "abs": 0.0}
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from report_fixtures import meta, rec, write_run
 
 from commands.cli import main
 from harness.scoring.base import MetricSpec, ScoreInput, ScoreResult, specs_json
@@ -18,6 +17,7 @@ from reports.aggregate import judge_table, load_run, scoreboard
 from reports.compare import compare_runs, load_runs
 from reports.gate import run_gate
 from reports.metrics import BUILTIN, catalog_of
+from tests.support.report_fixtures import meta, rec, write_run
 
 
 class HallucinationScorer:
@@ -162,9 +162,8 @@ def test_a_run_json_without_specs_reports_with_the_builtin_scorers(tmp_path):
 
 def test_a_run_with_builtin_specs_reports_like_one_without(tmp_path):
     """The specs a new run writes to run.json (the built-in scorers') give the same CSVs as the fallback."""
-    from report_fixtures import standard_run
-
     from harness.scoring.judges import LongMemEvalJudge, TrpcJudge
+    from tests.support.report_fixtures import standard_run
 
     old = standard_run(tmp_path / "old")
     new = standard_run(tmp_path / "new")

@@ -3,7 +3,7 @@
 import re
 
 from reports.render import build_report
-from tests.report_fixtures import meta, rec, standard_run, write_run
+from tests.support.report_fixtures import meta, rec, standard_run, write_run
 
 EVIL = '<img src=x onerror="alert(1)">'
 

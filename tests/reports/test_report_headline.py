@@ -9,12 +9,12 @@ from __future__ import annotations
 import re
 
 import pytest
-from report_fixtures import call, meta, rec, standard_run, write_run
 
 from harness.scoring.base import MetricSpec, ScoreInput, ScoreResult, specs_json
 from harness.scoring.lexical import LexicalScorer
 from reports.aggregate import headline, headline_metric, load_run
 from reports.render import build_report
+from tests.support.report_fixtures import call, meta, rec, standard_run, write_run
 
 TRPC = {"llm_score": 0.5, "llm_score_strict": 0.5, "details": {"verdict": "correct", "verdict_strict": "correct"}}
 

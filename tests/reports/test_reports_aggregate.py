@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import pytest
-from report_fixtures import call, meta, rec, standard_run, summary_block, write_run
 
 from reports.aggregate import (
     cost_table,
@@ -19,6 +18,7 @@ from reports.aggregate import (
     tool_stats,
 )
 from reports.cost import Price, PriceTable, PricingError, load_price_table
+from tests.support.report_fixtures import call, meta, rec, standard_run, summary_block, write_run
 
 
 def row(df, mode, **kw):

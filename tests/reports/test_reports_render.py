@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from report_fixtures import rec, standard_run, write_run
 
 from commands.cli import main
 from reports.render import build_report
+from tests.support.report_fixtures import rec, standard_run, write_run
 
 PLOTS = ("quality_vs_tokens", "metrics", "latency", "win_loss_tie")
 

@@ -26,7 +26,8 @@ from reports.results_file import (
     TypeResult,
     read_results,
 )
-from tests.fake_run import run_fake
+from tests.support.fake_run import run_fake
+from tests.support.paths import REPO
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +159,7 @@ def test_a_version_that_is_not_one_is_refused(tmp_path, version):
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_per_type_figures_are_by_type_csv(tmp_path, seed):
     from reports.render import build_report
-    from tests.report_fixtures import rec, write_run
+    from tests.support.report_fixtures import rec, write_run
 
     rng = random.Random(seed)
     types = ["multi-session", "temporal-reasoning", "knowledge-update"]
@@ -190,7 +191,7 @@ def test_per_type_figures_are_by_type_csv(tmp_path, seed):
 
 
 def test_every_field_is_documented_for_users():
-    docs = (Path(__file__).resolve().parents[1] / "docs" / "reporting.md").read_text()
+    docs = (REPO / "docs" / "reporting.md").read_text()
     section = docs.split("## The results file (`results.json`)", 1)[1].split("\n## ", 1)[0]
     for kind in (Results, ContestantResult, MetricResult, CostResult, TypeResult):
         missing = [

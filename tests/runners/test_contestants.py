@@ -33,8 +33,8 @@ from harness.session.tokens import o200k_counter
 from runners.modes import LongContextMode, SummaryMode, SummaryOnDemandMode
 from runners.official_mode import LongMemEvalOfficialMode
 from runners.summaries import SummaryProvider
-from tests.conftest import make_row
-from tests.fake_run import conf_dir, run_fake
+from tests.support.dataset_rows import make_row
+from tests.support.fake_run import conf_dir, run_fake
 
 MARK = re.compile(r"MARK-[A-Z]+")
 

@@ -17,7 +17,7 @@ from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
 from runners.extensions import ENTRY_POINT_GROUP, config_dir_options, provider_config
-from tests.fake_run import fake_endpoint_args
+from tests.support.fake_run import fake_endpoint_args
 
 # A memory provider of the user's own: a module outside the package, on the user's path.
 PROVIDER = '''

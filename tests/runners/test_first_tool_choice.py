@@ -7,11 +7,11 @@ import json
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
-from report_fixtures import meta, standard_run
 
 from commands.cli import CONFIG_DIR
 from reports.deviations import protocol_deviations
 from reports.render import build_report
+from tests.support.report_fixtures import meta, standard_run
 
 DEVIATION = "deviation: first tool call forced (tool_choice=required on the first turn); reference: auto"
 

@@ -13,7 +13,7 @@ from harness.memory.builtin import FullContextProvider, IndexProvider
 from harness.memory.contestant import ProviderContestant
 from harness.memory.summary_provider import SummaryProvider
 from harness.retrieval.embedders import HashingEmbedder, LazyEmbedder
-from tests.fake_run import run_fake
+from tests.support.fake_run import run_fake
 
 
 def _refuse_distillation(monkeypatch, tmp_path) -> None:

@@ -10,8 +10,8 @@ from harness.session.events import Session
 from harness.session.tokens import o200k_counter
 from harness.testing.faults import FakeModel, ToolStep
 from runners.modes import LongContextMode
-from tests.conftest import make_row
-from tests.contestant_kit import Pair, answer, ingest_answer
+from tests.support.contestant_kit import Pair, answer, ingest_answer
+from tests.support.dataset_rows import make_row
 
 
 def Scripted(replies: list) -> FakeModel:

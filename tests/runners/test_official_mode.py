@@ -11,7 +11,7 @@ from harness.session.events import Session
 from harness.session.tokens import ScaledCounter, o200k_counter
 from harness.testing.faults import FakeModel
 from runners.official_mode import LongMemEvalOfficialMode, first_kept, session_blocks
-from tests.contestant_kit import Pair, answer
+from tests.support.contestant_kit import Pair, answer
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,6 @@
 """One default per setting (harness/settings.py): configs/config.yaml's value reaches every way of building a
 client or a run, and a mode's config key is its name."""
 
-from pathlib import Path
-
 import pytest
 import yaml
 from omegaconf import OmegaConf
@@ -13,9 +11,10 @@ from harness.llm.models import ModelSpec
 from harness.settings import ClientSettings, GenerationSettings, RunSettings
 from runners.modes import SummaryMode, modes_from_config
 from runners.setting_rules import RunConfigError
-from tests.test_bad_inputs import one_error_line, run
+from tests.integration.test_bad_inputs import one_error_line, run
+from tests.support.paths import REPO
 
-CONFIG = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs" / "config.yaml").read_text())
+CONFIG = yaml.safe_load((REPO / "configs" / "config.yaml").read_text())
 URL = "http://127.0.0.1:9/v1"
 
 

@@ -13,8 +13,8 @@ from harness.testing.fake_openai import FakeOpenAIServer, Reply, completion
 from reports.failures import group_failures
 from reports.render import build_report
 from runners.console import quiet_console
-from tests.conftest import make_row
-from tests.report_fixtures import rec, write_run
+from tests.support.dataset_rows import make_row
+from tests.support.report_fixtures import rec, write_run
 
 
 def test_a_failed_case_is_one_console_line_and_its_traceback_lands_in_cli_log(tmp_path, capsys):

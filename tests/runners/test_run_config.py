@@ -3,7 +3,6 @@ validated once, frozen, and what the pipeline receives instead of the raw config
 
 import ast
 import dataclasses
-from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -12,8 +11,9 @@ from harness.config_files import CONFIG_DIR
 from runners import run_config
 from runners.run_config import RunConfig, StoreSettings
 from runners.setting_rules import RunConfigError
+from tests.support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 
 # The functions that take the composed config itself (a parameter named `cfg`), each because the config as
 # composed (or as run.json recorded it) is genuinely its input: the command entries that build the run's settings

@@ -11,7 +11,7 @@ from harness.run_meta import GitState, RunMeta
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
 from runners import provenance
-from tests.test_bad_inputs import run
+from tests.integration.test_bad_inputs import run
 
 
 class _Tree:
@@ -83,7 +83,7 @@ def test_a_run_json_from_before_the_history_counts_as_one_invocation():
 
 
 def test_shards_run_at_different_commits_say_so_once_merged(tmp_path, monkeypatch, capsys):
-    from tests.test_crash_resume import answer, args, dataset
+    from tests.system.test_crash_resume import answer, args, dataset
 
     data = dataset(tmp_path)
     tree = _Tree("1" * 40)
@@ -103,9 +103,8 @@ def test_shards_run_at_different_commits_say_so_once_merged(tmp_path, monkeypatc
 
 
 def test_a_rescore_names_the_code_that_scored_beside_the_code_that_answered(tmp_path, monkeypatch):
-    from report_fixtures import meta, rec, write_run
-
-    from tests.test_judge_failures import judge_yes_no
+    from tests.integration.test_judge_failures import judge_yes_no
+    from tests.support.report_fixtures import meta, rec, write_run
 
     m = meta()
     m["git"] = {"sha": "9" * 40, "dirty": False}  # the answering run's code

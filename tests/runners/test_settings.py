@@ -1,14 +1,13 @@
 """Every numeric setting is validated once, before anything runs; each error names its key."""
 
-from pathlib import Path
-
 import pytest
 import yaml
 
 from runners.setting_rules import SETTINGS, RunConfigError, check, validate_settings
-from tests.test_bad_inputs import left_behind, one_error_line, run
+from tests.integration.test_bad_inputs import left_behind, one_error_line, run
+from tests.support.paths import REPO
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = REPO / "configs"
 # configs/search/ is composed into retrieval.config (each retrieval preset's defaults list)
 PLACED = {"search": "retrieval.config"}
 

@@ -3,7 +3,6 @@ the run directory's name exclusions are computed from the declarations, and addi
 declaration."""
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 import yaml
@@ -18,8 +17,9 @@ from runners import setting_rules as run_settings
 from runners.components import embedder_with_client
 from runners.setting_rules import SETTINGS, RunConfigError, dirname_exclusions, non_result_keys, validate_settings
 from runners.wire import WireShape
+from tests.support.paths import REPO
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = REPO / "configs"
 # configs/search/ is composed into retrieval.config (each retrieval preset's defaults list)
 PLACED = {"search": "retrieval.config"}
 CONFIG = yaml.safe_load((CONFIGS / "config.yaml").read_text())

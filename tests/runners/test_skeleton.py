@@ -13,8 +13,9 @@ from harness.llm.client import LLMClient
 from harness.llm.types import ChatResult, SaltedModel, Usage
 from runners.run_config import RunConfig
 from runners.skeleton import Clients, run_skeleton
+from tests.support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 COMMANDS = ("runners/replay.py", "commands/rescore.py", "commands/plan.py")
 # what only the skeleton assembles: lock, failure note, cache, endpoints and clients, preflight, writer, watch,
 # progress ticker, stop signals

@@ -5,7 +5,6 @@ Fixtures in tests/fixtures/trpc/ are transcribed from the reference sources name
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 from hydra.utils import instantiate
@@ -18,10 +17,11 @@ from harness.session.detailed_prompt import strip_detailed_summary_output
 from harness.session.summary import keep_summary_tag
 from harness.testing.fake_openai import FakeOpenAIServer, completion
 from runners.wire import WireShape
-from tests.test_run_e2e import responder
+from tests.integration.test_run_e2e import responder
+from tests.support.paths import FIXTURES, REPO
 
-ROOT = Path(__file__).resolve().parents[1]
-FIX = Path(__file__).parent / "fixtures" / "trpc"
+ROOT = REPO
+FIX = FIXTURES / "trpc"
 WIRE = json.loads((FIX / "reference_wire.json").read_text())
 
 
@@ -334,7 +334,7 @@ def test_a_failing_reference_latency_embedding_keeps_the_answer(tmp_path):
 @pytest.mark.parametrize("per_mode", [True, False])
 def test_summary_starts_at_the_first_user_turn_and_the_judge_samples_per_mode(tmp_path, write_dataset, per_mode):
     """A case opening with assistant turns (11 of the 70 `_s` cases do), answered alike by all three modes."""
-    from tests.conftest import make_row
+    from tests.support.dataset_rows import make_row
 
     opening = [{"role": "assistant", "content": "Earlier assistant reply."}, {"role": "assistant", "content": "More."}]
     rest = [

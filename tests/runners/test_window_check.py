@@ -21,7 +21,7 @@ from runners.modes import LongContextMode
 from runners.official_mode import LongMemEvalOfficialMode
 from runners.window_check import SETTING, window_shortfalls, window_warnings
 from runners.wire import WireShape
-from tests.conftest import make_row
+from tests.support.dataset_rows import make_row
 
 WORDS = "apple river stone cloud lamp violin garden copper window meadow".split()
 MAX_TOKENS, RESERVE = 384, 64  # configs/config.yaml generation.max_tokens; the contestants' reserve_tokens

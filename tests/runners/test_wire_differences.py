@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
@@ -20,8 +19,9 @@ from harness.session.detailed_prompt import strip_detailed_summary_output
 from harness.session.events import Event, Session
 from harness.session.summary import Summarizer, SummaryPrompt
 from harness.testing.faults import FakeModel
+from tests.support.paths import FIXTURES
 
-FIX = Path(__file__).parent / "fixtures"
+FIX = FIXTURES
 GO = json.loads((FIX / "go" / "semantics.json").read_text())
 FILTERING = json.loads((FIX / "trpc" / "session_filtering.json").read_text())
 
@@ -151,8 +151,8 @@ def test_judge_sample_per_mode_defaults_to_false_and_is_typed():
 
 def test_answers_are_trimmed_as_go():
     from runners.modes import LongContextMode
-    from tests.contestant_kit import answer
-    from tests.test_modes import _ctx
+    from tests.runners.test_modes import _ctx
+    from tests.support.contestant_kit import answer
 
     model = FakeModel(script=["\x1c Paris \x1f \n"], usage=Usage(10, 2))
     assert answer(LongContextMode(), _ctx(model, n_turns=2)).prediction == "\x1c Paris \x1f"

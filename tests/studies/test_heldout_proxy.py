@@ -17,6 +17,7 @@ from commands.cli import CONFIG_DIR
 from harness.data.longmemeval import DataError, LongMemEvalSource, find_local, parse_cases
 from studies import retrieval_heldout_proxy
 from studies.retrieval_heldout_proxy import build_proxy
+from tests.support.paths import REPO
 
 
 def _session(tag: str, answer: bool = False) -> list[dict]:
@@ -104,6 +105,6 @@ def test_the_written_proxy_is_the_file_docs_retrieval_md_measures(tmp_path, monk
 
 
 def _documented_heldout_overrides(path: Path) -> list[str]:
-    text = (Path(__file__).resolve().parents[1] / "docs" / "retrieval.md").read_text()
+    text = (REPO / "docs" / "retrieval.md").read_text()
     (line,) = [x for x in text.splitlines() if x.startswith("held=(")]
     return shlex.split(line[len("held=(") : line.rindex(")")].replace("<held-out file>", shlex.quote(str(path))))

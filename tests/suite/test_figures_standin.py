@@ -9,9 +9,9 @@ import xml.etree.ElementTree as ET
 import matplotlib.image as mpimg
 import matplotlib.pyplot as plt
 import pytest
-from conftest import PLACEHOLDER_PNG, PLACEHOLDER_SVG, save_without_drawing
 
 from reports import plots
+from tests.support.figures import PLACEHOLDER_PNG, PLACEHOLDER_SVG, save_without_drawing
 
 
 def _figure():

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import pytest
-from conftest import PLACEHOLDER_PNG, PLACEHOLDER_SVG
 
 from reports import plots
+from tests.support.figures import PLACEHOLDER_PNG, PLACEHOLDER_SVG
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO
 
 
 def conf_dir(tmp_path: Path, group: str, files: dict[str, str]) -> Path:

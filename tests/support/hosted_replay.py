@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-FIXTURES = Path(__file__).parent / "fixtures" / "hosted"
+from tests.support import paths
+
+FIXTURES = paths.FIXTURES / "hosted"
 
 
 @dataclass

@@ -14,9 +14,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO
+
 RUNS = ("run", "plan", "replay", "rescore", "retrieval-eval")
 
 

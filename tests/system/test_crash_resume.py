@@ -17,9 +17,10 @@ from commands.cli import main
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, Reply
 from harness.testing.faults import FakeModel, request_kind
-from tests.conftest import RERUN_VOLATILE, make_row, without_keys
+from tests.support.dataset_rows import make_row
+from tests.support.paths import REPO
+from tests.support.rerun import RERUN_VOLATILE, without_keys
 
-REPO = Path(__file__).resolve().parents[1]
 MODES = ("long_context", "summary", "summary_ondemand")
 N_CASES = 4
 

@@ -13,9 +13,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from report_fixtures import standard_run
 
 from reports.render import build_report
+from tests.support.report_fixtures import standard_run
 
 FLAGS = (
     "--headless",

@@ -25,13 +25,13 @@ from commands.cli import EXIT_INTERRUPTED, main
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, Reply
 from harness.testing.faults import FakeModel
-from tests.test_crash_resume import MODES, N_CASES, answer, attribute
-from tests.test_crash_resume import args as endpoint_args
-from tests.test_crash_resume import dataset as tagged_dataset
-from tests.test_server_death import run_args as embedded_args
-from tests.test_server_death import weights  # noqa: F401  (a fixture)
+from tests.support.paths import REPO
+from tests.system.test_crash_resume import MODES, N_CASES, answer, attribute
+from tests.system.test_crash_resume import args as endpoint_args
+from tests.system.test_crash_resume import dataset as tagged_dataset
+from tests.system.test_server_death import run_args as embedded_args
+from tests.system.test_server_death import weights  # noqa: F401  (a fixture)
 
-REPO = Path(__file__).resolve().parents[1]
 HANG_S = 600.0  # a hung call: far longer than any stop may take
 TOTAL = N_CASES * len(MODES)
 

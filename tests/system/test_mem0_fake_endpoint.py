@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.records import load_records
+from tests.support.paths import REPO
 
 if importlib.util.find_spec("mem0") is None:
     if os.environ.get("LME_REQUIRE_MEM0") == "1":  # CI: a missing extra fails, never a silent skip
@@ -22,7 +23,7 @@ if importlib.util.find_spec("mem0") is None:
     pytest.skip("mem0ai not installed (pip install -e '.[memory]')", allow_module_level=True)
 
 pytestmark = pytest.mark.mem0
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 
 
 def _serve_fake(tmp_path: Path) -> tuple[subprocess.Popen, str]:

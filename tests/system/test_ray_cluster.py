@@ -18,10 +18,10 @@ from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
 from harness.testing.pg_server import free_port
 from runners import store_backend as stores
-from tests.test_crash_resume import MODES, N_CASES, answer, args, dataset, stable_records
+from tests.support.paths import REPO
+from tests.system.test_crash_resume import MODES, N_CASES, answer, args, dataset, stable_records
 
 pytestmark = [pytest.mark.postgres, pytest.mark.ray]
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _ray_bin() -> str | None:

@@ -10,12 +10,11 @@ import re
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 ENDPOINT_IN_README = "https://llm.example.com/v1"
 PORT_IN_README = "8765"
@@ -23,8 +22,8 @@ PORT_IN_README = "8765"
 # `python` is this interpreter through PATH (not a function: a server started with `&` must be the job itself, so
 # that the trap ends it and the test is not left waiting on its output).
 PREAMBLE = """set -euo pipefail
-lme-harness() { "$LME_README_PY" -m tests.readme_shim lme-harness "$@"; }
-make() { "$LME_README_PY" -m tests.readme_shim make "$@"; }
+lme-harness() { "$LME_README_PY" -m tests.support.readme_shim lme-harness "$@"; }
+make() { "$LME_README_PY" -m tests.support.readme_shim make "$@"; }
 trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 """
 

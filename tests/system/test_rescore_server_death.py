@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from commands.cli import EXIT_STOPPED, main
 from harness.records import load_records
-from tests.report_fixtures import rec, write_run
-from tests.test_server_death import sigsegv_after_records, stand_in, stop_took_s, weights  # noqa: F401 (fixtures)
+from tests.support.report_fixtures import rec, write_run
+from tests.system.test_server_death import sigsegv_after_records, stand_in, stop_took_s, weights  # noqa: F401 (fixtures)
 
 N_PAIRS = 12
 

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 from commands.cli import main
 from harness.llm.local_server import perf_summary
@@ -20,12 +19,11 @@ from harness.testing.fake_openai import FakeOpenAIServer, Reply
 from harness.testing.faults import FakeModel
 from reports.render import build_report
 from runners.provenance import host_info
-from tests.report_fixtures import meta, standard_run
-from tests.test_crash_resume import answer
-from tests.test_crash_resume import args as endpoint_args
-from tests.test_crash_resume import dataset as tagged_dataset
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO
+from tests.support.report_fixtures import meta, standard_run
+from tests.system.test_crash_resume import answer
+from tests.system.test_crash_resume import args as endpoint_args
+from tests.system.test_crash_resume import dataset as tagged_dataset
 
 CPUINFO = """processor	: 0
 vendor_id	: AuthenticAMD

@@ -8,7 +8,6 @@ import sys
 import time
 import warnings
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -17,9 +16,9 @@ from harness.records import RecordWriter, load_records
 from harness.runlock import RunDirLocked, run_dir_lock
 from harness.testing.fake_openai import FakeOpenAIServer, Reply
 from harness.testing.faults import FakeModel, request_kind
-from tests.test_crash_resume import MODES, N_CASES, answer, args, dataset
+from tests.support.paths import REPO
+from tests.system.test_crash_resume import MODES, N_CASES, answer, args, dataset
 
-REPO = Path(__file__).resolve().parents[1]
 HOLD = (
     "import sys, time\nfrom harness.runlock import run_dir_lock\nwith run_dir_lock(sys.argv[1]):\n"
     "    print('locked', flush=True)\n    time.sleep(120)\n"

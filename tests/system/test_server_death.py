@@ -26,7 +26,7 @@ from harness.llm.liveness import ServerDied, describe_exit
 from harness.llm.local_server import LlamaServer
 from harness.llm.models import ModelSpec
 from harness.records import load_records
-from tests.conftest import make_row
+from tests.support.dataset_rows import make_row
 
 MODES = ("long_context", "summary", "summary_ondemand")
 N_CASES = 4

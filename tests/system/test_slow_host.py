@@ -9,13 +9,13 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from scripts import slow_host
+from tests.support.paths import REPO
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "slow_host.py"
+SCRIPT = REPO / "scripts" / "slow_host.py"
 
 
 def _state(pid: int) -> str | None:

@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import psycopg
@@ -26,10 +25,10 @@ from harness.stores.postgres import PgDatabase, safe_dsn
 from harness.testing.fake_openai import FakeOpenAIServer, Reply
 from harness.testing.faults import FakeModel
 from runners import store_backend as stores
-from tests.test_crash_resume import MODES, N_CASES, answer, args, dataset, stable_records
+from tests.support.paths import REPO
+from tests.system.test_crash_resume import MODES, N_CASES, answer, args, dataset, stable_records
 
 pytestmark = pytest.mark.postgres
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture

@@ -12,9 +12,10 @@ import pytest
 
 from harness.data.longmemeval import find_local
 from harness.testing.fake_openai import FakeOpenAIServer
-from tests.test_run_e2e import MODES, responder
+from tests.integration.test_run_e2e import MODES, responder
+from tests.support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 SOURCES = ("pyproject.toml", "setup.py", "README.md", "harness", "runners", "commands", "reports", "configs")
 
 

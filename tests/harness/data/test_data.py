@@ -4,7 +4,7 @@ import json
 import pytest
 
 from harness.data.longmemeval import DataError, LongMemEvalSource, history_chars, info, parse_cases, select
-from tests.conftest import make_row
+from tests.support.dataset_rows import make_row
 
 
 def test_info_of_the_shared_s_file_matches_its_readme(s_path):

@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from harness.data.longmemeval import DataError, LongMemEvalSource
-from tests.conftest import make_row
+from tests.support.dataset_rows import make_row
 
 REPO = "someone/longmemeval-cleaned"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from harness.data.longmemeval import MAX_REPORTED_PROBLEMS, DataError, parse_cases, read_json_bytes
-from tests.conftest import make_row
+from tests.support.dataset_rows import make_row
 
 SHARED = sorted(glob.glob("/work/shared/data/longmemeval/*.json.gz"))
 

@@ -9,7 +9,7 @@ import pytest
 from harness.llm.client import LLMClient
 from harness.llm.types import LLMError
 from harness.testing.fake_openai import FakeOpenAIServer, Reply, completion, scripted
-from tests.raw_http import RawServer, trickle
+from tests.support.raw_http import RawServer, trickle
 
 MSGS = [{"role": "user", "content": "hi"}]
 

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from tests.support.paths import REPO
+
+sys.path.insert(0, str(REPO / "scripts"))
 import llama_runtime as rt  # noqa: E402
 
 needs_tools = pytest.mark.skipif(not (shutil.which("objdump") and shutil.which("gcc")), reason="needs gcc and objdump")
@@ -156,13 +158,13 @@ def test_prebuilt_xllamacpp_runtime_is_clean():
 
 
 def _make_target(name: str) -> str:
-    text = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
+    text = (REPO / "Makefile").read_text()
     return text.split(f"\n{name}:", 1)[1].split("\n\n", 1)[0]
 
 
 def test_make_test_and_ci_never_compile():
     """Issue 21: `make test`'s setup and .ci/run install no source-only runtime; the compile is one opt-in target."""
-    root = Path(__file__).resolve().parents[1]
+    root = REPO
     for target in ("$(STAMP)", "$(BENCH_STAMP)", "test", "lint", "gate", "gate-baseline", "behaviour"):
         body = _make_target(target)
         assert "llama_runtime.py" not in body and "runtime-compiled" not in body, target

@@ -16,6 +16,7 @@ from harness.llm.endpoint import cache_namespace
 from harness.llm.gguf_meta import GGUFError, read_chat_meta
 from harness.llm.local_server import LlamaServer, LocalServerError, xllama_server_args
 from harness.llm.models import ModelError, ModelSpec, load_spec
+from tests.support.paths import FIXTURES
 
 TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}"
@@ -66,7 +67,7 @@ def test_a_damaged_file_is_named(tmp_path, damage, expected):
     assert str(path) in str(e.value)
 
 
-GOLDEN = Path(__file__).parent / "fixtures" / "chat_templates.json"
+GOLDEN = FIXTURES / "chat_templates.json"
 
 
 def _golden() -> dict:

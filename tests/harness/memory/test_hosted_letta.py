@@ -7,7 +7,6 @@ pin what the adapter sends and how it reads what the SDK parses, not the live se
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +14,8 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from harness.memory.provider import MemorySession, MemoryTurn, Provenance, ProviderError
-from tests.hosted_replay import FIXTURES, Replay, require_sdk
+from tests.support.hosted_replay import FIXTURES, Replay, require_sdk
+from tests.support.paths import REPO
 
 require_sdk("letta_client")
 
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.hosted
 ENV = "LME_TEST_LETTA_KEY"
 KEY = "sk-let-test-0123456789abcdef"  # also echoed by the fixture's 401 body: it must come back masked
 ERRORS = json.loads((FIXTURES / "letta.json").read_text())["errors"]
-CONFIG = Path(__file__).resolve().parents[1] / "configs" / "memory" / "letta.yaml"
+CONFIG = REPO / "configs" / "memory" / "letta.yaml"
 MAY, JUNE, AS_OF = "2023-05-20T02:21:00Z", "2023-05-28T10:00:00Z", "2023-06-01T00:00:00Z"
 AGENTS = r"/v1/agents/?"
 PASSAGES = r"/v1/agents/agent-[^/]+/archival-memory"

@@ -7,12 +7,12 @@ whose shapes come from the SDK's source and mem0's API reference, not from the l
 from __future__ import annotations
 
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.hosted_replay import Replay, require_sdk
+from tests.support.hosted_replay import Replay, require_sdk
+from tests.support.paths import REPO
 
 require_sdk("mem0")
 
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.hosted
 
 ENV = "LME_TEST_MEM0_KEY"
 KEY = "m0-test-key-3f9a7c21e5"
-CONFIG = Path(__file__).resolve().parents[1] / "configs" / "memory" / "mem0_platform.yaml"
+CONFIG = REPO / "configs" / "memory" / "mem0_platform.yaml"
 QUESTION = "What is the name of my cat?"
 AS_OF = "2023-06-01T00:00:00Z"
 

@@ -11,8 +11,8 @@ import pytest
 from commands.cli import main
 from harness.llm.loopback import LoopbackServer, Reply
 from harness.testing.faults import FakeModel
-from tests.fake_run import fake_endpoint_args
-from tests.hosted_replay import require_sdk
+from tests.support.fake_run import fake_endpoint_args
+from tests.support.hosted_replay import require_sdk
 
 SERVICES = {"mem0_platform": "mem0", "zep": "zep_cloud", "supermemory": "supermemory", "letta": "letta_client"}
 

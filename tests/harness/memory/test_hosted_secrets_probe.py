@@ -14,7 +14,7 @@ from urllib.parse import quote, quote_plus
 import pytest
 
 from harness.memory.provider import MemorySession, MemoryTurn, ProviderError
-from tests.hosted_replay import Replay, require_sdk
+from tests.support.hosted_replay import Replay, require_sdk
 
 for _module in ("mem0", "zep_cloud", "supermemory", "letta_client"):
     require_sdk(_module)

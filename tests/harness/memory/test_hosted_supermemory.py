@@ -7,7 +7,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from harness.memory.provider import MemorySession, MemoryTurn, ProviderError
-from tests.hosted_replay import Replay, require_sdk
+from tests.support.hosted_replay import Replay, require_sdk
+from tests.support.paths import REPO
 
 require_sdk("supermemory")
 
@@ -147,9 +148,8 @@ def test_a_missing_key_is_named_before_any_request(monkeypatch: pytest.MonkeyPat
 
 
 def test_the_hydra_config_builds_it(replay: Replay) -> None:
-    from pathlib import Path
 
-    cfg = OmegaConf.load(Path(__file__).parents[1] / "configs" / "memory" / "supermemory.yaml")
+    cfg = OmegaConf.load(REPO / "configs" / "memory" / "supermemory.yaml")
     p = hydra.utils.instantiate(cfg)
     assert isinstance(p, SupermemoryProvider)
     assert (p.api_key_env, p.search_mode, p.scope("u")) == ("SUPERMEMORY_API_KEY", "hybrid", "lme-u")
@@ -247,7 +247,7 @@ def test_mode_memory_runs_supermemory_end_to_end_through_hydra(tmp_path, monkeyp
     import json
 
     from harness.records import load_records
-    from tests.fake_run import run_fake
+    from tests.support.fake_run import run_fake
 
     monkeypatch.setenv("SUPERMEMORY_API_KEY", KEY)
     fake = _FakeSupermemory()

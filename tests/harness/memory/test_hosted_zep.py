@@ -5,12 +5,12 @@ The SDK is real: it builds every request and parses every response; only the net
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.hosted_replay import Replay, require_sdk
+from tests.support.hosted_replay import Replay, require_sdk
+from tests.support.paths import REPO
 
 require_sdk("zep_cloud")
 
@@ -234,7 +234,7 @@ def test_the_hydra_config_instantiates(monkeypatch: pytest.MonkeyPatch) -> None:
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
-    cfg = OmegaConf.load(Path(__file__).parents[1] / "configs" / "memory" / "zep.yaml")
+    cfg = OmegaConf.load(REPO / "configs" / "memory" / "zep.yaml")
     assert cfg.api_key_env == "ZEP_API_KEY" and cfg.base_url is None
     monkeypatch.setenv("ZEP_API_KEY", KEY)
     zep = instantiate(cfg)

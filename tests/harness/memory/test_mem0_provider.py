@@ -33,6 +33,7 @@ if importlib.util.find_spec("mem0") is None:
     pytest.skip("mem0ai not installed (pip install -e '.[memory]')", allow_module_level=True)
 
 from harness.memory.mem0_provider import INGEST_PURPOSE, Mem0Provider  # noqa: E402
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.mem0
 
@@ -241,7 +242,7 @@ def test_the_hydra_config_builds_it_and_the_run_model_is_bound_later(endpoint: F
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
-    cfg = OmegaConf.load(Path(__file__).resolve().parents[1] / "configs" / "memory" / "mem0.yaml")
+    cfg = OmegaConf.load(REPO / "configs" / "memory" / "mem0.yaml")
     cfg.embedder = {"_target_": "harness.retrieval.embedders.HashingEmbedder", "dim": 64}
     p = instantiate(cfg)
     assert isinstance(p, Mem0Provider) and p.llm is None

@@ -19,7 +19,7 @@ import pytest
 from harness.records import load_records
 from harness.testing.fake_openai import is_mem0_extraction as _is_extraction
 from harness.testing.faults import FakeModel
-from tests.fake_run import is_reader_request, killed_at_first_reader
+from tests.support.fake_run import is_reader_request, killed_at_first_reader
 
 if importlib.util.find_spec("mem0") is None:
     if os.environ.get("LME_REQUIRE_MEM0") == "1":  # CI: a missing extra fails, never a silent skip

@@ -27,8 +27,8 @@ from harness.memory.provider import (
 from harness.records import load_records
 from harness.session.events import Session
 from harness.session.tokens import o200k_counter
-from tests.conftest import make_row
-from tests.fake_run import conf_dir, run_fake
+from tests.support.dataset_rows import make_row
+from tests.support.fake_run import conf_dir, run_fake
 
 
 def _sessions(tag: str) -> list[MemorySession]:

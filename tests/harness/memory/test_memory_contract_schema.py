@@ -33,7 +33,7 @@ from harness.memory.provider import (
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
-from tests.fake_run import fake_endpoint_args
+from tests.support.fake_run import fake_endpoint_args
 
 try:  # in the `test` extra (pyproject.toml); without it the schema checks skip, the route checks still run
     import jsonschema

@@ -13,7 +13,7 @@ from harness.memory.builtin import IndexProvider
 from harness.memory.http import HttpProvider, MemoryServer, ShapeError, items_of, sessions_json, sessions_of
 from harness.memory.provider import MemorySession, MemoryTurn, Provenance, ProviderError
 from harness.records import load_records
-from tests.fake_run import fake_endpoint_args
+from tests.support.fake_run import fake_endpoint_args
 
 SESSIONS = (
     MemorySession(

@@ -31,10 +31,10 @@ from harness.testing.fake_openai import FakeOpenAIServer
 from runners.fingerprint import fingerprint
 from runners.rundir import overrides_dirname
 from runners.setting_rules import dirname_exclusions
-from tests.fake_run import killed_at_first_reader, run_fake
-from tests.raw_http import RawServer, trickle
-from tests.test_memory_ingest_checkpoint import KEY, KEY_ENV, Recording
-from tests.test_memory_ingest_checkpoint import _args as checkpoint_run_args
+from tests.harness.memory.test_memory_ingest_checkpoint import KEY, KEY_ENV, Recording
+from tests.harness.memory.test_memory_ingest_checkpoint import _args as checkpoint_run_args
+from tests.support.fake_run import killed_at_first_reader, run_fake
+from tests.support.raw_http import RawServer, trickle
 
 SESSIONS = (MemorySession("s1", "2023-05-01T10:00:00Z", (MemoryTurn("user", "I adopted a cat named Miso"),)),)
 AS_OF = "2023-07-01T00:00:00Z"

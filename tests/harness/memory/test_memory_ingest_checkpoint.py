@@ -31,7 +31,7 @@ from harness.memory.provider import REQUIRED_CALLS, Capabilities, Ingest, Memory
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
-from tests.fake_run import fake_endpoint_args, killed_at_first_reader
+from tests.support.fake_run import fake_endpoint_args, killed_at_first_reader
 
 KEY_ENV, KEY = "LME_TEST_MEMORY_SERVICE_KEY", "sk-memsvc-0123456789abcdef"
 

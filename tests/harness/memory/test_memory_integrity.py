@@ -35,8 +35,9 @@ from harness.memory.provider import (
 )
 from harness.records import load_records
 from harness.session.events import Session
-from tests.fake_run import conf_dir, run_fake
-from tests.test_memory_contestant import Reader, _kit
+from tests.harness.memory.test_memory_contestant import Reader, _kit
+from tests.support.fake_run import conf_dir, run_fake
+from tests.support.paths import REPO
 
 SEEDS = range(8)
 
@@ -480,7 +481,7 @@ def test_the_same_provider_isolated_is_not_flagged_and_keeps_its_recall() -> Non
 def _oracle(n: int) -> list[Case]:
     from harness.data.longmemeval import read_json_bytes
 
-    path = Path(__file__).resolve().parents[2] / "shared" / "data" / "longmemeval" / "longmemeval_oracle.json.gz"
+    path = REPO.parent / "shared" / "data" / "longmemeval" / "longmemeval_oracle.json.gz"
     if not path.exists():
         pytest.skip(f"{path}: the oracle file is not here")
     return parse_cases(read_json_bytes(path), str(path))[:n]
@@ -546,7 +547,7 @@ def test_a_run_with_a_provider_that_never_forgets_is_flagged_in_the_headline(tmp
 
 def test_records_from_before_opaque_ids_are_named_as_such_and_a_providers_name_stays_text() -> None:
     from reports.memory_systems import integrity_flags, leakage_table, markdown, memory_cases
-    from tests.test_memory_measurements import _g, _rec
+    from tests.harness.memory.test_memory_measurements import _g, _rec
 
     old = _rec("q1", correct=1.0, gold=_g(True))  # an ingest trace without `ids`: written before ids were opaque
     old["ingest"]["trace"][0]["provider"] = "<b>x</b> [a](http://evil)"

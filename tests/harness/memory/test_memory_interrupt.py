@@ -27,8 +27,8 @@ from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
 from runners.interrupt import STOP
-from tests.fake_run import is_reader_request
-from tests.test_memory_ingest_checkpoint import KEY, KEY_ENV, Recording, _args
+from tests.harness.memory.test_memory_ingest_checkpoint import KEY, KEY_ENV, Recording, _args
+from tests.support.fake_run import is_reader_request
 
 
 class Held(Recording):

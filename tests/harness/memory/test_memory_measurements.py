@@ -11,8 +11,8 @@ from harness.memory.contestant import ProviderContestant
 from harness.memory.gold import Gold, overlaps, words
 from harness.memory.provider import Capabilities, Ingest, MemoryItem, Provenance, ProviderBase, Retrieval
 from harness.session.events import Session
-from tests.conftest import make_row
-from tests.test_memory_contestant import Reader, _kit
+from tests.harness.memory.test_memory_contestant import Reader, _kit
+from tests.support.dataset_rows import make_row
 
 EVIDENCE = "I adopted a grey cat called Biscuit from the Oslo shelter in March."
 FILLER = "Can you suggest a recipe for lentil soup with cumin and carrots?"
@@ -322,8 +322,8 @@ def test_memory_run_reports_and_compare_hold_the_memory_section(tmp_path) -> Non
 def test_the_frontier_counts_ingest_in_cost_and_time_for_modes_and_providers() -> None:
     from reports.aggregate import records_frame
     from reports.standings import contestants_of, frontier, name_contestants, table
-    from tests.report_fixtures import call, summary_block
-    from tests.report_fixtures import rec as mode_rec
+    from tests.support.report_fixtures import call, summary_block
+    from tests.support.report_fixtures import rec as mode_rec
 
     mem = _rec("q1", correct=1.0, gold=_g(True), ingest_ms=1000.0)  # provider ingest: 400 + 100 tokens, 1 s
     mem["calls"] = [call(100, 5)]
@@ -376,11 +376,11 @@ def test_the_gate_checks_the_memory_measurements_of_a_run(tmp_path) -> None:
     from harness.testing.fake_openai import FakeOpenAIServer
     from harness.testing.faults import FakeModel
     from reports.gate import baseline_from_run, run_gate, write_baseline
-    from tests.test_memory_contestant import FlakyBM25
+    from tests.harness.memory.test_memory_contestant import FlakyBM25
 
     conf = tmp_path / "conf" / "memory"
     conf.mkdir(parents=True)
-    (conf / "flaky.yaml").write_text("_target_: tests.test_memory_contestant.FlakyBM25\nname: flaky\n")
+    (conf / "flaky.yaml").write_text("_target_: tests.harness.memory.test_memory_contestant.FlakyBM25\nname: flaky\n")
     FlakyBM25.failures = 0
     args = [f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "mode=memory", "memory=flaky", "model=endpoint"]
     args += ["model.model=fake-model", f"cache.path={tmp_path / 'c.sqlite'}", "run.progress=false", "dataset.limit=2"]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from harness.records import load_records
 from harness.testing.faults import FakeModel, request_kind
-from tests.fake_run import is_reader_request, killed_at_first_reader
+from tests.support.fake_run import is_reader_request, killed_at_first_reader
 
 
 def _args(tmp_path: Path, base_url: str) -> list[str]:

@@ -5,14 +5,14 @@ recall trigger fires on, more whole hits (`recall_top_hits`) and the first hit's
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from harness.retrieval.config import SearchConfig, preset, recall_cue
 from harness.retrieval.embedders import HashingEmbedder
-from tests.turn_sessions import PASTED, PASTED_QUERY, generated_turns, turn_tools
+from tests.support.paths import REPO
+from tests.support.turn_sessions import PASTED, PASTED_QUERY, generated_turns, turn_tools
 
 NEW = {"bm25_fusion": 0.0, "recall_top_hits": None, "recall_window": 0}
 
@@ -27,9 +27,7 @@ def _hits(cfg: SearchConfig, query: str, turns, *, top_k: int = 10, embedder=Tru
     return [(h["event_id"], h["score"]) for h in out.trace["hits"]]
 
 
-@pytest.mark.parametrize(
-    "name", sorted(p.stem for p in (Path(__file__).parents[1] / "configs" / "retrieval").glob("*.yaml"))
-)
+@pytest.mark.parametrize("name", sorted(p.stem for p in (REPO / "configs" / "retrieval").glob("*.yaml")))
 def test_every_preset_has_the_three_settings_off(name):
     cfg = preset(name)
     assert {k: getattr(cfg, k) for k in NEW} == NEW

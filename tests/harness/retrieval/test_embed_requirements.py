@@ -12,7 +12,7 @@ from commands.cli import main
 from harness.retrieval.embedders import packages_missing
 from harness.testing.fake_openai import FakeOpenAIServer, Reply
 from harness.testing.faults import FakeModel
-from tests.test_bad_inputs import left_behind, one_error_line
+from tests.integration.test_bad_inputs import left_behind, one_error_line
 
 STATIC = "harness.retrieval.embedders.StaticEmbedder"
 ABSENT = [("torch",), ("model2vec.distill",), ("torch", "model2vec.distill")]

@@ -5,16 +5,16 @@ preset's ranking, while the response keeps the preset's own shape; every other q
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from harness.retrieval.config import SearchConfig, preset, recall_cue
 from harness.retrieval.embedders import HashingEmbedder
-from tests.turn_sessions import PASTED, PASTED_QUERY, generated_turns, turn_tools
+from tests.support.paths import REPO
+from tests.support.turn_sessions import PASTED, PASTED_QUERY, generated_turns, turn_tools
 
-PRESETS = sorted(p.stem for p in (Path(__file__).parents[1] / "configs" / "retrieval").glob("*.yaml"))
+PRESETS = sorted(p.stem for p in (REPO / "configs" / "retrieval").glob("*.yaml"))
 
 # The pasted-text conversation and another that shares a word with the question ("house").
 TURNS = [

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,8 +18,9 @@ from harness.retrieval.retriever import Retriever
 from harness.retrieval.store import IndexStore
 from harness.retrieval.tools import SearchConfig, preset, speaker_weights
 from harness.session.events import Event, ToolCall
+from tests.support.paths import REPO
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "retrieval"
+CONFIGS = REPO / "configs" / "retrieval"
 
 
 def ev(i, role, content, **kw):
@@ -248,9 +248,8 @@ def test_openai_embedder_retries_transient_errors_and_rejects_malformed_replies(
 
 
 def test_retrieval_eval_runner_on_a_tiny_dataset(tmp_path, write_dataset):
-    from conftest import make_row
-
     from commands.retrieval_eval import run_retrieval_eval
+    from tests.support.dataset_rows import make_row
 
     filler = [{"role": "user", "content": f"Tell me about topic {i} please."} for i in range(6)]
     sessions = [

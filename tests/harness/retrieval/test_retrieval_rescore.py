@@ -12,7 +12,7 @@ from harness.retrieval.keyword import analyze, local_bm25
 from harness.retrieval.retriever import Retriever
 from harness.session.boundary import SummaryBoundary
 from harness.session.events import Event, Session
-from tests.turn_sessions import generated_turns, turn_tools
+from tests.support.turn_sessions import generated_turns, turn_tools
 
 # (conversation, role, text): conversation c1 holds the answer in the assistant's reply.
 CLIMBING = [

@@ -22,8 +22,8 @@ from harness.testing.faults import FakeModel, request_kind
 from reports.aggregate import load_run, scoreboard
 from reports.cost import judge_calls
 from reports.gate import run_gate
-from tests.report_fixtures import rec, write_run
-from tests.test_crash_resume import MODES, N_CASES, answer, args, dataset, stable_records
+from tests.support.report_fixtures import rec, write_run
+from tests.system.test_crash_resume import MODES, N_CASES, answer, args, dataset, stable_records
 
 
 def model(*script: str | Exception) -> FakeModel:

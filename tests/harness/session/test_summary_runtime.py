@@ -5,7 +5,6 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from hydra.utils import instantiate
@@ -19,8 +18,9 @@ from harness.session.store import CachedSummaries, InMemoryStore, SQLiteStore
 from harness.session.summary import Summarizer, SummaryPrompt
 from harness.session.worker import SummaryWorker
 from harness.testing.faults import FakeModel
+from tests.support.paths import REPO
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "prompt"
+CONFIGS = REPO / "configs" / "prompt"
 
 
 def ScriptedModel(gate: threading.Event | None = None, delay: float = 0.0) -> FakeModel:
