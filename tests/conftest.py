@@ -10,9 +10,19 @@ import pytest
 from harness.data.longmemeval import find_local
 from tests.support.dataset_rows import make_row
 from tests.support.figures import save_without_drawing
+from tests.support.marker_guard import MarkerGuard
+
+pytest_plugins = ("pytester",)  # tests/suite runs small pytest sessions of its own
 
 DATA_ORACLE = "longmemeval_oracle_single_session_user.json.gz"
 DATA_S = "longmemeval_s_single_session_user.json.gz"
+
+
+def pytest_configure(config):
+    # A test that starts an OS process, runs a whole lme-harness command in process or reads a large real data file
+    # carries the marker saying so (process, e2e, real_data); an unmarked one that tries fails
+    # (tests/support/marker_guard.py, tests/README.md).
+    config.pluginmanager.register(MarkerGuard(), "marker_guard")
 
 
 def pytest_addoption(parser):

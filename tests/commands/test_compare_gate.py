@@ -220,6 +220,7 @@ def responder(req):
     return completion("You went to Paris.", prompt_tokens=sum(len(json.dumps(m)) for m in req["messages"]) // 4)
 
 
+@pytest.mark.e2e
 def test_sweep_over_prompt_variants_then_compare_and_gate(tmp_path, capsys, monkeypatch):
     with FakeOpenAIServer(responder) as srv:
         code = main(

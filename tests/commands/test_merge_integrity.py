@@ -11,9 +11,11 @@ from commands.cli import main
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, completion
 from harness.testing.faults import FakeModel
-from tests.integration.test_bad_inputs import one_error_line
+from tests.support.bad_start import one_error_line
 from tests.support.report_fixtures import rec, write_run
-from tests.system.test_crash_resume import answer, args, dataset
+from tests.support.tagged_run import answer, args, dataset
+
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")

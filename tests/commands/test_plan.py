@@ -11,6 +11,8 @@ from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
 from reports.cost import Endpoints, embedding_calls, judge_calls, load_price_table, record_costs, summary_calls
 
+pytestmark = pytest.mark.e2e
+
 TOLERANCE = 0.15
 PRICES = """date: "2026-06-20"
 currency: USD

@@ -2,10 +2,14 @@
 
 import json
 
+import pytest
+
 from commands.cli import main
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, completion
 from tests.support.report_fixtures import rec, write_run
+
+pytestmark = pytest.mark.e2e
 
 
 def judge(req):

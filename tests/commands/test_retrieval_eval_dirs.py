@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from commands.cli import main
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
 from tests.integration.test_secrets_construction import base
+
+pytestmark = pytest.mark.e2e
 
 EVAL = "+retrieval_eval.presets=[bm25]"
 

@@ -7,7 +7,7 @@ from commands.cli import main
 from harness.data.longmemeval import DataError, parse_shard, shard_cases
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
-from tests.system.test_crash_resume import MODES, N_CASES, answer, args, dataset, stable_records
+from tests.support.tagged_run import MODES, N_CASES, answer, args, dataset, stable_records
 
 
 def test_shards_are_disjoint_and_together_the_whole_selection():
@@ -21,6 +21,7 @@ def test_shards_are_disjoint_and_together_the_whole_selection():
             parse_shard(bad)
 
 
+@pytest.mark.e2e
 def test_shard_runs_merged_equal_the_serial_run_and_merge_refuses_bad_inputs(tmp_path, capsys):
     data = dataset(tmp_path)
     with FakeOpenAIServer(FakeModel(answer=answer)) as srv:

@@ -9,15 +9,17 @@ import re
 import threading
 import time
 
+import pytest
+
 from commands.cli import main
 from harness import progress as console_progress
 from harness.progress import Ticker, duration, step
 from harness.testing.fake_openai import FakeOpenAIServer, Reply
 from harness.testing.faults import FakeModel
 from runners.progress_line import PairProgress
-from tests.system.test_crash_resume import MODES, N_CASES, answer
-from tests.system.test_crash_resume import args as endpoint_args
-from tests.system.test_crash_resume import dataset as tagged_dataset
+from tests.support.tagged_run import MODES, N_CASES, answer
+from tests.support.tagged_run import args as endpoint_args
+from tests.support.tagged_run import dataset as tagged_dataset
 
 
 class Clock:
@@ -111,6 +113,7 @@ def test_a_one_time_step_shows_its_elapsed_time_while_it_blocks():
     assert duration(3725) == "1h02m" and duration(185) == "3m05s" and duration(None) == "?"
 
 
+@pytest.mark.e2e
 def test_a_run_prints_progress_lines_while_a_slow_endpoint_works(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(console_progress, "NON_TTY_INTERVAL_S", 0.0)  # a line at every poll of the main loop
     data = tagged_dataset(tmp_path)

@@ -19,7 +19,7 @@ from harness.run_meta import (
 )
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
-from tests.integration.test_bad_inputs import run
+from tests.support.bad_start import run
 from tests.support.paths import REPO
 
 # run.json as releases before the invocation history, the host and the metric declarations wrote it
@@ -39,6 +39,7 @@ OLD_SHAPE = {
 }
 
 
+@pytest.mark.e2e
 def test_a_run_json_written_by_a_run_reads_back_typed_and_to_the_same_bytes(tmp_path):
     with FakeOpenAIServer(FakeModel()) as srv:
         assert run(tmp_path, "mode=[long_context]", "dataset.limit=2", "run.concurrency=1", base_url=srv.base_url) == 0

@@ -6,51 +6,16 @@ writes before the task starts (.hydra/ and its job log).
 
 import gzip
 import json
-import socket
 
 import pytest
 
 from commands.cli import main
 from harness.testing.fake_openai import FakeOpenAIServer, Reply
 from harness.testing.faults import FakeModel
+from tests.support.bad_start import free_port, left_behind, one_error_line, run
 from tests.support.dataset_rows import make_row
 
-HYDRA_OWN = {".hydra", "cli.log"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def run(tmp_path, *overrides, base_url="http://127.0.0.1:9/v1"):
-    return main(
-        [
-            "run",
-            f"hydra.run.dir={tmp_path / 'run'}",
-            "model=endpoint",
-            f"model.base_url={base_url}",
-            "model.model=fake-model",
-            f"cache.path={tmp_path / 'cache.sqlite'}",
-            "run.progress=false",
-            "retrieval=bm25",
-            "judge=none",
-            *overrides,
-        ]
-    )
-
-
-def left_behind(tmp_path) -> set[str]:
-    d = tmp_path / "run"
-    return {p.name for p in d.iterdir()} - HYDRA_OWN if d.exists() else set()
-
-
-def one_error_line(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.startswith("lme-harness: error:")]
-    assert len(lines) == 1, err
-    assert "Traceback" not in err
-    return lines[0]
+pytestmark = pytest.mark.e2e
 
 
 def data_file(tmp_path, write_dataset, kind: str):

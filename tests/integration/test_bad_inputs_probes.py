@@ -13,7 +13,7 @@ from harness.llm.client import LLMClient
 from harness.testing.fake_openai import FakeOpenAIServer, Reply, completion, scripted
 from harness.testing.faults import FakeModel
 from reports.render import build_report
-from tests.integration.test_bad_inputs import left_behind, one_error_line, run
+from tests.support.bad_start import left_behind, one_error_line, run
 from tests.support.dataset_rows import make_row
 from tests.support.report_fixtures import meta, rec, standard_run, write_run
 
@@ -26,6 +26,7 @@ def dated_row(qid: str, *, question_date: str = LME_DATE, session_date: str = LM
     return row
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "override,bad,culprit",
     [
@@ -57,6 +58,7 @@ def test_dates_a_run_needs_are_checked_at_load_before_any_record(
     assert left_behind(tmp_path) == {"FAILED.txt"}
 
 
+@pytest.mark.e2e
 def test_an_empty_haystack_is_refused_at_load(tmp_path, write_dataset, capsys):
     row = make_row(qid="q2")
     row.update(haystack_sessions=[], haystack_session_ids=[], haystack_dates=[], answer_session_ids=[])
@@ -109,6 +111,7 @@ def test_gate_baselines_with_unusable_values_are_one_error(tmp_path, capsys, con
     assert message in line and str(base) in line
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "override,culprit",
     [
@@ -127,6 +130,7 @@ def test_bad_settings_are_one_error_before_anything_runs(tmp_path, capsys, overr
     assert left_behind(tmp_path) == {"FAILED.txt"}
 
 
+@pytest.mark.e2e
 def test_a_sweep_with_a_bad_setting_is_one_clear_error_per_job(tmp_path, capsys):
     code = main(
         [
@@ -183,6 +187,7 @@ def test_export_onto_an_existing_file_is_refused_and_the_file_kept(tmp_path, cap
     assert target.read_text() == "mine\n"
 
 
+@pytest.mark.e2e
 def test_a_cache_path_under_a_file_is_one_error_before_any_record(tmp_path, capsys):
     blocker = tmp_path / "blocker"
     blocker.write_text("x")

@@ -14,7 +14,7 @@ from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
 from reports import html as H
 from tests.harness.session.test_summary_engine import ScriptedModel, ev
-from tests.integration.test_bad_inputs import run
+from tests.support.bad_start import run
 
 
 class WorkCounter(ApproxCounter):
@@ -136,6 +136,7 @@ def test_a_record_over_its_bounds_is_cut_and_says_so(caplog):
     assert "truncated" not in bound_record({"prediction": "ok"}, RecordBounds())
 
 
+@pytest.mark.e2e
 def test_a_huge_model_reply_gives_a_bounded_record(tmp_path):
     huge = "word " * 400_000  # 2 MB
     model = FakeModel(answer=lambda req: huge)

@@ -182,6 +182,7 @@ TRANSIENT = FaultMix(
 )
 
 
+@pytest.mark.e2e
 def test_transient_faults_leave_exactly_the_records_of_a_clean_run(tmp_path):
     with FakeOpenAIServer(FakeModel()) as clean:
         assert run(tmp_path, clean.base_url, name="clean") == 0
@@ -198,6 +199,7 @@ def test_transient_faults_leave_exactly_the_records_of_a_clean_run(tmp_path):
     assert stats["retries"] == sum(n for f, n in inj.injected.items() if f != "slow") and stats["failures"] == 0
 
 
+@pytest.mark.e2e
 def test_persistent_failures_are_recorded_listed_and_retried_next_run(tmp_path, capsys):
     mix = FaultMix(
         rates={"429": 0.1, "500": 0.1, "reset": 0.1},
@@ -230,6 +232,7 @@ def test_persistent_failures_are_recorded_listed_and_retried_next_run(tmp_path, 
     assert len(srv.requests) > n_before
 
 
+@pytest.mark.e2e
 def test_content_faults_are_scored_or_failed_never_dropped(tmp_path):
     mix = FaultMix(cycle=("empty_content", "bad_tool_args", "unknown_tool"), rates={"empty_content": 0.15}, seed=1)
     inj = FaultInjector(FakeModel(), mix)
@@ -252,6 +255,7 @@ def test_content_faults_are_scored_or_failed_never_dropped(tmp_path):
     assert any(UNKNOWN_TOOL in m and "Error" in m for m in tool_msgs)
 
 
+@pytest.mark.e2e
 def test_every_fault_at_once_with_concurrency(tmp_path):
     rates = {"500": 0.05, "reset": 0.05, "empty_content": 0.05}
     inj = FaultInjector(
@@ -308,6 +312,7 @@ def test_every_card_of_the_cycle_is_injected_whatever_order_requests_arrive_in()
         assert inj.injected["500"] == 1 + 2  # its card, and the two persistent requests
 
 
+@pytest.mark.e2e
 def test_all_modes_fail_cleanly_when_every_call_fails(tmp_path):
     inj = FaultInjector(FakeModel(), FaultMix(persistent=1.0, persistent_fault="500"))
     with FakeOpenAIServer(inj) as srv:
@@ -338,6 +343,7 @@ def test_the_shared_embedder_is_safe_under_concurrent_cases():
     assert set(shapes) == {(100, shapes[0][1])} and emb.identity
 
 
+@pytest.mark.e2e
 def test_concurrent_cases_with_the_default_retriever(tmp_path):
     with FakeOpenAIServer(FakeModel()) as srv:
         code = run(
@@ -354,6 +360,7 @@ def test_concurrent_cases_with_the_default_retriever(tmp_path):
     assert code == 0 and len(recs) == 8 and all(r["status"] == "ok" for r in recs), [r.get("error") for r in recs]
 
 
+@pytest.mark.e2e
 def test_a_dead_endpoint_trips_the_breaker_keeps_records_and_the_same_command_resumes(tmp_path, capsys):
     """After run.max_consecutive_failures failed pairs in a row, nothing new starts: the run stops with exit 4,
     a partial report and every record so far; once the endpoint is healthy the same command finishes the run."""

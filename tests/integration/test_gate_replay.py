@@ -67,6 +67,7 @@ def gate(recorded, tmp_path, *, expect_run: int = 0) -> int:
     return main(["gate", str(tmp_path / "run"), "--baseline", str(base)])
 
 
+@pytest.mark.e2e
 def test_the_unchanged_harness_passes_and_the_fixture_is_canonical(recorded, tmp_path, capsys):
     fx, base = recorded
     assert gate(recorded, tmp_path) == 0
@@ -80,6 +81,7 @@ def test_the_unchanged_harness_passes_and_the_fixture_is_canonical(recorded, tmp
     assert {("summary_ondemand", "n_search_total"), ("summary", "summary_tokens"), ("long_context", "f1")} <= checked
 
 
+@pytest.mark.e2e
 def test_a_changed_prompt_text_fails(recorded, tmp_path, monkeypatch, capsys):
     from harness.prompts import ondemand as ondemand_texts
 
@@ -92,6 +94,7 @@ def test_a_changed_prompt_text_fails(recorded, tmp_path, monkeypatch, capsys):
     assert any(l.startswith("✗ FAIL") and "summary_ondemand" in l and "failed" in l for l in out.splitlines())
 
 
+@pytest.mark.e2e
 def test_a_dropped_tool_fails(recorded, tmp_path, monkeypatch):
     from harness.retrieval.tools import SessionTools
 
@@ -100,6 +103,7 @@ def test_a_dropped_tool_fails(recorded, tmp_path, monkeypatch):
     assert gate(recorded, tmp_path, expect_run=3) == 1
 
 
+@pytest.mark.e2e
 def test_doubled_summary_tokens_fail(recorded, tmp_path, monkeypatch, capsys):
     from runners.summaries import ProvidedSummary
 
@@ -110,6 +114,7 @@ def test_doubled_summary_tokens_fail(recorded, tmp_path, monkeypatch, capsys):
     assert fails and all("summary_tokens" in l for l in fails)
 
 
+@pytest.mark.e2e
 def test_a_scorer_change_fails(recorded, tmp_path, monkeypatch, capsys):
     from harness.scoring import lexical
 
@@ -142,6 +147,7 @@ def test_an_unrecorded_request_is_an_error_naming_it(tmp_path):
 COMMITTED = (ROOT / "baselines" / "ci_replay.jsonl", ROOT / "baselines" / "ci_replay.yaml")
 
 
+@pytest.mark.e2e
 def test_the_committed_replay_gate_passes_offline_and_catches_a_scorer_change(tmp_path, monkeypatch, capsys):
     """`make gate`'s first stage exactly: the fixture recorded from the embedded model, no model needed."""
     assert COMMITTED[0].stat().st_size < 400_000  # small enough to review

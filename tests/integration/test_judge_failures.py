@@ -4,12 +4,16 @@ and the next run (or rescore) asks the judge again for exactly those pairs, neve
 import json
 from collections import Counter
 
+import pytest
+
 from commands.cli import main
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, Reply, completion
 from harness.testing.faults import FakeModel, request_kind
 from tests.support.report_fixtures import rec, write_run
-from tests.system.test_crash_resume import MODES, N_CASES, answer, args, dataset
+from tests.support.tagged_run import MODES, N_CASES, answer, args, dataset
+
+pytestmark = pytest.mark.e2e
 
 
 class JudgeSwitch:

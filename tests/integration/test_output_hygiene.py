@@ -3,6 +3,8 @@
 import csv
 import json
 
+import pytest
+
 from commands.cli import main
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, Reply
@@ -33,6 +35,7 @@ def run_dirs(tmp_path):
     return [p.parent for p in tmp_path.glob("runs/**/records.jsonl") if "rescore" not in p.parts]
 
 
+@pytest.mark.e2e
 def test_report_md_shows_html_from_errors_and_ids_as_text(tmp_path, monkeypatch, write_dataset):
     monkeypatch.chdir(tmp_path)
     evil_id = "q<img src=x onerror=alert(1)>"
@@ -62,6 +65,7 @@ def test_report_md_shows_html_from_errors_and_ids_as_text(tmp_path, monkeypatch,
     assert "&lt;script&gt;" in md and "q&lt;img src=x onerror=alert(1)&gt;" in md  # shown, as text
 
 
+@pytest.mark.e2e
 def test_csv_cells_cannot_start_a_formula(tmp_path, monkeypatch, write_dataset):
     monkeypatch.chdir(tmp_path)
     rows = [
@@ -91,6 +95,7 @@ def test_csv_cells_cannot_start_a_formula(tmp_path, monkeypatch, write_dataset):
     assert {c["question_id"] for c in cases} == {'\'=HYPERLINK("http://x","y")', "'-2+3"}
 
 
+@pytest.mark.e2e
 def test_run_name_cannot_leave_runs(tmp_path, monkeypatch, capsys):
     work = tmp_path / "a" / "b"
     work.mkdir(parents=True)
@@ -102,6 +107,7 @@ def test_run_name_cannot_leave_runs(tmp_path, monkeypatch, capsys):
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["a", "b"]  # nothing written anywhere
 
 
+@pytest.mark.e2e
 def test_run_name_from_a_config_file_is_checked_too(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     conf = tmp_path / "conf" / "run"
@@ -115,6 +121,7 @@ def test_run_name_from_a_config_file_is_checked_too(tmp_path, monkeypatch, capsy
     assert not (tmp_path.parent / "escaped").exists() and not (tmp_path / "escaped").exists()
 
 
+@pytest.mark.e2e
 def test_a_path_valued_override_names_one_directory(tmp_path, monkeypatch, oracle_path):
     monkeypatch.chdir(tmp_path)
     with FakeOpenAIServer(FakeModel()) as srv:
@@ -134,6 +141,7 @@ def test_a_path_valued_override_names_one_directory(tmp_path, monkeypatch, oracl
     assert "dataset.path=" + str(oracle_path).replace("/", "%2F") in run.name
 
 
+@pytest.mark.e2e
 def test_rescore_accepts_a_default_run_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with FakeOpenAIServer(FakeModel()) as srv:
@@ -145,6 +153,7 @@ def test_rescore_accepts_a_default_run_directory(tmp_path, monkeypatch):
     assert [r["rescored_from"] for r in load_records(out / "records.jsonl")] == [str(run.relative_to(tmp_path))]
 
 
+@pytest.mark.e2e
 def test_a_restarted_endpoint_on_a_new_port_resumes_its_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with FakeOpenAIServer(FakeModel()) as first:

@@ -77,6 +77,7 @@ def every_mode_run(tmp_path_factory, subset) -> tuple[Path, list[dict]]:
     return tmp / "run", model.requests
 
 
+@pytest.mark.e2e
 def test_every_type_runs_in_every_mode_with_dates_and_abstention_judged_as_abstention(every_mode_run):
     run_dir, requests = every_mode_run
     recs = [json.loads(x) for x in (run_dir / "records.jsonl").read_text().splitlines()]
@@ -107,6 +108,7 @@ def test_every_type_runs_in_every_mode_with_dates_and_abstention_judged_as_abste
     assert tool_msgs and not any("2023-11-14" in t for t in tool_msgs)
 
 
+@pytest.mark.real_data
 def test_session_timestamps_follow_dates_and_stay_increasing():
     cases = parse_cases(json.dumps(subset_rows()).encode(), "subset")
     unsorted = cases[-1]
@@ -122,6 +124,7 @@ def test_session_timestamps_follow_dates_and_stay_increasing():
     assert plain[0].timestamp == 1_700_000_000.001
 
 
+@pytest.mark.real_data
 def test_a_dated_run_without_dates_names_the_question_and_field():
     row = dict(subset_rows()[0], haystack_dates=["yesterday"])
     case = parse_cases(json.dumps([row]).encode(), "x")[0]
@@ -131,12 +134,14 @@ def test_a_dated_run_without_dates_names_the_question_and_field():
         WireShape(question_template="{question_date} {question}").question("q", "")
 
 
+@pytest.mark.real_data
 def test_an_unknown_question_type_is_one_clear_error(subset):
     src = LongMemEvalSource(path=str(subset), question_types=["multi-sesion"])
     with pytest.raises(DataError, match=r"\['multi-sesion'\] match no question"):
         src.load()
 
 
+@pytest.mark.real_data
 def test_all_types_configs_select_every_type():
     src = LongMemEvalSource(name="oracle_all", filename="longmemeval_oracle.json.gz", question_types=None)
     cases, prov = src.load()
@@ -144,6 +149,7 @@ def test_all_types_configs_select_every_type():
     assert sum(c.is_abstention for c in cases) == 30
 
 
+@pytest.mark.e2e
 def test_per_type_report_scoreboard_and_gate(tmp_path, every_mode_run):
     from reports.aggregate import read_run, scoreboard
     from reports.by_type import type_table

@@ -21,7 +21,9 @@ from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
 from runners.fingerprint import fingerprint
-from tests.system.test_crash_resume import answer, args, dataset
+from tests.support.tagged_run import answer, args, dataset
+
+pytestmark = pytest.mark.e2e
 
 VOLATILE = {"cli.log", "run.lock"}  # the log gets every attempt's lines; the lock file goes with its holder
 JUDGES = {"trpc": "TrpcJudge", "longmemeval": "LongMemEvalJudge"}

@@ -98,6 +98,7 @@ def test_run_writes_records_report_and_plot_then_resumes_without_model_calls(tmp
     assert "summary_ondemand" in (run_dir / "report.md").read_text()
 
 
+@pytest.mark.e2e
 def test_fresh_run_dir_is_served_from_the_response_cache(tmp_path):
     with FakeOpenAIServer(responder) as srv:
         assert run(tmp_path, base_url=srv.base_url) == 0
@@ -118,6 +119,7 @@ def _stable(obj):
     return without_keys(obj, CACHED_RERUN_VOLATILE)
 
 
+@pytest.mark.e2e
 def test_failed_calls_are_recorded_with_reason_and_retried_next_run(tmp_path):
     state = {"fail": True}
 
@@ -137,6 +139,7 @@ def test_failed_calls_are_recorded_with_reason_and_retried_next_run(tmp_path):
         assert len(recs) == 2 and all(r["status"] == "ok" for r in recs)
 
 
+@pytest.mark.e2e
 def test_a_run_dir_refuses_records_of_another_config(tmp_path, capsys):
     with FakeOpenAIServer(responder) as srv:
         assert run(tmp_path, "mode=[long_context]", base_url=srv.base_url) == 0
@@ -144,6 +147,7 @@ def test_a_run_dir_refuses_records_of_another_config(tmp_path, capsys):
     assert "different configuration" in capsys.readouterr().err
 
 
+@pytest.mark.e2e
 def test_bad_dataset_path_is_one_clear_error(tmp_path, capsys):
     code = main(
         [
@@ -160,6 +164,7 @@ def test_bad_dataset_path_is_one_clear_error(tmp_path, capsys):
     assert "missing.json: dataset file not found" in capsys.readouterr().err
 
 
+@pytest.mark.e2e
 def test_embedding_endpoint_calls_land_in_records_and_are_priced(tmp_path, monkeypatch):
     """retrieval=trpc_parity_openai: the index and query embeddings go to the endpoint through the client
     layer; each record lists the calls its mode made, and the report prices them."""

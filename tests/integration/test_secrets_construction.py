@@ -62,6 +62,7 @@ def refused(tmp_path, monkeypatch, capfd, overrides, *, cmd=None, env=None) -> s
     return out.err
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "overrides, culprit",
     [
@@ -96,6 +97,7 @@ def test_a_key_outside_the_environment_is_refused_before_anything_is_written(
     assert culprit in refused(tmp_path, monkeypatch, capfd, overrides)
 
 
+@pytest.mark.e2e
 def test_probe8_a_sweep_with_a_key_in_a_url_is_refused_before_its_job_lines_and_multirun_yaml(
     tmp_path, monkeypatch, capfd
 ):
@@ -103,6 +105,7 @@ def test_probe8_a_sweep_with_a_key_in_a_url_is_refused_before_its_job_lines_and_
     assert "model.base_url=***: userinfo" in err
 
 
+@pytest.mark.e2e
 def test_probe6_rescore_with_a_key_in_the_judge_url_is_refused(tmp_path, monkeypatch, capfd):
     monkeypatch.chdir(tmp_path)
     with FakeOpenAIServer(FakeModel()) as srv:
@@ -127,6 +130,7 @@ def test_probe6_rescore_with_a_key_in_the_judge_url_is_refused(tmp_path, monkeyp
     assert "judge.endpoint.base_url=***: a query string" in err
 
 
+@pytest.mark.e2e
 def test_the_composed_config_is_checked_a_key_in_a_config_file_or_the_env(tmp_path, monkeypatch, capfd):
     """What the command line cannot show (a config file, an env-resolved DSN) is checked on the composed config
     by the Hydra callback, before the run directory or `.hydra/` exists, even with hydra.run.dir given."""
@@ -145,6 +149,7 @@ def test_the_composed_config_is_checked_a_key_in_a_config_file_or_the_env(tmp_pa
     assert "model.api_key" in err and "sk-CANARY-in-a-file" not in err
 
 
+@pytest.mark.e2e
 def test_issue38_a_key_set_through_env_set_for_the_variable_a_secret_field_reads_is_refused_in_a_sweep(
     tmp_path, monkeypatch, capfd
 ):
@@ -158,6 +163,7 @@ def test_issue38_a_key_set_through_env_set_for_the_variable_a_secret_field_reads
     assert "hydra.job.env_set.MYVAR" in err
 
 
+@pytest.mark.e2e
 def test_issue38_a_sweep_whose_experiment_file_sets_another_jobs_key_is_refused_before_multirun_yaml(
     tmp_path, monkeypatch, capfd
 ):
@@ -188,6 +194,7 @@ def test_issue38_a_sweep_whose_experiment_file_sets_another_jobs_key_is_refused_
     assert "hydra.job.env_set.MYVAR" in err and "sk-CANARY" not in err
 
 
+@pytest.mark.e2e
 def test_a_dsn_with_a_password_from_the_environment_is_refused_before_anything_is_written(tmp_path, monkeypatch, capfd):
     err = refused(
         tmp_path,
@@ -199,6 +206,7 @@ def test_a_dsn_with_a_password_from_the_environment_is_refused_before_anything_i
     assert "store.dsn=***: carries a password" in err
 
 
+@pytest.mark.e2e
 def test_a_key_in_the_judge_url_of_a_config_file_is_refused_for_a_rescore(tmp_path, monkeypatch, capfd):
     monkeypatch.chdir(tmp_path)
     with FakeOpenAIServer(FakeModel()) as srv:
@@ -219,6 +227,7 @@ def test_a_key_in_the_judge_url_of_a_config_file_is_refused_for_a_rescore(tmp_pa
     assert "judge.endpoint.base_url=***: a query string" in err and "sk-CANARY" not in err
 
 
+@pytest.mark.e2e
 def test_a_key_from_the_env_var_named_by_api_key_env_is_used_and_never_written(tmp_path, monkeypatch, capfd):
     key = _key()
     monkeypatch.setenv("MY_ENDPOINT_KEY", key)
@@ -232,6 +241,7 @@ def test_a_key_from_the_env_var_named_by_api_key_env_is_used_and_never_written(t
     assert json.loads(run_json.read_text())["config"]["model"]["api_key_env"] == "MY_ENDPOINT_KEY"
 
 
+@pytest.mark.e2e
 def test_twelve_ordinary_overrides_name_one_capped_directory(tmp_path, monkeypatch, capfd):
     """Minor probe: `OSError: File name too long` from a long name; now cut, with a hash of the whole."""
     monkeypatch.chdir(tmp_path)
@@ -262,11 +272,13 @@ def test_twelve_ordinary_overrides_name_one_capped_directory(tmp_path, monkeypat
     assert list(tmp_path.glob("runs/quickstart/*")) == [records.parent]
 
 
+@pytest.mark.e2e
 def test_a_long_run_name_is_one_clear_error(tmp_path, monkeypatch, capfd):
     err = refused(tmp_path, monkeypatch, capfd, ["run.name=" + "n" * 300])
     assert "run.name: 300 bytes" in err
 
 
+@pytest.mark.e2e
 def test_an_unlisted_override_names_the_directory_by_its_key_never_its_value(tmp_path, monkeypatch, capfd):
     monkeypatch.chdir(tmp_path)
     value = "innocent-looking-value-0123456789"

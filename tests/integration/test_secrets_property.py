@@ -255,6 +255,8 @@ from urllib.parse import quote, quote_plus  # noqa: E402
 
 from commands.cli import main as cli_main  # noqa: E402
 
+pytestmark = pytest.mark.e2e
+
 
 def _secret(rng: random.Random) -> str:
     tail = "".join(rng.choice(string.ascii_letters + string.digits + "-_.~+/=%") for _ in range(rng.randint(12, 28)))

@@ -4,11 +4,15 @@ import json
 import logging
 import secrets
 
+import pytest
+
 from commands.cli import main
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, Reply, completion
 from harness.testing.faults import FakeModel, request_kind
 from tests.support.dataset_rows import make_row
+
+pytestmark = pytest.mark.e2e
 
 
 def run(tmp_path, base_url, *overrides, name="run"):

@@ -14,11 +14,12 @@ from harness.session.store import SQLiteStore
 from harness.storage import StorageError, write_text_atomic
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
-from tests.integration.test_bad_inputs import one_error_line, run
+from tests.support.bad_start import one_error_line, run
 
 GARBAGE = b"this is not a database\n" * 50
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("which", ["cache", "store", "index"])
 def test_a_corrupt_cache_or_store_is_one_error_before_any_case_runs(tmp_path, capsys, which):
     path = {
@@ -130,6 +131,7 @@ def _disk_fills_after(monkeypatch, n_ok: int):
     monkeypatch.setattr(records_mod, "_write", write)
 
 
+@pytest.mark.e2e
 def test_a_full_disk_names_the_records_file_and_keeps_what_was_written(tmp_path, capsys, monkeypatch):
     _disk_fills_after(monkeypatch, 1)
     with FakeOpenAIServer(FakeModel()) as srv:

@@ -416,6 +416,7 @@ def test_every_legend_of_frontier_png_is_distinct_whole_and_clear_of_the_others(
     assert png.shape[:2] == (round(height), round(width))  # the image is the whole figure: nothing cropped
 
 
+@pytest.mark.process
 def test_html_view_of_compare_in_chromium(tmp_path):
     """compare.html laid out by headless Chromium at a laptop's window: the ranked table's rows are the contestants
     in rank order, the frontier image is loaded, shown at a readable width, and within the window."""

@@ -42,6 +42,7 @@ def _same(a: float | None, b: float) -> bool:
     return (a is None and math.isnan(b)) or (a is not None and math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-12))
 
 
+@pytest.mark.e2e
 def test_a_run_writes_results_that_read_back_to_the_same_bytes(run_dir):
     text = (run_dir / RESULTS_FILE).read_text()
     results = read_results(run_dir)
@@ -49,6 +50,7 @@ def test_a_run_writes_results_that_read_back_to_the_same_bytes(run_dir):
     assert results.contestants and results.to_json() == text
 
 
+@pytest.mark.e2e
 def test_the_figures_are_the_reports_csvs(run_dir):
     results = read_results(run_dir)
     summary = pd.read_csv(run_dir / "summary.csv", index_col="mode")
@@ -67,6 +69,7 @@ def test_the_figures_are_the_reports_csvs(run_dir):
                 assert _same(m.mean, row[r["metric"]])
 
 
+@pytest.mark.e2e
 def test_the_costs_are_the_reports_cost_table_with_every_column(run_dir):
     results = read_results(run_dir)
     costs = cost_table(load_run(run_dir))
@@ -85,6 +88,7 @@ def test_a_later_schema_version_is_refused_naming_the_file(tmp_path):
         read_results(tmp_path)
 
 
+@pytest.mark.e2e
 def test_report_rebuilds_the_file_identically_without_a_model(run_dir, tmp_path):
     from commands.cli import main
 

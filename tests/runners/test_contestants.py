@@ -232,6 +232,7 @@ class KeywordNotes:
         return Answer(prediction=r.content.strip(), calls=[r], query_latency_s=r.latency_s, final_messages=2)
 
 
+@pytest.mark.e2e
 def test_a_toy_contestant_selected_through_hydra_runs_end_to_end(tmp_path):
     conf = conf_dir(tmp_path, "mode", {"keyword_notes.yaml": f"keyword_notes:\n  _target_: {__name__}.KeywordNotes\n"})
     rc, requests = run_fake(tmp_path, ["mode=keyword_notes"], conf=conf)

@@ -107,6 +107,7 @@ def fake_args(srv, tmp_path, run_dir: Path) -> list[str]:
     return [f"hydra.run.dir={run_dir}", *fake_endpoint_args(srv.base_url, tmp_path), "dataset.limit=1", "judge=none"]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("how", ["--config-dir", "hydra.searchpath"])
 def test_a_config_dir_of_ones_own_runs_plans_and_rescores_end_to_end(tmp_path, user_dir, how, capsys):
     given = ["--config-dir", str(user_dir)] if how == "--config-dir" else [f"hydra.searchpath=[file://{user_dir}]"]
@@ -137,6 +138,7 @@ def test_a_config_dir_of_ones_own_runs_plans_and_rescores_end_to_end(tmp_path, u
     assert run_json["config"]["memory"]["_target_"] == "my_memory.NotesProvider"  # recorded as given
 
 
+@pytest.mark.e2e
 def test_a_file_with_an_installed_configs_name_is_refused_before_anything(tmp_path, capsys):
     user = write(tmp_path / "mine", {"prompt/fact_keeper.yaml": PROMPT, "prompt/terse.yaml": PROMPT})
     unreachable = ["model=endpoint", "model.base_url=http://127.0.0.1:9/v1", "model.model=m"]
@@ -149,11 +151,13 @@ def test_a_file_with_an_installed_configs_name_is_refused_before_anything(tmp_pa
     assert str(user / "prompt" / "fact_keeper.yaml") in line and "rename it" in line and "terse" not in line
 
 
+@pytest.mark.e2e
 def test_a_missing_config_dir_is_named(tmp_path, capsys):
     code = main(["plan", f"hydra.searchpath=[file://{tmp_path / 'nowhere'}]", f"hydra.run.dir={tmp_path / 'run'}"])
     assert code == 2 and f"config directory {tmp_path / 'nowhere'} does not exist" in capsys.readouterr().err
 
 
+@pytest.mark.e2e
 def test_a_config_dir_option_without_a_directory_is_named(tmp_path, capsys):
     assert main(["plan", f"hydra.run.dir={tmp_path / 'run'}", "--config-dir"]) == 2
     assert "lme-harness: error: --config-dir needs a directory" in capsys.readouterr().err
@@ -195,6 +199,7 @@ def site(tmp_path, monkeypatch):
         sys.modules.pop(name, None)
 
 
+@pytest.mark.e2e
 def test_a_provider_registered_by_an_installed_package_is_selected_by_name(tmp_path, site, capsys):
     install(
         site,
@@ -226,6 +231,7 @@ def test_a_provider_registered_by_an_installed_package_is_selected_by_name(tmp_p
     assert "memory provider 'bm25' of acme-memory" in err and "installed provider has that name" in err
 
 
+@pytest.mark.e2e
 def test_a_broken_entry_point_is_named_and_the_others_still_run(tmp_path, site, capsys):
     install(site, "broken-memory", {"broken": "broken_memory:Missing"}, {"broken_memory.py": "X = 1\n"})
     with FakeOpenAIServer(FakeModel()) as srv:

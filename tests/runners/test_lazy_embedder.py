@@ -25,6 +25,7 @@ def _refuse_distillation(monkeypatch, tmp_path) -> None:
     monkeypatch.setattr("harness.retrieval.distill.distill_static", refuse)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("provider", ["bm25", "full_context"])
 def test_a_memory_run_whose_provider_never_searches_the_runs_retriever_distils_nothing(
     tmp_path, monkeypatch, provider

@@ -13,6 +13,8 @@ from harness.testing.faults import FakeModel
 from runners.official_mode import LongMemEvalOfficialMode, first_kept, session_blocks
 from tests.support.contestant_kit import Pair, answer
 
+pytestmark = pytest.mark.real_data
+
 
 @pytest.fixture(scope="module")
 def s_cases(s_path):

@@ -11,7 +11,7 @@ from harness.llm.models import ModelSpec
 from harness.settings import ClientSettings, GenerationSettings, RunSettings
 from runners.modes import SummaryMode, modes_from_config
 from runners.setting_rules import RunConfigError
-from tests.integration.test_bad_inputs import one_error_line, run
+from tests.support.bad_start import one_error_line, run
 from tests.support.paths import REPO
 
 CONFIG = yaml.safe_load((REPO / "configs" / "config.yaml").read_text())
@@ -71,6 +71,7 @@ def test_a_mode_name_other_than_its_key_is_one_error_naming_the_key():
         modes_from_config(cfg)
 
 
+@pytest.mark.e2e
 def test_the_cli_reports_a_mismatched_mode_name_once(tmp_path, capsys):
     code = run(tmp_path, "mode=summary", "+mode.summary.name=other")
     assert code == 2

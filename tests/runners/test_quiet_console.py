@@ -7,6 +7,7 @@ import json
 import logging
 
 import pandas as pd
+import pytest
 
 from commands.cli import EXIT_FAILED_CASES, main
 from harness.testing.fake_openai import FakeOpenAIServer, Reply, completion
@@ -17,6 +18,7 @@ from tests.support.dataset_rows import make_row
 from tests.support.report_fixtures import rec, write_run
 
 
+@pytest.mark.e2e
 def test_a_failed_case_is_one_console_line_and_its_traceback_lands_in_cli_log(tmp_path, capsys):
     def responder(req):
         if "expert evaluator" in json.dumps(req["messages"]):

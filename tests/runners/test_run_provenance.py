@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from commands.cli import main
 from harness.run_meta import GitState, RunMeta
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
 from runners import provenance
-from tests.integration.test_bad_inputs import run
+from tests.support.bad_start import run
 
 
 class _Tree:
@@ -35,6 +37,7 @@ def _run(tmp_path, base_url) -> int:
     )
 
 
+@pytest.mark.e2e
 def test_run_json_names_the_code_at_the_start_and_every_invocation(tmp_path, monkeypatch):
     tree = _Tree("a" * 40)
     monkeypatch.setattr(provenance, "_git", tree)
@@ -82,8 +85,9 @@ def test_a_run_json_from_before_the_history_counts_as_one_invocation():
     ]
 
 
+@pytest.mark.e2e
 def test_shards_run_at_different_commits_say_so_once_merged(tmp_path, monkeypatch, capsys):
-    from tests.system.test_crash_resume import answer, args, dataset
+    from tests.support.tagged_run import answer, args, dataset
 
     data = dataset(tmp_path)
     tree = _Tree("1" * 40)
@@ -102,6 +106,7 @@ def test_shards_run_at_different_commits_say_so_once_merged(tmp_path, monkeypatc
     assert "records written by 2 invocations at 2 commits" in (tmp_path / "merged" / "report.md").read_text()
 
 
+@pytest.mark.e2e
 def test_a_rescore_names_the_code_that_scored_beside_the_code_that_answered(tmp_path, monkeypatch):
     from tests.integration.test_judge_failures import judge_yes_no
     from tests.support.report_fixtures import meta, rec, write_run

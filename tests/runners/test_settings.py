@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from runners.setting_rules import SETTINGS, RunConfigError, check, validate_settings
-from tests.integration.test_bad_inputs import left_behind, one_error_line, run
+from tests.support.bad_start import left_behind, one_error_line, run
 from tests.support.paths import REPO
 
 CONFIGS = REPO / "configs"
@@ -12,6 +12,7 @@ CONFIGS = REPO / "configs"
 PLACED = {"search": "retrieval.config"}
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "override,culprit",
     [
@@ -36,6 +37,7 @@ def test_bad_numeric_settings_name_their_key_before_anything_runs(tmp_path, caps
     assert left_behind(tmp_path) == {"FAILED.txt"}
 
 
+@pytest.mark.e2e
 def test_every_problem_is_reported_at_once(tmp_path, capsys):
     assert run(tmp_path, "dataset.limit=abc", "generation.max_tokens=0") == 2
     line = one_error_line(capsys.readouterr().err)

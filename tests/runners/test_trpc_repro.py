@@ -103,6 +103,7 @@ def _judging_responder(req):
     return responder(req)
 
 
+@pytest.mark.e2e
 def test_experiment_sends_the_references_request_bodies_and_tool_message(tmp_path):
     with FakeOpenAIServer(_judging_responder) as srv:
         rc = main(
@@ -250,6 +251,7 @@ def test_reference_latency_setting_never_adds_requests_by_default():
         reference_latency_setting("sometimes")
 
 
+@pytest.mark.e2e
 def test_both_reference_tables_in_one_sweep_then_side_by_side(tmp_path):
     """`lme-harness run +experiment=trpc_repro -m prompt=trpc_default,trpc_detailed`, then `compare` the sweep."""
 
@@ -294,6 +296,7 @@ def test_both_reference_tables_in_one_sweep_then_side_by_side(tmp_path):
     assert "summary_ondemand" in (tmp_path / "sweep" / "compare" / "compare.md").read_text()
 
 
+@pytest.mark.e2e
 def test_a_failing_reference_latency_embedding_keeps_the_answer(tmp_path):
     from harness.testing.fake_openai import Reply
 
@@ -331,6 +334,7 @@ def test_a_failing_reference_latency_embedding_keeps_the_answer(tmp_path):
 
 
 # --- issue 24: the summary input and the judge's sampling on the wire --------------------------------------
+@pytest.mark.e2e
 @pytest.mark.parametrize("per_mode", [True, False])
 def test_summary_starts_at_the_first_user_turn_and_the_judge_samples_per_mode(tmp_path, write_dataset, per_mode):
     """A case opening with assistant turns (11 of the 70 `_s` cases do), answered alike by all three modes."""

@@ -118,6 +118,7 @@ def needs_from_records(run_dir, mode: str) -> list[int]:
     ]
 
 
+@pytest.mark.e2e
 def test_an_endpoint_run_warns_before_its_first_call_and_names_the_setting(tmp_path, write_dataset, warnings):
     data = write_dataset(rows(random.Random(1), [2400, 1800, 60]))
     fake = FirstCall(warnings)
@@ -142,6 +143,7 @@ def test_an_endpoint_run_warns_before_its_first_call_and_names_the_setting(tmp_p
     assert len(prefix + line) <= MAX_LINE  # the console cuts a log line there
 
 
+@pytest.mark.e2e
 def test_the_endpoints_stated_window_is_the_value_to_set(tmp_path, write_dataset, warnings):
     data = write_dataset(rows(random.Random(2), [2400, 60]))
     with FakeOpenAIServer(FakeModel(), on_get=served({"max_model_len": 131072})) as srv:  # vLLM's field
@@ -150,6 +152,7 @@ def test_the_endpoints_stated_window_is_the_value_to_set(tmp_path, write_dataset
     assert "long_context (1/2 cases)" in line and line.endswith(f"set {SETTING}=131072, the window the endpoint serves")
 
 
+@pytest.mark.e2e
 def test_a_window_larger_than_the_endpoint_serves_is_named(tmp_path, write_dataset, warnings):
     data = write_dataset(rows(random.Random(3), [60]))
     with FakeOpenAIServer(FakeModel(), on_get=served({"max_model_len": 1024})) as srv:
@@ -159,6 +162,7 @@ def test_a_window_larger_than_the_endpoint_serves_is_named(tmp_path, write_datas
     assert line.endswith(f"set {SETTING}=1024")
 
 
+@pytest.mark.e2e
 def test_llama_cpp_states_its_window_in_props(tmp_path, write_dataset, warnings):
     data = write_dataset(rows(random.Random(4), [2400]))
     listing = {"owned_by": "llamacpp", "meta": {"n_ctx_train": 32768}}  # the training context: not what it serves
@@ -169,6 +173,7 @@ def test_llama_cpp_states_its_window_in_props(tmp_path, write_dataset, warnings)
     assert line.endswith(f"set {SETTING}=8192, the window the endpoint serves")
 
 
+@pytest.mark.e2e
 def test_no_warning_when_the_window_holds_every_prompt(tmp_path, write_dataset, warnings):
     data = write_dataset(rows(random.Random(5), [2400, 60]))
     with FakeOpenAIServer(FakeModel(), on_get=served({"max_model_len": 32768})) as srv:
@@ -178,6 +183,7 @@ def test_no_warning_when_the_window_holds_every_prompt(tmp_path, write_dataset, 
     assert not any(r["truncation"]["truncated"] for r in recorded)
 
 
+@pytest.mark.e2e
 def test_the_plan_shows_the_same_warning(tmp_path, write_dataset, capsys):
     data = write_dataset(rows(random.Random(1), [2400, 1800, 60]))
     with FakeOpenAIServer(FakeModel()) as srv:

@@ -82,6 +82,7 @@ def test_the_control_takes_the_development_questions_instead():
     assert [r["question_id"] for r in build_proxy(ORACLE, DEV, seed=0, questions="dev")] == ["d1"]
 
 
+@pytest.mark.real_data
 def test_the_written_proxy_is_the_file_docs_retrieval_md_measures(tmp_path, monkeypatch):
     """`--write-dataset`: the proxy (seed 0) as a LongMemEval file, byte for byte the one whose sha256 the docs give,
     and loaded by the harness's own dataset source as retrieval-eval loads it."""

@@ -17,6 +17,8 @@ import pytest
 from reports.render import build_report
 from tests.support.report_fixtures import standard_run
 
+pytestmark = pytest.mark.process  # tests/README.md: every test here starts a process
+
 FLAGS = (
     "--headless",
     "--no-sandbox",

@@ -21,16 +21,20 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from commands.cli import EXIT_INTERRUPTED, main
 from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, Reply
 from harness.testing.faults import FakeModel
 from tests.support.paths import REPO
-from tests.system.test_crash_resume import MODES, N_CASES, answer, attribute
-from tests.system.test_crash_resume import args as endpoint_args
-from tests.system.test_crash_resume import dataset as tagged_dataset
+from tests.support.tagged_run import MODES, N_CASES, answer, attribute
+from tests.support.tagged_run import args as endpoint_args
+from tests.support.tagged_run import dataset as tagged_dataset
 from tests.system.test_server_death import run_args as embedded_args
 from tests.system.test_server_death import weights  # noqa: F401  (a fixture)
+
+pytestmark = pytest.mark.process  # tests/README.md: every test here starts a process
 
 HANG_S = 600.0  # a hung call: far longer than any stop may take
 TOTAL = N_CASES * len(MODES)

@@ -19,7 +19,7 @@ from harness.testing.faults import FakeModel
 from harness.testing.pg_server import free_port
 from runners import store_backend as stores
 from tests.support.paths import REPO
-from tests.system.test_crash_resume import MODES, N_CASES, answer, args, dataset, stable_records
+from tests.support.tagged_run import MODES, N_CASES, answer, args, dataset, stable_records
 
 pytestmark = [pytest.mark.postgres, pytest.mark.ray]
 

@@ -11,6 +11,8 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
 from tests.support.paths import REPO
@@ -47,6 +49,7 @@ def test_the_readme_has_the_two_commands_and_four_recipes():
     assert len(text.split()) <= 1200, "the README is the short path in; detail belongs in docs/"
 
 
+@pytest.mark.process
 def test_every_readme_command_block_runs(tmp_path):
     port = _free_port()
     with FakeOpenAIServer(FakeModel()) as srv:

@@ -6,10 +6,14 @@ The judge server is the stand-in process of tests/test_server_death.py (the same
 
 from __future__ import annotations
 
+import pytest
+
 from commands.cli import EXIT_STOPPED, main
 from harness.records import load_records
 from tests.support.report_fixtures import rec, write_run
 from tests.system.test_server_death import sigsegv_after_records, stand_in, stop_took_s, weights  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.process  # tests/README.md: every test here starts a process
 
 N_PAIRS = 12
 

@@ -13,6 +13,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from commands.cli import main
 from harness.llm.local_server import perf_summary
 from harness.testing.fake_openai import FakeOpenAIServer, Reply
@@ -21,9 +23,9 @@ from reports.render import build_report
 from runners.provenance import host_info
 from tests.support.paths import REPO
 from tests.support.report_fixtures import meta, standard_run
-from tests.system.test_crash_resume import answer
-from tests.system.test_crash_resume import args as endpoint_args
-from tests.system.test_crash_resume import dataset as tagged_dataset
+from tests.support.tagged_run import answer
+from tests.support.tagged_run import args as endpoint_args
+from tests.support.tagged_run import dataset as tagged_dataset
 
 CPUINFO = """processor	: 0
 vendor_id	: AuthenticAMD
@@ -75,6 +77,7 @@ def test_the_report_header_shows_the_host_the_model_speed_and_an_unfinished_stat
         assert "interrupted" in text and "the records are partial" in text
 
 
+@pytest.mark.process
 def test_run_json_exists_before_the_first_answer_and_a_killed_run_still_reports(tmp_path):
     data = tagged_dataset(tmp_path)
     model = FakeModel(answer=answer)

@@ -17,7 +17,7 @@ from harness.runlock import RunDirLocked, run_dir_lock
 from harness.testing.fake_openai import FakeOpenAIServer, Reply
 from harness.testing.faults import FakeModel, request_kind
 from tests.support.paths import REPO
-from tests.system.test_crash_resume import MODES, N_CASES, answer, args, dataset
+from tests.support.tagged_run import MODES, N_CASES, answer, args, dataset
 
 HOLD = (
     "import sys, time\nfrom harness.runlock import run_dir_lock\nwith run_dir_lock(sys.argv[1]):\n"
@@ -42,6 +42,7 @@ def test_second_holder_is_refused_naming_the_directory_and_the_pid(tmp_path):
         pass
 
 
+@pytest.mark.process
 def test_a_lock_left_by_a_killed_process_does_not_block(tmp_path, capsys):
     run_dir = tmp_path / "run"
     holder = _spawn(["-c", HOLD, str(run_dir)], stdout=subprocess.PIPE, text=True)
@@ -63,6 +64,7 @@ def test_a_lock_left_by_a_killed_process_does_not_block(tmp_path, capsys):
     assert len(load_records(run_dir / "records.jsonl")) == N_CASES * len(MODES)
 
 
+@pytest.mark.process
 def test_two_runs_on_one_directory_one_refuses_and_every_pair_is_run_and_recorded_once(tmp_path, capsys):
     data = dataset(tmp_path)
     model = FakeModel(answer=answer)

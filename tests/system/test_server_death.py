@@ -156,6 +156,7 @@ def stop_took_s(run_dir: Path, killed: dict) -> float:
     return (run_dir / "FAILED.txt").stat().st_mtime - float(killed["wall"])
 
 
+@pytest.mark.process
 def test_a_server_that_segfaults_on_its_first_completion_fails_the_run_before_any_case(
     tmp_path, weights, stand_in, capsys
 ):
@@ -172,6 +173,7 @@ def test_a_server_that_segfaults_on_its_first_completion_fails_the_run_before_an
     assert len(servers) == 1 and servers[0].pid is None  # stopped
 
 
+@pytest.mark.process
 def test_a_server_that_errors_on_its_first_completion_fails_the_run_before_any_case(
     tmp_path, weights, stand_in, capsys
 ):
@@ -182,6 +184,7 @@ def test_a_server_that_errors_on_its_first_completion_fails_the_run_before_any_c
     assert (tmp_path / "run" / "FAILED.txt").exists() and not (tmp_path / "run" / "records.jsonl").exists()
 
 
+@pytest.mark.process
 def test_server_killed_by_sigsegv_mid_run_stops_within_seconds_then_the_same_command_resumes(
     tmp_path, weights, stand_in, capsys
 ):
@@ -214,6 +217,7 @@ def test_server_killed_by_sigsegv_mid_run_stops_within_seconds_then_the_same_com
     assert all(r["status"] == "ok" for r in final)
 
 
+@pytest.mark.process
 def test_a_dead_server_is_a_server_died_at_once_not_retried(tmp_path, weights, stand_in):
     spec = ModelSpec.from_config({"kind": "local", "model": "fake-model", **weights, "size": int(weights["size"])})
     log = tmp_path / "server.log"

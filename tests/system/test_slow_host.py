@@ -15,6 +15,8 @@ import pytest
 from scripts import slow_host
 from tests.support.paths import REPO
 
+pytestmark = pytest.mark.process  # tests/README.md: every test here starts a process
+
 SCRIPT = REPO / "scripts" / "slow_host.py"
 
 

@@ -15,6 +15,8 @@ from harness.testing.fake_openai import FakeOpenAIServer
 from tests.integration.test_run_e2e import MODES, responder
 from tests.support.paths import REPO
 
+pytestmark = pytest.mark.process  # tests/README.md: every test here starts a process
+
 ROOT = REPO
 SOURCES = ("pyproject.toml", "setup.py", "README.md", "harness", "runners", "commands", "reports", "configs")
 

@@ -7,6 +7,7 @@ from harness.data.longmemeval import DataError, LongMemEvalSource, history_chars
 from tests.support.dataset_rows import make_row
 
 
+@pytest.mark.real_data
 def test_info_of_the_shared_s_file_matches_its_readme(s_path):
     facts = info(s_path)
     assert facts["questions"] == 70

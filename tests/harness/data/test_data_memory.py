@@ -91,6 +91,7 @@ def test_element_parsing_equals_json_loads_or_defers_to_it(doc):
         )
 
 
+@pytest.mark.real_data
 def test_element_parsing_equals_json_loads_on_the_oracle_file():
     path = find_local("longmemeval_oracle.json.gz")
     if path is None:

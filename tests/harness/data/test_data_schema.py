@@ -69,6 +69,7 @@ def test_valid_optional_fields_may_be_null_or_absent():
     assert case.session_ids == ("s0",) and case.session_dates == ("",) and case.question_date == ""
 
 
+@pytest.mark.real_data
 @pytest.mark.skipif(not SHARED, reason="shared LongMemEval files not present")
 @pytest.mark.parametrize("path", SHARED)
 def test_the_shared_files_load(path):

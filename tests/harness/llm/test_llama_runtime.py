@@ -47,12 +47,14 @@ void f(const void *cfg) { __asm__ volatile("ldtilecfg (%0)" :: "r"(cfg)); __asm_
 """
 
 
+@pytest.mark.process
 @needs_tools
 def test_scan_accepts_x86_64_v3_code(tmp_path):
     lib = _shared_lib(tmp_path, "v3", AVX2_CODE, ["-mavx2", "-mfma"])
     assert rt.scan(lib, "portable") == {}
 
 
+@pytest.mark.process
 @needs_tools
 @pytest.mark.parametrize(
     "name,code,flags,kind",
@@ -68,6 +70,7 @@ def test_scan_flags_code_outside_the_baseline(tmp_path, name, code, flags, kind)
     assert kind in found, found
 
 
+@pytest.mark.process
 @needs_tools
 def test_native_profile_still_forbids_amx(tmp_path):
     lib = _shared_lib(tmp_path, "amx", AMX_CODE, ["-mamx-tile"])
@@ -121,6 +124,7 @@ def _required(flag: str) -> bool:
     return os.environ.get(flag) == "1" or os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
+@pytest.mark.process
 @needs_tools
 def test_installed_runtime_is_the_portable_build_and_is_clean():
     """The compiled runtime (opt-in since issue 21: `make runtime-compiled`), where installed, contains nothing outside
@@ -139,6 +143,7 @@ def test_installed_runtime_is_the_portable_build_and_is_clean():
     assert problems == {}, problems
 
 
+@pytest.mark.process
 def test_prebuilt_xllamacpp_runtime_is_clean():
     """The prebuilt runtime every embedded model runs on by default (model.runtime=xllamacpp) is scanned like a build
     of ours. Needs only objdump; required where .ci/run sets LME_REQUIRE_XLLAMACPP=1 (or CI is set)."""

@@ -96,6 +96,7 @@ def fake(tmp_path):
     return lambda mode: lambda port: [sys.executable, str(script), str(port), mode]
 
 
+@pytest.mark.process
 def test_start_ready_stop(model, fake, tmp_path):
     log = tmp_path / "logs" / "server.log"
     with LlamaServer(model, log_path=log, command=fake("ok")) as srv:
@@ -108,11 +109,13 @@ def test_start_ready_stop(model, fake, tmp_path):
     assert "fake server starting" in log.read_text()
 
 
+@pytest.mark.process
 def test_crash_before_ready_reports_log_tail(model, fake, tmp_path):
     with pytest.raises(LocalServerError, match=r"exited with code 3 before it was ready(.|\n)*boom: model file"):
         LlamaServer(model, log_path=tmp_path / "s.log", command=fake("crash")).start()
 
 
+@pytest.mark.process
 def test_startup_timeout_kills_the_process(model, fake, tmp_path):
     srv = LlamaServer(model, log_path=tmp_path / "s.log", command=fake("hang"), startup_timeout_s=1.0)
     started: list[int] = []
@@ -123,6 +126,7 @@ def test_startup_timeout_kills_the_process(model, fake, tmp_path):
     assert wait_dead(started[0])
 
 
+@pytest.mark.process
 def test_exception_inside_block_stops_server(model, fake, tmp_path):
     with pytest.raises(RuntimeError, match="harness failed"):
         with LlamaServer(model, log_path=tmp_path / "s.log", command=fake("ok")) as srv:
@@ -131,6 +135,7 @@ def test_exception_inside_block_stops_server(model, fake, tmp_path):
     assert wait_dead(pid)
 
 
+@pytest.mark.process
 def test_stop_escalates_to_kill(model, fake, tmp_path):
     srv = LlamaServer(model, log_path=tmp_path / "s.log", command=fake("stubborn"), stop_grace_s=0.5).start()
     pid = srv.pid
@@ -148,6 +153,7 @@ def test_refuses_model_that_fails_verification(model, fake, tmp_path):
     assert called == [] and srv.pid is None
 
 
+@pytest.mark.process
 def test_watchdog_exits_when_parent_dies():
     parent = textwrap.dedent("""
         import os, subprocess, sys, time
@@ -364,6 +370,7 @@ def _held_port():
     return s, s.getsockname()[1]
 
 
+@pytest.mark.process
 def test_a_chosen_port_taken_before_the_server_binds_it_is_chosen_again(model, fake, tmp_path, monkeypatch):
     holder, taken = _held_port()  # another process got there first
     ports = iter([taken])
@@ -379,6 +386,7 @@ def test_a_chosen_port_taken_before_the_server_binds_it_is_chosen_again(model, f
         holder.close()
 
 
+@pytest.mark.process
 def test_a_named_port_that_is_taken_is_one_error_not_another_port(model, fake, tmp_path):
     holder, taken = _held_port()
     try:
@@ -389,6 +397,7 @@ def test_a_named_port_that_is_taken_is_one_error_not_another_port(model, fake, t
         holder.close()
 
 
+@pytest.mark.process
 def test_a_server_that_fails_otherwise_is_not_started_again(model, fake, tmp_path, monkeypatch):
     calls = []
     real = ls.free_port

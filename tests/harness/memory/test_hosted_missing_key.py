@@ -14,6 +14,8 @@ from harness.testing.faults import FakeModel
 from tests.support.fake_run import fake_endpoint_args
 from tests.support.hosted_replay import require_sdk
 
+pytestmark = pytest.mark.e2e
+
 SERVICES = {"mem0_platform": "mem0", "zep": "zep_cloud", "supermemory": "supermemory", "letta": "letta_client"}
 
 

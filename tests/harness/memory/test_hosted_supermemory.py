@@ -243,6 +243,7 @@ class _FakeSupermemory:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
+@pytest.mark.e2e
 def test_mode_memory_runs_supermemory_end_to_end_through_hydra(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     import json
 

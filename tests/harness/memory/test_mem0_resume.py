@@ -26,7 +26,7 @@ if importlib.util.find_spec("mem0") is None:
         raise ImportError("LME_REQUIRE_MEM0=1 but mem0ai is not installed (pip install -e '.[memory]')")
     pytest.skip("mem0ai not installed (pip install -e '.[memory]')", allow_module_level=True)
 
-pytestmark = pytest.mark.mem0
+pytestmark = [pytest.mark.process, pytest.mark.mem0]
 
 
 def _args(tmp_path: Path, base_url: str) -> list[str]:

@@ -196,6 +196,7 @@ def test_a_failed_ingest_tears_the_unit_down() -> None:
     assert [k for k, _, _ in p.calls] == ["setup", "teardown"] and p.calls[0][1] == p.calls[1][1]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("memory", ["bm25", "full_context", "summary", "summary_tools"])
 def test_mode_memory_runs_end_to_end_through_hydra(tmp_path, memory) -> None:
     rc, requests = run_fake(tmp_path, ["mode=memory", f"memory={memory}"])
@@ -280,6 +281,7 @@ class FlakyBM25(IndexProvider):
         return super().ingest(unit, sessions)
 
 
+@pytest.mark.e2e
 def test_a_provider_failure_is_a_failed_case_never_a_wrong_answer(tmp_path) -> None:
     conf = conf_dir(tmp_path, "memory", {"flaky.yaml": f"_target_: {__name__}.FlakyBM25\nname: flaky\n"})
     FlakyBM25.failures = 0

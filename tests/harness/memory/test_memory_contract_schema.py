@@ -157,6 +157,7 @@ def test_the_schema_ships_in_the_package_and_the_reference_server_serves_it() ->
     # shipped as package data: tests/test_wheel_install.py finds it in an installed wheel
 
 
+@pytest.mark.e2e
 @needs_jsonschema
 def test_the_reference_server_s_responses_and_the_client_s_requests_keep_the_schema(tmp_path: Path) -> None:
     from harness.memory.http import contract_schema
@@ -316,6 +317,7 @@ def _causes(run: Path) -> list[str]:
     return [_cause(c) for c in memory_cases(recs, "lme_acc", {})]
 
 
+@pytest.mark.e2e
 def test_an_http_service_that_lists_what_it_stored_gets_its_misses_classed_not_stored(tmp_path: Path) -> None:
     causes = {}
     for provider in (ForgetfulListing(), Forgetful()):
@@ -344,6 +346,7 @@ class SlowIngest(IndexProvider):
         return super().ingest(unit, sessions)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("async_ingest", [False, True], ids=["sync", "async"])
 def test_an_ingest_longer_than_the_per_call_timeout_runs_when_the_service_answers_ready_false(
     async_ingest: bool, tmp_path: Path

@@ -92,6 +92,7 @@ def test_a_bearer_token_comes_from_the_named_environment_variable(monkeypatch) -
     assert seen == ["Bearer sekrit"]
 
 
+@pytest.mark.e2e
 def test_mode_memory_over_http_runs_end_to_end(tmp_path) -> None:
     from commands.cli import main
     from harness.testing.fake_openai import FakeOpenAIServer

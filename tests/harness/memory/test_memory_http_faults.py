@@ -91,6 +91,7 @@ def test_provider_check_of_a_trickling_service_ends_with_the_call_named() -> Non
     assert name == "capabilities" and "no complete response within timeout_s=1 s" in why
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(300)
 def test_a_run_against_a_trickling_service_ends_with_its_cases_failed_not_hung(tmp_path) -> None:
     from commands.cli import EXIT_FAILED_CASES
@@ -254,6 +255,7 @@ def test_a_url_valued_setting_is_out_of_the_fingerprint_and_the_directory_name_w
     assert names[0] == names[1] and "8765" not in names[0] and "127.0.0.1" not in names[0]
 
 
+@pytest.mark.process
 @pytest.mark.timeout(600)
 def test_a_service_restarted_on_another_port_resumes_the_run_and_attaches(tmp_path, monkeypatch) -> None:
     from commands.cli import main

@@ -126,6 +126,7 @@ def _killed_then_resumed(
     return resumed, recs, question
 
 
+@pytest.mark.process
 def test_an_attachable_service_receives_each_session_once_across_a_kill_and_resume(tmp_path, monkeypatch) -> None:
     service = Recording(attachable=True)
     resumed, recs, question = _killed_then_resumed(tmp_path, service, monkeypatch)
@@ -146,6 +147,7 @@ def test_an_attachable_service_receives_each_session_once_across_a_kill_and_resu
     assert "resumed" not in other["ingest"]["trace"][0]  # a unit ingested in this run says nothing of resuming
 
 
+@pytest.mark.process
 def test_a_service_without_attach_has_the_stale_unit_torn_down_before_the_reingest(tmp_path, monkeypatch) -> None:
     service = Recording(attachable=False)
     resumed, recs, question = _killed_then_resumed(tmp_path, service, monkeypatch)
@@ -211,6 +213,7 @@ def test_a_corrupt_or_foreign_line_is_one_error_naming_the_file_and_line(tmp_pat
     assert f"{path}:2:" in str(e.value) and why in str(e.value)
 
 
+@pytest.mark.e2e
 def test_a_damaged_checkpoint_stops_the_run_before_any_case_with_one_error(tmp_path, capsys, monkeypatch) -> None:
     monkeypatch.setenv(KEY_ENV, KEY)
     run_dir = tmp_path / "run"

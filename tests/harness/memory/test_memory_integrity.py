@@ -201,6 +201,7 @@ class IdRecordingBM25(IndexProvider):
         return super().ingest(unit, sessions)
 
 
+@pytest.mark.e2e
 def test_a_run_on_the_real_data_tells_the_provider_no_dataset_id_and_records_the_datasets(tmp_path) -> None:
     conf = conf_dir(tmp_path, "memory", {"idbm25.yaml": f"_target_: {__name__}.IdRecordingBM25\nname: bm25\n"})
     IdRecordingBM25.seen = []
@@ -487,6 +488,7 @@ def _oracle(n: int) -> list[Case]:
     return parse_cases(read_json_bytes(path), str(path))[:n]
 
 
+@pytest.mark.real_data
 def test_on_the_real_data_copied_text_is_told_from_the_cases_own_and_never_wrongly() -> None:
     """Every turn of 120 oracle cases checked as an item of its own case: never flagged. Each turn of 20 content words
     or more checked as an item of a case far from it in the file (LongMemEval's neighbours can be variants of one
@@ -518,6 +520,7 @@ def test_on_the_real_data_copied_text_is_told_from_the_cases_own_and_never_wrong
 # --- the run report ----------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_a_run_with_a_provider_that_never_forgets_is_flagged_in_the_headline(tmp_path) -> None:
     from reports.memory_systems import memory_scoreboard
     from reports.render import build_report
@@ -562,6 +565,7 @@ def test_records_from_before_opaque_ids_are_named_as_such_and_a_providers_name_s
     )
 
 
+@pytest.mark.e2e
 def test_a_damaged_id_key_stops_the_run_before_any_case_with_one_error(tmp_path, capsys) -> None:
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / KEY_FILE).write_text("garbage\n")

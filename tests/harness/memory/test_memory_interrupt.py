@@ -30,6 +30,8 @@ from runners.interrupt import STOP
 from tests.harness.memory.test_memory_ingest_checkpoint import KEY, KEY_ENV, Recording, _args
 from tests.support.fake_run import is_reader_request
 
+pytestmark = pytest.mark.e2e
+
 
 class Held(Recording):
     """The recording service whose first ingest (when `hold_ingest`) requests the stop and is held until released."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from harness.contestants.base import CaseHistory, Question
 from harness.data.longmemeval import parse_cases
 from harness.memory.contestant import ProviderContestant
@@ -288,6 +290,7 @@ def _memory_run(run_dir, memory: str, base_url: str, cache) -> None:
     assert main(["run", *args, "dataset.limit=2"]) == 0
 
 
+@pytest.mark.e2e
 def test_memory_run_reports_and_compare_hold_the_memory_section(tmp_path) -> None:
     from commands.compare_runs import compare_main
     from harness.testing.fake_openai import FakeOpenAIServer
@@ -371,6 +374,7 @@ def test_the_memory_scoreboard_holds_recall_leaks_provider_failures_and_ingest_c
     assert memory_scoreboard([other], "lme_acc") == {}
 
 
+@pytest.mark.e2e
 def test_the_gate_checks_the_memory_measurements_of_a_run(tmp_path) -> None:
     from commands.cli import main
     from harness.testing.fake_openai import FakeOpenAIServer

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from harness.records import load_records
 from harness.testing.faults import FakeModel, request_kind
 from tests.support.fake_run import is_reader_request, killed_at_first_reader
+
+pytestmark = pytest.mark.process  # tests/README.md: every test here starts a process
 
 
 def _args(tmp_path: Path, base_url: str) -> list[str]:

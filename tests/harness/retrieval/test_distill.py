@@ -78,6 +78,7 @@ def _build_in_process(target: str, log: str, results: str) -> None:
         f.write(f"{built}\n")
 
 
+@pytest.mark.process
 def test_two_processes_needing_the_model_at_once_build_it_once(tmp_path):
     import multiprocessing
 

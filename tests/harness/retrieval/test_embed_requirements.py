@@ -12,7 +12,7 @@ from commands.cli import main
 from harness.retrieval.embedders import packages_missing
 from harness.testing.fake_openai import FakeOpenAIServer, Reply
 from harness.testing.faults import FakeModel
-from tests.integration.test_bad_inputs import left_behind, one_error_line
+from tests.support.bad_start import left_behind, one_error_line
 
 STATIC = "harness.retrieval.embedders.StaticEmbedder"
 ABSENT = [("torch",), ("model2vec.distill",), ("torch", "model2vec.distill")]
@@ -75,6 +75,7 @@ def command(cmd: str, tmp_path, srv, *overrides: str) -> int:
     )
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("absent", ABSENT)
 @pytest.mark.parametrize("cmd", ["run", "plan"])
 def test_the_default_retriever_without_torch_says_what_to_install_before_any_work(
@@ -92,6 +93,7 @@ def test_the_default_retriever_without_torch_says_what_to_install_before_any_wor
     assert not (tmp_path / "m2v").exists()  # no half-built model
 
 
+@pytest.mark.e2e
 def test_a_keyword_retriever_runs_without_torch(tmp_path, without, endpoint):
     without("torch", "model2vec.distill")
     assert command("run", tmp_path, endpoint, "retrieval=bm25") == 0

@@ -193,10 +193,11 @@ def test_a_bad_recall_trigger_value_is_one_error():
         SearchConfig(recall_trigger="regex")
 
 
+@pytest.mark.e2e
 def test_a_run_with_a_bad_artifact_ends_in_one_error_naming_it_before_any_case(tmp_path, capsys):
     from harness.testing.fake_openai import FakeOpenAIServer
     from harness.testing.faults import FakeModel
-    from tests.integration.test_bad_inputs import one_error_line, run
+    from tests.support.bad_start import one_error_line, run
 
     bad = tmp_path / "trigger.json"
     bad.write_text("{not json")

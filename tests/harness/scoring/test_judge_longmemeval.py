@@ -164,6 +164,7 @@ def test_hydra_config_instantiates_the_judge():
     assert judge.params == {"temperature": 0, "max_tokens": 10} and type(judge.params) is dict
 
 
+@pytest.mark.e2e
 def test_a_separate_judge_endpoint_gets_the_judge_calls(tmp_path):
     """`+model@judge.endpoint=...`: answers from one server, verdicts from another; provenance names both."""
     import json

@@ -23,7 +23,7 @@ from reports.aggregate import load_run, scoreboard
 from reports.cost import judge_calls
 from reports.gate import run_gate
 from tests.support.report_fixtures import rec, write_run
-from tests.system.test_crash_resume import MODES, N_CASES, answer, args, dataset, stable_records
+from tests.support.tagged_run import MODES, N_CASES, answer, args, dataset, stable_records
 
 
 def model(*script: str | Exception) -> FakeModel:
@@ -118,6 +118,7 @@ def test_votes_must_be_odd(votes):
         lme(model(), votes=votes)
 
 
+@pytest.mark.e2e
 def test_even_votes_is_one_config_error_naming_judge_votes(tmp_path, capsys):
     # run: refused before any endpoint is opened (this one is unreachable)
     data = dataset(tmp_path)
@@ -235,6 +236,7 @@ def _source(tmp_path: Path) -> Path:
 SCRIPT = {"You went to Paris.": ["yes", "yes", "no"], "Rome, I think.": ["no"], "Lyon.": ["no", "yes", "yes"]}
 
 
+@pytest.mark.e2e
 def test_votes_1_is_byte_identical_to_the_plain_judge_and_shares_its_cache(tmp_path):
     src = _source(tmp_path)
     with FakeOpenAIServer(Judge(SCRIPT)) as srv:
@@ -268,6 +270,7 @@ def _without(obj: Any, keys: tuple[str, ...]) -> Any:
     return obj
 
 
+@pytest.mark.e2e
 def test_three_votes_end_to_end_cache_report_gate_and_cost(tmp_path):
     src = _source(tmp_path)
     with FakeOpenAIServer(Judge(SCRIPT)) as srv:
@@ -318,6 +321,7 @@ def test_three_votes_end_to_end_cache_report_gate_and_cost(tmp_path):
     assert [o.check.metric for o in failed] == ["judge_agreement"]
 
 
+@pytest.mark.e2e
 def test_a_failed_vote_makes_the_pair_scoring_failed_and_a_rerun_rescores_it(tmp_path, capsys):
     src = write_run(tmp_path / "src", [rec("q1", "summary", prediction="You went to Paris.")])
     judge = Judge(SCRIPT)
@@ -344,6 +348,7 @@ def _judge_bodies(requests: list[dict[str, Any]]) -> list[str]:
     return sorted(json.dumps(r, sort_keys=True) for r in requests if request_kind(r) == "judge")
 
 
+@pytest.mark.e2e
 def test_run_with_votes_1_writes_the_records_of_the_plain_judge(tmp_path):
     data = dataset(tmp_path)
     with FakeOpenAIServer(FakeModel(answer=answer)) as srv:
@@ -363,6 +368,7 @@ def test_run_with_votes_1_writes_the_records_of_the_plain_judge(tmp_path):
     assert meta[0] == meta[1]
 
 
+@pytest.mark.e2e
 def test_run_with_three_votes_asks_the_judge_three_times_per_judged_pair(tmp_path):
     data = dataset(tmp_path)
     with FakeOpenAIServer(FakeModel(answer=answer)) as srv:
@@ -378,6 +384,7 @@ def test_run_with_three_votes_asks_the_judge_three_times_per_judged_pair(tmp_pat
     assert all(r["temperature"] == 1.0 for r in judged)
 
 
+@pytest.mark.e2e
 def test_plan_counts_every_vote_at_the_inner_judges_max_tokens(tmp_path):
     data = dataset(tmp_path)
     totals = {}
@@ -391,6 +398,7 @@ def test_plan_counts_every_vote_at_the_inner_judges_max_tokens(tmp_path):
     assert voted["completion_tokens_est"] - plain["completion_tokens_est"] == extra * 10  # judge.judge.params
 
 
+@pytest.mark.e2e
 def test_votes_on_any_judge_by_override_equal_the_votes_config(tmp_path, capsys):
     src = _source(tmp_path)
     with FakeOpenAIServer(Judge(SCRIPT)) as srv:
