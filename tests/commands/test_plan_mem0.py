@@ -23,7 +23,7 @@ if importlib.util.find_spec("mem0") is None:
         raise ImportError("LME_REQUIRE_MEM0=1 but mem0ai is not installed (pip install -e '.[memory]')")
     pytest.skip("mem0ai not installed (pip install -e '.[memory]')", allow_module_level=True)
 
-pytestmark = pytest.mark.mem0
+pytestmark = [pytest.mark.e2e, pytest.mark.mem0]
 CAP = 4000  # configs/mode/memory.yaml context_tokens
 
 

@@ -50,6 +50,7 @@ def run(tmp_path, *overrides, base_url):
     return main(args)
 
 
+@pytest.mark.e2e
 @pytest.mark.figures
 def test_run_writes_records_report_and_plot_then_resumes_without_model_calls(tmp_path, capsys):
     with FakeOpenAIServer(responder) as srv:
