@@ -18,7 +18,7 @@ EVAL = "+retrieval_eval.presets=[bm25]"
 
 
 def _overrides(url: str, tmp_path: Path) -> list[str]:
-    """A small run's overrides (tests/test_secrets_construction.py `base`, without its "run"), for both commands."""
+    """A small run's overrides (tests/integration/test_secrets_construction.py `base`, without its "run"), for both commands."""
     return [*base(url, tmp_path)[1:], EVAL]
 
 

@@ -1,4 +1,4 @@
-"""What `lme-harness` and `make` mean inside tests/test_readme.py's replay of the README's command blocks.
+"""What `lme-harness` and `make` mean inside tests/system/test_readme.py's replay of the README's command blocks.
 
 - `lme-harness run|plan|replay|rescore|retrieval-eval ...`: the command as written, with the overrides that make it
   a test: the answer model at the loopback fake endpoint ($LME_README_FAKE_URL) where the command names no endpoint

@@ -1,6 +1,6 @@
 """Every command block of README.md runs, in order, in one shell (so a variable one recipe sets serves the next), as a
 newcomer would paste them: against the loopback fake endpoint where a model is needed, one case per run, and only
-composed where the run would be too long (`make bench`): tests/readme_shim.py. A recipe that goes stale (a renamed
+composed where the run would be too long (`make bench`): tests/support/readme_shim.py. A recipe that goes stale (a renamed
 setting, a removed option, a path that no longer exists) fails here."""
 
 from __future__ import annotations

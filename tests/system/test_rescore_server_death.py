@@ -1,7 +1,7 @@
 """`rescore` with an embedded judge whose llama.cpp server dies mid-rescore: a stop (exit 4) within seconds, every
 record kept, nothing recorded as a scoring failure it did not have, and the same command resumes.
 
-The judge server is the stand-in process of tests/test_server_death.py (the same process lifecycle as llama.cpp's).
+The judge server is the stand-in process of tests/system/test_server_death.py (the same process lifecycle as llama.cpp's).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """mem0's hosted platform (mem0ai's `MemoryClient`) behind the provider contract, against replayed responses.
 
-The SDK is real; only its network is replaced (tests/hosted_replay.py over tests/fixtures/hosted/mem0_platform.json,
+The SDK is real; only its network is replaced (tests/support/hosted_replay.py over tests/fixtures/hosted/mem0_platform.json,
 whose shapes come from the SDK's source and mem0's API reference, not from the live service).
 """
 

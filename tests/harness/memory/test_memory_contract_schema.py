@@ -154,7 +154,7 @@ def test_the_schema_ships_in_the_package_and_the_reference_server_serves_it() ->
     with MemoryServer(IndexProvider()) as srv:
         with urllib.request.urlopen(f"{srv.base_url}/openapi.json", timeout=10) as resp:
             assert json.loads(resp.read()) == doc
-    # shipped as package data: tests/test_wheel_install.py finds it in an installed wheel
+    # shipped as package data: tests/system/test_wheel_install.py finds it in an installed wheel
 
 
 @pytest.mark.e2e

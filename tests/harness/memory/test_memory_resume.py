@@ -1,7 +1,7 @@
 """Phase checkpoints of a memory contestant: a run killed between a unit's ingest and its answer, then resumed.
 
 What a resumed run redoes, and what it must not: finished cases (retrieval, answer, verdict in their record) make
-no call at all (tests/test_crash_resume.py holds that for every mode); the killed case's ingest is redone, but the
+no call at all (tests/system/test_crash_resume.py holds that for every mode); the killed case's ingest is redone, but the
 LLM calls it had already paid for are served (the run's summary store, else the response cache) and recorded as
 cached in the provider's usage, so the record still says what the ingest cost and that it was not spent again.
 """
