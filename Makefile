@@ -14,7 +14,7 @@ BENCH_MODEL ?= qwen25_coder_15b
 BENCH_PULL ?= $(BENCH_MODEL)
 SMOKE_MODEL := smollm2_135m
 
-.PHONY: setup bench test lint gate gate-replay gate-live gate-baseline models clean-runs behaviour runtime-compiled ray-venv
+.PHONY: setup bench test test-fast lint gate gate-replay gate-live gate-baseline models clean-runs behaviour runtime-compiled ray-venv
 
 # The main job's setup (`make bench` on a fresh machine): the Python dependencies and the prebuilt llama.cpp runtime
 # (xllamacpp: nothing to compile), then the main job's model file. No torch: the main job's retriever is the default's
@@ -65,7 +65,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# Two pytest runs: everything but the Ray test in .venv, then the Ray test (tests/test_ray_cluster.py) in .venv-ray
+# Two pytest runs: everything but the Ray test in .venv, then the Ray test (tests/system/test_ray_cluster.py) in .venv-ray
 # (hydra-ray-launcher needs cloudpickle<3, the joblib launcher in .venv cloudpickle>=3; docs/cluster.md).
 test: $(STAMP) $(RAY_STAMP)
 	$(BIN)/lme-harness models pull $(SMOKE_MODEL)
@@ -79,7 +79,14 @@ $(RAY_PKGS): scripts/ray_venv.sh
 	touch $(RAY_PKGS)
 
 # The files holding Ray tests: collecting only them, not the whole suite to deselect it, saves seconds.
-RAY_TESTS = $(shell grep -l 'mark\.ray' tests/test_*.py)
+RAY_TESTS = $(shell grep -rl --include='test_*.py' 'mark\.ray' tests)
+
+# The fast selection, for a contributor's loop (under two minutes on 2 cores; tests/README.md): every test but those
+# that start a process, run a whole lme-harness command in process, read the large real data files, run mem0 or draw
+# the figures (markers in pyproject.toml, enforced by tests/support/marker_guard.py). CI and `make test` run them all.
+FAST_TESTS = not (process or slow or postgres or ray or e2e or real_data or mem0 or figures)
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "$(FAST_TESTS)" -n $${LME_TEST_WORKERS:-auto} --dist loadfile --durations=10 $(PYTEST_ARGS)
 
 $(RAY_STAMP): $(STAMP) $(RAY_PKGS) scripts/ray_venv.sh
 	scripts/ray_venv.sh $(VENV) $(RAY_VENV)

@@ -248,7 +248,7 @@ def leakage_table(cases: Sequence[MemoryCase]) -> Table:
         "reader and counted here; the latter are flagged in the headline. Echoes of the question (equal to it, a "
         f"part of it, or at least {ECHO_SHARE:.0%} of their content words the question's) are counted; none of "
         "these is ever credited as evidence. Items without a date cannot be audited. Ingest never receives the "
-        "question (the contestant sends the sessions only; tests/test_memory_contestant.py checks it); a canary "
+        "question (the contestant sends the sessions only; tests/harness/memory/test_memory_contestant.py checks it); a canary "
         "ingested for one unit never returned for another is checked before a run by `lme-harness provider-check "
         "URL`. " + ids_note(cases),
         [

@@ -204,7 +204,7 @@ def _run_dirname(*, _root_: Any) -> str:
     conf = hydra.job.config.override_dirname
     task = OmegaConf.to_container(hydra.overrides.task, resolve=False)
     # The declarations' exclusions (runners/setting_rules.py); configs/config.yaml's exclude_keys states the same list
-    # for Hydra's own override_dirname (tests/test_settings_declared.py keeps the two equal).
+    # for Hydra's own override_dirname (tests/runners/test_settings_declared.py keeps the two equal).
     assert isinstance(task, list)  # a Hydra list of strings
     return overrides_dirname(list(task), list(dirname_exclusions()), str(conf.item_sep), str(conf.kv_sep))
 

@@ -4,7 +4,7 @@ Both runtimes must send a model the same prompt text for the same request (promp
 across them). CI installs only the prebuilt runtime (xllamacpp, issue 21), so llama-cpp-python's rendering is kept
 here as a golden fixture: for every local model in configs/model/, the GGUF's chat template and special tokens, and
 llama-cpp-python's `Jinja2ChatFormatter` prompt for each request below (messages passed through
-`local_server.for_template`, as its `template_tools_handler` does). `tests/test_xllama_server.py` renders the same
+`local_server.for_template`, as its `template_tools_handler` does). `tests/harness/llm/test_xllama_server.py` renders the same
 requests with `xllama_server.ChatTemplate` and compares.
 
 Regenerate after changing the requests, a model, `for_template`, or the pinned llama-cpp-python (needs it installed:

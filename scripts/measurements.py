@@ -5,7 +5,7 @@
     python -m scripts.measurements check    # exit 1 naming every stale table, every record missing a required field,
                                             # every marker not in the block syntax below
                                             # and every file under docs/measurements/ that no record accounts for
-                                            # (tests/test_measurements.py)
+                                            # (tests/scripts/test_measurements.py)
 
 A measurement record, docs/measurements/NAME.measurement.json:
 
@@ -517,7 +517,7 @@ def index_md(records: dict[str, Record], root: Path = ROOT) -> str:
         "Every measurement the docs cite is a record here: `NAME.measurement.json` holds the numbers, the exact",
         "command(s) that produced them, the host's CPU, the date, the commit and, where a model ran, its measured",
         "tokens/s. The tables in the docs are generated from these records (`python -m scripts.measurements write`;",
-        "`check` fails when one is stale or a record lacks a field: `tests/test_measurements.py`). The other files",
+        "`check` fails when one is stale or a record lacks a field: `tests/scripts/test_measurements.py`). The other files",
         "here are outputs the commands wrote (results files, kept study logs, figures), each listed by its record.",
         "To add one: write the record (see `scripts/measurements.py` for the format), put",
         "`<!-- measurement NAME/TABLE -->` and `<!-- /measurement -->` where the table goes, and run `write`.",

@@ -1,7 +1,7 @@
 """The generated reference (docs/reference/): written from the code and the configs, never by hand.
 
     python -m scripts.reference write    # regenerate docs/reference/*.md
-    python -m scripts.reference check    # exit 1 naming each file that is out of date (tests/test_reference_docs.py)
+    python -m scripts.reference check    # exit 1 naming each file that is out of date (tests/project/test_reference_docs.py)
 
 - settings.md: every declared setting (harness/settings.py `Setting`, the one list of runners/setting_rules.py):
   its key, valid values, default (the composed default config's; "component" when the component's own default

@@ -2,17 +2,27 @@ import gzip
 import json
 import os
 import random
-import struct
 import sys
-import zlib
 from pathlib import Path
 
 import pytest
 
 from harness.data.longmemeval import find_local
+from tests.support.dataset_rows import make_row
+from tests.support.figures import save_without_drawing
+from tests.support.marker_guard import MarkerGuard
+
+pytest_plugins = ("pytester",)  # tests/suite runs small pytest sessions of its own
 
 DATA_ORACLE = "longmemeval_oracle_single_session_user.json.gz"
 DATA_S = "longmemeval_s_single_session_user.json.gz"
+
+
+def pytest_configure(config):
+    # A test that starts an OS process, runs a whole lme-harness command in process or reads a large real data file
+    # carries the marker saying so (process, e2e, real_data); an unmarked one that tries fails
+    # (tests/support/marker_guard.py, tests/README.md).
+    config.pluginmanager.register(MarkerGuard(), "marker_guard")
 
 
 def pytest_addoption(parser):
@@ -57,42 +67,6 @@ def _absl_handler_off_captured_streams():
         absl_logging.get_absl_handler().python_handler.stream = sys.__stderr__  # absl never closes this one
 
 
-def _png_chunk(kind: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-
-# What `reports.plots.save` writes in tests not marked `figures`: a valid 1x1 grey PNG and an empty SVG, the same
-# bytes every time, so report links, file listings, the HTML's embedded image and byte comparisons of two runs work.
-PLACEHOLDER_PNG = (
-    b"\x89PNG\r\n\x1a\n"
-    + _png_chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0))  # 1x1, 8-bit greyscale
-    + _png_chunk(b"IDAT", zlib.compress(b"\x00\x80", 9))  # one scanline: filter 0, one grey pixel
-    + _png_chunk(b"IEND", b"")
-)
-PLACEHOLDER_SVG = (
-    b'<?xml version="1.0" encoding="utf-8"?>\n'
-    b'<svg xmlns="http://www.w3.org/2000/svg" width="1" height="1" viewBox="0 0 1 1">'
-    b"<!-- not drawn: a test placeholder (tests/conftest.py) --></svg>\n"
-)
-
-
-def save_without_drawing(fig, out_base, *, rect=None) -> list[Path]:
-    """`reports.plots.save` less the drawing (most of a report's time in the suite, docs/reliability.md issue
-    21): the figure was built by the plotting code as in a real run; the same two paths come back, each holding
-    a placeholder, and the figure is closed so none accumulates (`rect`, the layout's area, is not laid out)."""
-    import matplotlib.pyplot as plt
-    from matplotlib.figure import Figure
-
-    if not isinstance(fig, Figure):  # what savefig would have refused
-        raise TypeError(f"plots.save needs a matplotlib Figure, got {type(fig).__name__}")
-    out_base = Path(out_base)
-    png, svg = out_base.with_suffix(".png"), out_base.with_suffix(".svg")
-    png.write_bytes(PLACEHOLDER_PNG)
-    svg.write_bytes(PLACEHOLDER_SVG)
-    plt.close(fig)
-    return [png, svg]
-
-
 @pytest.fixture(autouse=True)
 def _figures_not_drawn(request, monkeypatch):
     """Tests not marked `figures` get `save_without_drawing` in place of `reports.plots.save` (the one function
@@ -135,26 +109,6 @@ def s_path() -> Path:
     return p
 
 
-def make_row(qid="q1", answer="Paris", question="Where did I go?", sessions=None, qtype="single-session-user"):
-    sessions = sessions or [
-        [
-            {"role": "user", "content": "I went to Paris last May.", "has_answer": True},
-            {"role": "assistant", "content": "Nice trip!"},
-        ]
-    ]
-    return {
-        "question_id": qid,
-        "question_type": qtype,
-        "question": question,
-        "answer": answer,
-        "question_date": "2023/05/30",
-        "haystack_session_ids": [f"s{i}" for i in range(len(sessions))],
-        "haystack_dates": ["2023/05/01"] * len(sessions),
-        "haystack_sessions": sessions,
-        "answer_session_ids": ["s0"],
-    }
-
-
 @pytest.fixture
 def write_dataset(tmp_path):
     def _write(rows, name="data.json.gz", raw: bytes | None = None) -> Path:
@@ -179,30 +133,6 @@ def paris_dataset(write_dataset) -> dict:
         "path": str(write_dataset(rows)),
         "question_types": None,
     }
-
-
-# Record fields that legitimately differ when the same inputs run again: wall times and cache flags.
-# A cached re-run replays model latencies (latency_s, generation_ms), so those stay comparable there.
-CACHED_RERUN_VOLATILE = (
-    "cached",
-    "cache_hits",
-    "wall_ms",
-    "build_ms",
-    "query_ms",
-    "latency_ms",
-    "query_ms_reference",
-    "append_embed_ms",
-)  # local embedders: wall time
-RERUN_VOLATILE = CACHED_RERUN_VOLATILE + ("latency_s", "generation_ms", "model_ms")
-
-
-def without_keys(obj, keys):
-    """`obj` (records, nested) with every dict entry named in `keys` removed."""
-    if isinstance(obj, dict):
-        return {k: without_keys(v, keys) for k, v in obj.items() if k not in keys}
-    if isinstance(obj, list):
-        return [without_keys(v, keys) for v in obj]
-    return obj
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ results back onto `MemoryItem`s with provenance. What they share lives here:
 - **One scope per unit**: `scope(unit)` is the service-side id (user, namespace, agent) of the unit, prefixed so a
   benchmark never touches a real user's data; teardown deletes it.
 - **Tests run offline**: `http_client` (an `httpx.Client`, e.g. over `httpx.MockTransport`) replaces the network;
-  tests/test_hosted_providers.py replays each service's responses (tests/fixtures/hosted/).
+  tests/harness/memory/test_hosted_*.py replay each service's responses (tests/fixtures/hosted/).
 """
 
 from __future__ import annotations

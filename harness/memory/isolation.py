@@ -14,7 +14,7 @@ anchor word are compared: a word whose CRC-32 is divisible by `ANCHOR_EVERY` (ab
 on both sides), so a copied span of a few dozen words is found whatever its offset; a span of fewer than about 20
 content words may not be, and a paraphrase (a fact extracted from another case's turn) is not. On 500 oracle cases,
 every turn checked as an item of its own case was never flagged, and of the turns checked as items of a case that
-does not hold them, 99 % of those with 20 content words or more were found (`tests/test_memory_integrity.py`).
+does not hold them, 99 % of those with 20 content words or more were found (`tests/harness/memory/test_memory_integrity.py`).
 
 The index holds every distinct turn text of the run once, with the cases holding it: the pipeline hands the run's
 cases over before the first (`bind_cases`; a case is also added when it is ingested), and it is built once, outside
