@@ -253,7 +253,7 @@ def test_a_corrupt_file_is_one_error_naming_it(tmp_path, text):
 def test_a_file_of_schema_version_1_still_reads(tmp_path):
     """A file written before version 2: read as it is, the fields it cannot hold empty (load_results then rebuilds
     it, having no source to check it against: tests/reports/test_results_read.py)."""
-    from tests.report_fixtures import as_version_1
+    from tests.support.report_fixtures import as_version_1
 
     doc = as_version_1(json.loads(_generated(random.Random(5)).to_json()))
     (tmp_path / RESULTS_FILE).write_text(json.dumps(doc))

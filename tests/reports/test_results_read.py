@@ -191,7 +191,7 @@ def test_the_figures_the_gate_reads_are_the_ones_it_computed_from_the_records(tm
 def test_a_judge_that_never_gave_a_verdict_keeps_its_not_run_count(tmp_path):
     """Every judge call failed: the metric has no mean, so summary_ci.csv leaves it out, but the gate still reads
     `lme_acc:not_run` (and `@all`) from results.json, as it computed them from the records before."""
-    from tests.report_fixtures import rec, write_run
+    from tests.support.report_fixtures import rec, write_run
 
     run_dir = write_run(
         tmp_path / "run", [rec(q, m, lme=None, lme_verdict="not_run") for q in ("q1", "q2") for m in ("a", "b")]

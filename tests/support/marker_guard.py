@@ -9,7 +9,9 @@ What needs which marker (any one of those listed satisfies the check; the first 
   worker or a process pool. Threads and loopback servers inside the test's own process
   (harness/testing/fake_openai.py, tests/support/raw_http.py) are not processes and need no marker. One program
   is exempt: `git`, which runners/provenance.py asks for the code's commit in every run (two short read-only
-  queries); marking every in-process run for them would leave the marker meaningless.
+  queries); marking every in-process run for them would leave the marker meaningless. So is `uname`, which
+  Python's `platform` module runs once per process (then cached) for the platform a run records: whichever test
+  came first would otherwise be refused, an order-dependent failure.
 - running a Hydra command of the CLI in the test's process (run, plan, rescore, replay, retrieval-eval: the
   config composed, the pipeline run, the report written; about a second each, most of the suite's time): `e2e`
   (or a process marker). Checked at `commands.cli._hydra_main`, which every one of those commands goes through.
@@ -43,7 +45,7 @@ import pytest
 PROCESS_MARKERS = ("process", "slow", "postgres", "ray")
 E2E_MARKERS = ("e2e", *PROCESS_MARKERS)
 REAL_DATA_MARKERS = ("real_data", "e2e", *PROCESS_MARKERS)
-EXEMPT_PROGRAMS = frozenset({"git"})
+EXEMPT_PROGRAMS = frozenset({"git", "uname"})
 REAL_DATA_BYTES = 1_000_000  # the oracle file (3.8 MB) and every `_s` file are over it; the 0.3 MB subsets are not
 
 

@@ -13,7 +13,7 @@ import json
 
 import numpy as np
 import pytest
-from turn_sessions import generated_turns, turn_tools
+from tests.support.turn_sessions import generated_turns, turn_tools
 
 from harness.golang import go_json
 from harness.retrieval import floor

@@ -19,6 +19,8 @@ from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
 from tests.support.fake_run import fake_endpoint_args
 
+pytestmark = pytest.mark.process  # runs the guide's commands in bash and the CLI
+
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "memory-systems.md"
 MODULE = "my_memory"
 
