@@ -13,7 +13,6 @@ import json
 
 import numpy as np
 import pytest
-from tests.support.turn_sessions import generated_turns, turn_tools
 
 from harness.golang import go_json
 from harness.retrieval import floor
@@ -22,6 +21,7 @@ from harness.retrieval.embedders import HashingEmbedder
 from harness.retrieval.evaluation import at_budget
 from harness.session.events import Event
 from harness.session.tokens import o200k_counter
+from tests.support.turn_sessions import generated_turns, turn_tools
 
 COMPACT = ("default", "speaker_neutral")
 GREEDY = {"top_hits": 10, "top_hit_chars": 50_000, "hit_chars": 50_000, "budget_chars": 50_000}
