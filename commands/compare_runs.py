@@ -11,7 +11,7 @@ from reports import html as H
 from reports import memory_systems as memory
 from reports import plots
 from reports import standings as C
-from reports.aggregate import headline_metric
+from reports.aggregate import RunData, headline_metric
 from reports.compare import (
     COMPARE_NOTE,
     PairResult,
@@ -100,7 +100,7 @@ def compare_main(run_args: Sequence[str], *, out: str | None = None, pricing: st
     table = load_price_table(pricing)
     runs = load_runs(paths, prices=table)
     for i, r in enumerate(runs):  # each run's figures from its results.json (rebuilt from its records when stale)
-        loaded = load_results(r.path, prices=table)
+        loaded = load_results(r.path, prices=table, run=RunData(r.frame, r.records, r.meta))  # read once
         if loaded.notice:
             print(f"note: {loaded.notice}", file=sys.stderr)
         runs[i] = replace(r, results=loaded.results)

@@ -250,10 +250,14 @@ def _stale(old: ResultsSource, new: ResultsSource) -> str | None:
     return None
 
 
-def load_results(run_dir: str | Path, *, prices: PriceTable | str | Path | None = None) -> LoadedResults:
+def load_results(
+    run_dir: str | Path, *, prices: PriceTable | str | Path | None = None, run: RunData | None = None
+) -> LoadedResults:
     """The run's results: its results.json when that matches the records, run.json and the price table; else rebuilt
     from the records (no model call), written back when it was missing, of schema version 1, corrupt or stale, and
-    kept in memory only when it differs by the price table alone (the file stays as the report priced it)."""
+    kept in memory only when it differs by the price table alone (the file stays as the report priced it). `run`:
+    the run directory as the caller already read it with the same prices (`read_run`), so a rebuild does not read
+    it again."""
     run_dir = Path(run_dir)
     table = prices if isinstance(prices, PriceTable) else load_price_table(prices)
     path = run_dir / RESULTS_FILE
@@ -280,7 +284,7 @@ def load_results(run_dir: str | Path, *, prices: PriceTable | str | Path | None 
                 why, write = f"priced with {old.source.price_table}, not {source.price_table}", False
             else:
                 return LoadedResults(old)
-    results = results_of(figures_of(read_run(run_dir, prices=table), table), source)
+    results = results_of(figures_of(run or read_run(run_dir, prices=table), table), source)
     if write:
         write_results(results, run_dir)
     done = "rebuilt from the records" if write else f"figures computed from the records with {source.price_table}"
