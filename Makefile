@@ -14,6 +14,12 @@ BENCH_MODEL ?= qwen25_coder_15b
 BENCH_PULL ?= $(BENCH_MODEL)
 SMOKE_MODEL := smollm2_135m
 
+# Some hosts export PYTHONDONTWRITEBYTECODE=1 (ours do): every Python process then compiles each module it imports
+# from source, every time (about 2 s of each process that loads pandas, matplotlib, Hydra and the harness; the test
+# suite starts hundreds). Python's default is back for every recipe here: a module's bytecode is written once, beside
+# it in __pycache__ (ignored by git), on its first import.
+unexport PYTHONDONTWRITEBYTECODE
+
 .PHONY: setup bench test test-fast lint gate gate-replay gate-live gate-baseline models clean-runs behaviour runtime-compiled ray-venv
 
 # The main job's setup (`make bench` on a fresh machine): the Python dependencies and the prebuilt llama.cpp runtime

@@ -4,10 +4,11 @@ invalid one is one RunConfigError naming its key (several: every key, in one err
 
 import math
 import random
+from contextlib import contextmanager
 
 import pytest
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 
 from harness.config_files import CONFIG_DIR
 from harness.settings import Setting
@@ -22,7 +23,10 @@ CHECKED = [s for s in SETTINGS if s.kind in (int, float, bool) or s.choices is n
 def base():
     register_resolvers()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        return compose(config_name="config")
+        cfg = compose(config_name="config")
+    composed = OmegaConf.to_yaml(cfg)
+    yield cfg
+    assert OmegaConf.to_yaml(cfg) == composed, "a probe left a value behind in the shared config"
 
 
 def _invalid(s: Setting, rng: random.Random) -> list[object]:
@@ -57,11 +61,24 @@ def _valid(s: Setting, rng: random.Random) -> list[object]:
     return [v for v in out if s.maximum is None or v <= s.maximum]
 
 
+@contextmanager
 def _with(base, values: dict[str, object]):
-    cfg = base.copy()
-    for key, value in values.items():
-        OmegaConf.update(cfg, key, value, force_add=True)
-    return cfg
+    """`base` with `values` set, put back after: the top-level node each key is under is copied and restored (or
+    removed where the key added it), as a copy of the whole composed config per probed value was most of this
+    file's time. The `base` fixture checks that every probe left it as composed."""
+    tops = {key.split(".")[0] for key in values}
+    saved = {t: base[t].copy() if t in base else None for t in tops}
+    try:
+        for key, value in values.items():
+            OmegaConf.update(base, key, value, force_add=True)
+        yield base
+    finally:
+        with open_dict(base):
+            for t, node in saved.items():
+                if node is None:
+                    base.pop(t, None)
+                else:
+                    base[t] = node
 
 
 def _votes_ok(s: Setting, v: object) -> bool:
@@ -77,8 +94,8 @@ def test_every_invalid_value_is_one_error_naming_its_key(base, seed):
     rng = random.Random(seed)
     for s in CHECKED:
         for value in _invalid(s, rng):
-            with pytest.raises(RunConfigError) as e:
-                RunConfig.build(_with(base, {s.key: value}))
+            with _with(base, {s.key: value}) as cfg, pytest.raises(RunConfigError) as e:
+                RunConfig.build(cfg)
             assert s.key in str(e.value), (s.key, value, str(e.value))
 
 
@@ -90,7 +107,8 @@ def test_every_valid_value_builds(base, seed):
             if not _votes_ok(s, value):  # an even vote count has no majority: its own rule (test_judge_votes.py)
                 continue
             try:
-                RunConfig.build(_with(base, {s.key: value}))
+                with _with(base, {s.key: value}) as cfg:
+                    RunConfig.build(cfg)
             except RunConfigError as e:
                 pytest.fail(f"{s.key}={value!r} is valid ({s.describe()}) but was refused: {e}")
 
@@ -100,6 +118,6 @@ def test_several_invalid_values_are_all_named_in_one_error(base, seed):
     rng = random.Random(200 + seed)
     picked = rng.sample(CHECKED, 4)
     values = {s.key: rng.choice(_invalid(s, rng)) for s in picked}
-    with pytest.raises(RunConfigError) as e:
-        RunConfig.build(_with(base, values))
+    with _with(base, values) as cfg, pytest.raises(RunConfigError) as e:
+        RunConfig.build(cfg)
     assert all(key in str(e.value) for key in values), (values, str(e.value))
