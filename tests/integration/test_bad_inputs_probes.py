@@ -15,6 +15,7 @@ from harness.testing.faults import FakeModel
 from reports.render import build_report
 from tests.support.bad_start import left_behind, one_error_line, run
 from tests.support.dataset_rows import make_row
+from tests.support.fake_run import endpoint_args
 from tests.support.report_fixtures import meta, rec, standard_run, write_run
 
 LME_DATE = "2023/05/20 (Sat) 02:21"
@@ -137,11 +138,7 @@ def test_a_sweep_with_a_bad_setting_is_one_clear_error_per_job(tmp_path, capsys)
             "run",
             "-m",
             f"hydra.sweep.dir={tmp_path / 'sweep'}",
-            "model=endpoint",
-            "model.base_url=http://127.0.0.1:9/v1",
-            "model.model=fake-model",
-            f"cache.path={tmp_path / 'cache.sqlite'}",
-            "run.progress=false",
+            *endpoint_args("http://127.0.0.1:9/v1", tmp_path),
             "retrieval=bm25",
             "judge=none",
             "run.reference_latency=sometimes",

@@ -10,6 +10,7 @@ from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, Reply
 from harness.testing.faults import FakeModel, request_kind
 from tests.support.dataset_rows import make_row
+from tests.support.fake_run import endpoint_args
 
 FORMULA_LEAD = ("=", "+", "-", "@", "\t", "\r")
 
@@ -19,11 +20,7 @@ def default_run(base_url, tmp_path, *overrides):
     return main(
         [
             "run",
-            "model=endpoint",
-            f"model.base_url={base_url}",
-            "model.model=fake-model",
-            f"cache.path={tmp_path / 'cache.sqlite'}",
-            "run.progress=false",
+            *endpoint_args(base_url, tmp_path),
             "retrieval=bm25",
             "client.max_retries=0",
             *overrides,

@@ -11,6 +11,7 @@ from harness.data.longmemeval import QUESTION_TYPES, DataError, LongMemEvalSourc
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
 from runners.wire import WireShape
+from tests.support.fake_run import endpoint_args
 
 ORACLE = find_local("longmemeval_oracle.json.gz")
 pytestmark = pytest.mark.skipif(ORACLE is None, reason="longmemeval_oracle.json.gz not available")
@@ -52,11 +53,7 @@ def _run(tmp_path, subset, base_url, *extra):
         [
             "run",
             f"hydra.run.dir={tmp_path / 'run'}",
-            "model=endpoint",
-            f"model.base_url={base_url}",
-            "model.model=fake-model",
-            f"cache.path={tmp_path / 'cache.sqlite'}",
-            "run.progress=false",
+            *endpoint_args(base_url, tmp_path),
             "retrieval=bm25",
             "+experiment=lme_official",
             f"dataset.path={subset}",

@@ -12,6 +12,7 @@ import pytest
 from commands.cli import main
 from harness.testing.fake_openai import FakeOpenAIServer
 from harness.testing.faults import FakeModel
+from tests.support.fake_run import endpoint_args
 
 
 def _key() -> str:
@@ -21,11 +22,7 @@ def _key() -> str:
 def base(url, tmp_path, *overrides):
     return [
         "run",
-        "model=endpoint",
-        f"model.base_url={url}",
-        "model.model=fake-model",
-        f"cache.path={tmp_path / 'cache.sqlite'}",
-        "run.progress=false",
+        *endpoint_args(url, tmp_path),
         "retrieval=bm25",
         "client.max_retries=0",
         "dataset.limit=1",
@@ -180,11 +177,7 @@ def test_issue38_a_sweep_whose_experiment_file_sets_another_jobs_key_is_refused_
         monkeypatch,
         capfd,
         [
-            "model=endpoint",
-            "model.base_url=URL",
-            "model.model=fake-model",
-            f"cache.path={tmp_path / 'cache.sqlite'}",
-            "run.progress=false",
+            *endpoint_args("URL", tmp_path),
             "dataset.limit=1",
             f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
             "+experiment=names,sets",

@@ -14,6 +14,7 @@ import pytest
 from commands.cli import main
 from harness.testing.fake_openai import FakeOpenAIServer, Reply
 from harness.testing.faults import FakeModel, request_kind
+from tests.support.fake_run import endpoint_args
 
 ENV_KEY = "LME_TEST_CANARY_KEY"
 
@@ -103,11 +104,7 @@ def test_a_canary_secret_never_leaves_a_run(entry, tmp_path, monkeypatch, capfd,
         code = main(
             [
                 "run",
-                "model=endpoint",
-                f"model.base_url={srv.base_url}",
-                "model.model=fake-model",
-                f"cache.path={tmp_path / 'cache.sqlite'}",
-                "run.progress=false",
+                *endpoint_args(srv.base_url, tmp_path),
                 "retrieval=bm25",
                 "client.max_retries=0",
                 "dataset.limit=2",
@@ -147,11 +144,7 @@ def test_a_run_that_cannot_start_leaks_no_canary(entry, tmp_path, monkeypatch, c
         code = main(
             [
                 "run",
-                "model=endpoint",
-                f"model.base_url={srv.base_url}",
-                "model.model=fake-model",
-                f"cache.path={tmp_path / 'cache.sqlite'}",
-                "run.progress=false",
+                *endpoint_args(srv.base_url, tmp_path),
                 "retrieval=bm25",
                 "dataset.limit=1",
                 *overrides(srv.base_url, canary),
@@ -209,11 +202,7 @@ def test_a_canary_echoed_in_successful_answers_and_summaries_is_stored_nowhere(
         code = main(
             [
                 "run",
-                "model=endpoint",
-                f"model.base_url={srv.base_url}",
-                "model.model=fake-model",
-                f"cache.path={tmp_path / 'cache.sqlite'}",
-                "run.progress=false",
+                *endpoint_args(srv.base_url, tmp_path),
                 "retrieval=bm25",
                 "retrieval.store=ix.sqlite",
                 "judge=none",
@@ -367,11 +356,7 @@ def test_generated_secrets_through_every_refused_entry_leave_no_trace(seed, tmp_
         code = cli_main(
             [
                 *head,
-                "model=endpoint",
-                f"model.base_url={srv.base_url}",
-                "model.model=fake-model",
-                f"cache.path={tmp_path / 'cache.sqlite'}",
-                "run.progress=false",
+                *endpoint_args(srv.base_url, tmp_path),
                 "retrieval=bm25",
                 "dataset.limit=1",
                 *overrides,
@@ -402,11 +387,7 @@ def test_generated_secrets_from_the_environment_leave_no_trace_in_runs_sweeps_re
     key_in = rng.choice([[f"model.api_key_env={var}"], ["model.api_key=${oc.env:" + var + "}"]])
     with FakeOpenAIServer(_leaky_endpoint()) as srv:
         common = [
-            "model=endpoint",
-            f"model.base_url={srv.base_url}",
-            "model.model=fake-model",
-            f"cache.path={tmp_path / 'cache.sqlite'}",
-            "run.progress=false",
+            *endpoint_args(srv.base_url, tmp_path),
             "retrieval=bm25",
             "client.max_retries=0",
             "mode=[long_context,summary_ondemand]",
@@ -525,11 +506,7 @@ def test_generated_secrets_defined_or_read_through_hydra_settings_are_refused_an
     sweep = rng.random() < 0.5 or any("," in o and "experiment" in o for o in overrides)
     with FakeOpenAIServer(_leaky_endpoint()) as srv:
         common = [
-            "model=endpoint",
-            f"model.base_url={srv.base_url}",
-            "model.model=fake-model",
-            f"cache.path={work / 'cache.sqlite'}",
-            "run.progress=false",
+            *endpoint_args(srv.base_url, work),
             "retrieval=bm25",
             "dataset.limit=1",
         ]

@@ -11,6 +11,7 @@ from harness.records import load_records
 from harness.testing.fake_openai import FakeOpenAIServer, Reply, completion
 from harness.testing.faults import FakeModel, request_kind
 from tests.support.dataset_rows import make_row
+from tests.support.fake_run import endpoint_args
 
 pytestmark = pytest.mark.e2e
 
@@ -20,11 +21,7 @@ def run(tmp_path, base_url, *overrides, name="run"):
         [
             "run",
             f"hydra.run.dir={tmp_path / name}",
-            "model=endpoint",
-            f"model.base_url={base_url}",
-            "model.model=fake-model",
-            f"cache.path={tmp_path / 'cache.sqlite'}",
-            "run.progress=false",
+            *endpoint_args(base_url, tmp_path),
             "retrieval=bm25",
             "client.max_retries=1",
             "+client.backoff_base_s=0.01",

@@ -22,6 +22,7 @@ from runners.official_mode import LongMemEvalOfficialMode
 from runners.window_check import SETTING, window_shortfalls, window_warnings
 from runners.wire import WireShape
 from tests.support.dataset_rows import make_row
+from tests.support.fake_run import endpoint_args
 
 WORDS = "apple river stone cloud lamp violin garden copper window meadow".split()
 MAX_TOKENS, RESERVE = 384, 64  # configs/config.yaml generation.max_tokens; the contestants' reserve_tokens
@@ -82,16 +83,12 @@ def run(tmp_path, data, srv, *overrides: str, command: str = "run") -> int:
         [
             command,
             f"hydra.run.dir={tmp_path / 'run'}",
-            "model=endpoint",
-            f"model.base_url={srv.base_url}",
-            "model.model=fake-model",
-            f"cache.path={tmp_path / 'cache.sqlite'}",
+            *endpoint_args(srv.base_url, tmp_path),
             f"dataset.path={data}",
             "dataset.sha256=null",
             "mode=[long_context,lme_official]",
             "retrieval=bm25",
             "judge=none",
-            "run.progress=false",
             *overrides,
         ]
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 
 from commands.cli import main
+from tests.support.fake_run import endpoint_args
 
 HYDRA_OWN = {".hydra", "cli.log"}
 
@@ -21,11 +22,7 @@ def run(tmp_path, *overrides, base_url="http://127.0.0.1:9/v1"):
         [
             "run",
             f"hydra.run.dir={tmp_path / 'run'}",
-            "model=endpoint",
-            f"model.base_url={base_url}",
-            "model.model=fake-model",
-            f"cache.path={tmp_path / 'cache.sqlite'}",
-            "run.progress=false",
+            *endpoint_args(base_url, tmp_path),
             "retrieval=bm25",
             "judge=none",
             *overrides,

@@ -45,17 +45,20 @@ def run_fake(tmp_path: Path, overrides: list[str], *, conf: Path | None = None) 
         return rc, list(srv.requests)
 
 
-def fake_endpoint_args(base_url: str, tmp_path: Path) -> list[str]:
-    """The overrides every fake-endpoint run shares: the answer model at `base_url`, a cache of the test's own,
-    no progress line, two cases."""
+def endpoint_args(base_url: str, tmp_path: Path) -> list[str]:
+    """A run's overrides for the fake endpoint: fake-model at `base_url`, tmp_path/cache.sqlite, no progress line."""
     return [
         "model=endpoint",
         f"model.base_url={base_url}",
         "model.model=fake-model",
         f"cache.path={tmp_path / 'cache.sqlite'}",
         "run.progress=false",
-        "dataset.limit=2",
     ]
+
+
+def fake_endpoint_args(base_url: str, tmp_path: Path) -> list[str]:
+    """`endpoint_args` and two cases: the overrides every `run_fake` run shares."""
+    return [*endpoint_args(base_url, tmp_path), "dataset.limit=2"]
 
 
 def is_reader_request(req: dict[str, Any]) -> bool:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.records import load_records
+from tests.support.fake_run import endpoint_args
 from tests.support.paths import REPO
 
 if importlib.util.find_spec("mem0") is None:
@@ -57,11 +58,7 @@ def test_mem0_on_the_cli_s_fake_endpoint_stores_memories_with_no_unusable_reply(
                 "memory.embedder={_target_:harness.retrieval.embedders.HashingEmbedder,dim:64}",
                 "dataset=oracle",
                 "dataset.limit=1",
-                "model=endpoint",
-                f"model.base_url={base_url}",
-                "model.model=fake-model",
-                f"cache.path={tmp_path / 'cache.sqlite'}",
-                "run.progress=false",
+                *endpoint_args(base_url, tmp_path),
             ]
         )
     finally:

@@ -15,6 +15,7 @@ from harness.memory.provider import Capabilities, Ingest, MemoryItem, Provenance
 from harness.session.events import Session
 from tests.harness.memory.test_memory_contestant import Reader, _kit
 from tests.support.dataset_rows import make_row
+from tests.support.fake_run import endpoint_args
 
 EVIDENCE = "I adopted a grey cat called Biscuit from the Oslo shelter in March."
 FILLER = "Can you suggest a recipe for lentil soup with cumin and carrots?"
@@ -282,11 +283,10 @@ def test_the_memory_section_tells_causes_leakage_costs_and_phase_percentiles_apa
     assert memory_tables([{**records[0], "ingest": {"calls": 0}}], "lme_acc", {}) == [] and markdown([]) == ""
 
 
-def _memory_run(run_dir, memory: str, base_url: str, cache) -> None:
+def _memory_run(run_dir, memory: str, base_url: str, tmp_path) -> None:
     from commands.cli import main
 
-    args = [f"hydra.run.dir={run_dir}", "mode=memory", f"memory={memory}", "model=endpoint"]
-    args += [f"model.base_url={base_url}", "model.model=fake-model", f"cache.path={cache}", "run.progress=false"]
+    args = [f"hydra.run.dir={run_dir}", "mode=memory", f"memory={memory}", *endpoint_args(base_url, tmp_path)]
     assert main(["run", *args, "dataset.limit=2"]) == 0
 
 
@@ -299,7 +299,7 @@ def test_memory_run_reports_and_compare_hold_the_memory_section(tmp_path) -> Non
 
     with FakeOpenAIServer(FakeModel()) as srv:
         for memory in ("bm25", "full_context"):
-            _memory_run(tmp_path / memory, memory, srv.base_url, tmp_path / "cache.sqlite")
+            _memory_run(tmp_path / memory, memory, srv.base_url, tmp_path)
     out = build_report(tmp_path / "bm25")
     md, page = out["markdown"].read_text(), out["html"].read_text()
     section = md[md.index("## Memory systems") :]

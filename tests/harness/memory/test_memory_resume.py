@@ -14,7 +14,7 @@ import pytest
 
 from harness.records import load_records
 from harness.testing.faults import FakeModel, request_kind
-from tests.support.fake_run import is_reader_request, killed_at_first_reader
+from tests.support.fake_run import endpoint_args, is_reader_request, killed_at_first_reader
 
 pytestmark = pytest.mark.process  # tests/README.md: every test here starts a process
 
@@ -25,11 +25,7 @@ def _args(tmp_path: Path, base_url: str) -> list[str]:
         f"hydra.run.dir={tmp_path / 'run'}",
         "mode=memory",
         "memory=summary",
-        "model=endpoint",
-        f"model.base_url={base_url}",
-        "model.model=fake-model",
-        f"cache.path={tmp_path / 'cache.sqlite'}",
-        "run.progress=false",
+        *endpoint_args(base_url, tmp_path),
         "run.concurrency=1",
         "dataset.limit=2",
     ]

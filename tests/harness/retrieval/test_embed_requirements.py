@@ -13,6 +13,7 @@ from harness.retrieval.embedders import packages_missing
 from harness.testing.fake_openai import FakeOpenAIServer, Reply
 from harness.testing.faults import FakeModel
 from tests.support.bad_start import left_behind, one_error_line
+from tests.support.fake_run import endpoint_args
 
 STATIC = "harness.retrieval.embedders.StaticEmbedder"
 ABSENT = [("torch",), ("model2vec.distill",), ("torch", "model2vec.distill")]
@@ -63,13 +64,9 @@ def command(cmd: str, tmp_path, srv, *overrides: str) -> int:
         [
             cmd,
             f"hydra.run.dir={tmp_path / 'run'}",
-            "model=endpoint",
-            f"model.base_url={srv.base_url}",
-            "model.model=fake-model",
-            f"cache.path={tmp_path / 'cache.sqlite'}",
+            *endpoint_args(srv.base_url, tmp_path),
             "dataset.limit=1",
             "judge=none",
-            "run.progress=false",
             *overrides,
         ]
     )
