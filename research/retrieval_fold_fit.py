@@ -15,6 +15,11 @@ Selection rule (fixed before the first run):
      in the response cut to the setting's own per-case response size (budget-matched);
  (3) highest mean over types of @5 + native evidence; (4) highest mean @1; (5) fewest response tokens.
 The question type only groups the figures; the retriever never sees it.
+
+The grid measured when the default was chosen (docs/design/retrieval.md) also held two knobs since removed from the
+retriever, measured and adopted by no preset (issue 39): the turn-pair credit question→reply (`propagate_back`:
+0.0 / 0.5 / 1.0) and a recency weight (`recency`: 0.0 / 0.1), with a knowledge-update fit of the recency weight.
+That full grid runs at commit e9dfdf3 (research/README.md, "Retired studies").
 """
 
 from __future__ import annotations
@@ -37,14 +42,11 @@ from harness.retrieval.tools import SessionTools
 from harness.session.tokens import o200k_counter
 
 # Mechanisms measured (each on or off, or a strength): phrasing-dependent recall cues; the speaker prior
-# (assistant × 0.5 for first-person/neutral queries, or neutral 1.0); reply→question propagation; the turn-pair
-# mirror question→reply; recency.
+# (assistant × 0.5 for first-person/neutral queries, or neutral 1.0); reply→question propagation.
 GRID: dict[str, list[Any]] = {
     "recall_cues": [True, False],
     "assistant_weight": [0.5, 1.0],
     "propagate": [0.5, 0.0],
-    "propagate_back": [0.0, 0.5, 1.0],
-    "recency": [0.0, 0.1],
 }
 # Phrasing-independent candidates with more room for whole replies in the response (no recall cue, so no
 # recall budget): top hits whole.
@@ -52,15 +54,9 @@ GRID_NO_CUE: dict[str, list[Any]] = {
     "recall_cues": [False],
     "assistant_weight": [0.5],
     "propagate": [0.5, 0.0],
-    "propagate_back": [0.0, 0.5],
-    "recency": [0.0, 0.1],
     "top_hits": [2, 3],
     "top_hit_chars": [3000, 4000],
 }
-# Knowledge-update @1 (issue 24 item 4): the shipped default with a recency weight; chosen on the fit fold by
-# knowledge-update @1 among the weights that add no pair below bm25 there (ties: the smaller weight).
-RECENCY = [0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0]
-KU = "knowledge-update"
 TYPES_SSU = "single-session-user"
 
 
@@ -234,11 +230,9 @@ def main() -> None:
     out, store = study_args(__doc__, "runs/fold_fit")
     cases, folds, indexes, counter = prepare(store)
     settings = [dict(zip(GRID, v)) for v in itertools.product(*GRID.values())]
-    shipped = {"recall_cues": True, "assistant_weight": 0.5, "propagate": 0.5, "propagate_back": 0.0}
-    recency = [dict(shipped, recency=r) for r in RECENCY]
     extra = [dict(zip(GRID_NO_CUE, v)) for v in itertools.product(*GRID_NO_CUE.values())]
     extra = [s for s in extra if (s["top_hits"], s["top_hit_chars"]) != (2, 3000)]  # = a GRID setting
-    todo = [("bm25", preset("bm25"))] + [(name_of(s), preset("default", **s)) for s in settings + extra + recency]
+    todo = [("bm25", preset("bm25"))] + [(name_of(s), preset("default", **s)) for s in settings + extra]
     done = measured(out, todo, cases, indexes, counter)
     report: dict[str, Any] = {"folds": {}, "settings": [name_of(s) for s in settings + extra]}
     # Twice: over every setting, and over the phrasing-independent ones only (no recall cue).
@@ -263,27 +257,7 @@ def main() -> None:
             change: by_type(done[name], done["bm25"], folds, held)
             for change, name in one_knob_changed(chosen, GRID).items()
         }
-    report["recency"] = {}
-    for fit, held in (("A", "B"), ("B", "A")):
-        tables = {r["recency"]: by_type(done[name_of(r)], done["bm25"], folds, fit) for r in recency}
-        base_short = shortfalls(tables[0.0])
-        ok = [w for w, t in tables.items() if shortfalls(t) <= base_short]
-        pick = max(ok, key=lambda w: (tables[w][KU]["r1"], -w))
-        report["recency"][f"{fit}->{held}"] = {
-            "chosen": pick,
-            "fit_ku_r1": {w: t[KU]["r1"] for w, t in tables.items()},
-            "unseen": {
-                w: by_type(done[name_of(dict(shipped, recency=w))], done["bm25"], folds, held) for w in (0.0, pick)
-            },
-        }
     (out / "fold_fit.json").write_text(json.dumps(report, indent=1))
-    for direction, rr in report["recency"].items():
-        u = rr["unseen"]
-        print(f"== recency fit {direction}: KU @1 on the fit fold by weight {rr['fit_ku_r1']}; chosen {rr['chosen']}")
-        for w, t in u.items():
-            print(
-                f"  unseen, recency {w}: " + "; ".join(f"{k} @1 {v['r1']:.3f} @5 {v['r5']:.3f}" for k, v in t.items())
-            )
     for direction, r in report["folds"].items():
         print(f"== fit {direction}: {r['chosen']}  (unseen shortfalls vs bm25: {r['unseen_shortfalls']})")
         for part in ("fit", "unseen"):

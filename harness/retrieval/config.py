@@ -47,9 +47,6 @@ class SearchConfig:
     # the assistant said, even when it also says "I"/"me" ("can you remind me what you recommended"); such queries
     # flip the prior to the assistant and get no reply→question propagation. Off in the reference presets.
     recall_cues: bool = _default("recall_cues")
-    # Turn-pair scoring: share of a user message's score credited to the assistant reply right after it (the
-    # mirror of `propagate`), so a reply is found through the question it answers. 0.0 = off.
-    propagate_back: float = _default("propagate_back", minimum=0)
     # A query that favours neither speaker (speaker_weights gives equal weights, e.g. "can you remind me what
     # you said" without a recall cue, or "can you suggest ... for me"): "propagate" = reply→question credit as
     # for a first-person query; "plain" = no credit; "pair" = a question and its reply each credited with the
@@ -59,9 +56,6 @@ class SearchConfig:
     neutral_ranking: str = _default("neutral_ranking", choices=NEUTRAL_RANKINGS)
     # compact, for such a query: how many top hits go out whole (None: `top_hits`)
     neutral_top_hits: int | None = _default("neutral_top_hits", minimum=0)
-    # Recency: scores × (1 + recency · t), t the message's time scaled to [0, 1] over the searched messages,
-    # so of two near-equal hits the later one (the updated fact) ranks first. 0.0 = off.
-    recency: float = _default("recency", minimum=0)
     candidate_ratio: int = _default("candidate_ratio", minimum=1)
     rrf_k: int = _default("rrf_k", minimum=1)
     # True: plainto_tsquery AND semantics (reference FTS)
@@ -89,14 +83,6 @@ class SearchConfig:
     # compact, for a recall query (`recall_cue`: what the assistant said, long replies, and the evidence is the
     # reply itself): budget and per-hit cap become this (None: unchanged).
     recall_chars: int | None = _default("recall_chars", minimum=80)
-    # compact, for a recall query (`recall_cue`): the first hit comes with the turns of its conversation within
-    # ±recall_window places (its `context`, each whole up to `top_hit_chars`), as the reference's window brings a
-    # hit's neighbours: the recalled reply next to a turn that matched. Not counted against the budget. 0 = off.
-    recall_window: int = _default("recall_window", minimum=0)
-    # How a recall query (`recall_cue`) is ranked (issue 24): "fused" = as any other query (the score-level
-    # ranking with the recall prior); "keyword" = plain BM25 over the same turns (no dense score, no prior or
-    # credit), the `bm25` preset's ranking, while the response keeps this preset's shape.
-    recall_ranking: str = _default("recall_ranking", choices=("fused", "keyword"))
     # The response budget (issue 40), in o200k tokens, every preset: the response keeps its entries in order while the
     # whole JSON stays within it (an entry that does not fit is left out, keeping the context messages that fit; a
     # later, shorter one still gets its chance). None: the preset's own response, unbounded (every shipped preset).

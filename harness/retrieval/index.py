@@ -169,7 +169,8 @@ class CaseIndex:
 
         A reply that restates what the user said ("30 minutes a day is great!") is evidence that the user
         message before it is the relevant one; `propagate` adds that share of the reply's score to it.
-        `propagate_back` is the mirror: a question that shares the query's words points at its answer.
+        `propagate_back` is the mirror (`neutral_ranking: pair`): a question that shares the query's words points at
+        its answer.
         """
         out = scores.astype(np.float64, copy=True)
         roles = self._roles
@@ -204,17 +205,6 @@ class CaseIndex:
                     nxt[i] = i + 1
             self._next_cache = nxt
         return self._next_cache
-
-    def apply_recency(self, scores: np.ndarray, mask: np.ndarray, weight: float) -> np.ndarray:
-        """scores × (1 + weight · t), t each message's time scaled to [0, 1] over the masked messages."""
-        ts = self.timestamps
-        if not weight or not mask.any():
-            return scores
-        lo, hi = float(ts[mask].min()), float(ts[mask].max())
-        if hi <= lo:
-            return scores
-        t = np.clip((ts - lo) / (hi - lo), 0.0, 1.0)
-        return scores * (1.0 + weight * t)
 
     def ranked(self, scores: np.ndarray, mask: np.ndarray, k: int, *, min_dense: float = 0.0, cos=None):
         ok = mask & self.indexed & (scores > 0)

@@ -79,15 +79,12 @@ def compact_hits(
     hit_chars: int,
     top_hit_chars: int | None = None,
     top_hits: int = 1,
-    context: list[int] | None = None,
 ) -> list[dict[str, Any]]:
     """Hit texts in rank order within `budget_chars`; long texts become query-focused excerpts.
 
     `hits` holds (index, doc, score, session id when not the current session). `top_hit_chars`: each of
     the first `top_hits` hits may be that long (whole when it fits, else excerpted to it); only its first
-    `hit_chars` count against the budget, so the hits after it keep their share. `context`: documents of the first
-    hit's index shown with it (its `context`, in their order), each whole up to `top_hit_chars` (else `hit_chars`),
-    else an excerpt; they do not count against the budget.
+    `hit_chars` count against the budget, so the hits after it keep their share.
     """
     left = budget_chars
     out: list[dict[str, Any]] = []
@@ -110,16 +107,5 @@ def compact_hits(
         }
         if other_session:
             entry["session_id"] = other_session
-        if rank == 0 and context:
-            cap = top_hit_chars or hit_chars
-            entry["context"] = [
-                {
-                    "event_id": index.docs[i].event_id,
-                    "role": index.docs[i].role,
-                    "content": t if len(t) <= cap else tx.excerpt(t, terms, cap),
-                }
-                for i in context
-                for t in (index.docs[i].text,)
-            ]
         out.append(entry)
     return out

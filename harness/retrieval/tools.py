@@ -108,7 +108,6 @@ class SessionTools:
         self.others = [
             (s, i) for s, i in others if s.user_id == session.user_id and s.app == session.app and s.id != session.id
         ]
-        self._groups_of: dict[CaseIndex, np.ndarray] = {}  # each searched index's conversation numbers (`_groups`)
         self._recalls: dict[str, bool] = {}  # the recall trigger's decision per query (`_recall`)
 
     # --- public API ---------------------------------------------------------------------------------
@@ -198,14 +197,14 @@ class SessionTools:
             self._recalls[query] = recall_cue(query)
         return self._recalls[query]
 
-    def _recall_ranking(self, query: str) -> bool:
+    def _recall_prior(self, query: str) -> bool:
         """Whether the ranking treats the query as recall (speaker prior to the assistant, no reply credit)."""
         cfg = self.config
         return cfg.recall_cues and cfg.assistant_weight != 1.0 and self._recall(query)
 
     def _speaker_weights(self, query: str) -> tuple[float, float]:
         cfg = self.config
-        return speaker_weights(query, cfg.assistant_weight, cfg.speaker_prior, recall=self._recall_ranking(query))
+        return speaker_weights(query, cfg.assistant_weight, cfg.speaker_prior, recall=self._recall_prior(query))
 
     def _mode(self, raw: str, c: Coercer) -> str:
         mode = raw.strip().lower() or self.config.default_mode
@@ -297,12 +296,10 @@ class SessionTools:
         cfg = self.config
         if not index.has_dense:
             mode = "keyword"  # no embedder: every mode is keyword search
-        if cfg.recall_ranking == "keyword" and self._recall(query):
-            return index.keyword_search(query, mask, k, require_all=cfg.keyword_require_all), "keyword"
         if self._score_level(mode):
             scores, cos = index.score_vector(query, mode, alpha=cfg.alpha)
             uw, aw = self._speaker_weights(query)
-            recall = self._recall_ranking(query)
+            recall = self._recall_prior(query)
             return self._score_ranking(index, scores, cos, mask, k, min_score, uw, aw, recall=recall), mode
         if mode == "keyword":
             return index.keyword_search(query, mask, k, require_all=cfg.keyword_require_all), "keyword"
@@ -324,36 +321,21 @@ class SessionTools:
     def _score_ranking(
         self, index: CaseIndex, scores, cos, mask, k: int, min_score: float, uw: float, aw: float, recall: bool = False
     ):
-        """The score-level ranking: speaker prior, turn-pair credit, `neutral_ranking`, recency. A recall query
-        (`recall`) never gets the reply→question credit nor the neutral treatment, whatever its weights."""
+        """The score-level ranking: speaker prior, turn-pair credit, `neutral_ranking`. A recall query (`recall`)
+        never gets the reply→question credit nor the neutral treatment, whatever its weights."""
         cfg = self.config
         neutral = uw == aw and not recall and cfg.neutral_ranking != "propagate"
         if neutral and cfg.neutral_ranking.startswith("interleave"):
             return self._interleaved(index, scores, mask, k, min_score, cos)
-        if uw != 1.0 or aw != 1.0 or cfg.propagate or cfg.propagate_back or neutral:
+        if uw != 1.0 or aw != 1.0 or cfg.propagate or neutral:
             propagate = cfg.propagate if uw >= aw and not recall else 0.0
-            back = cfg.propagate_back
-            if neutral:
-                propagate, back = (1.0, 1.0) if cfg.neutral_ranking == "pair" else (0.0, back)
+            back = 0.0
+            if neutral:  # "pair": a question and its reply each credited with the other's full score
+                propagate, back = (1.0, 1.0) if cfg.neutral_ranking == "pair" else (0.0, 0.0)
             scores = index.apply_priors(
                 scores, user_weight=uw, assistant_weight=aw, propagate=propagate, propagate_back=back
             )
-        if cfg.recency:
-            scores = index.apply_recency(scores, mask, cfg.recency)
         return index.ranked(scores, mask, k, min_dense=min_score, cos=cos)
-
-    def _groups(self, session: Session, index: CaseIndex) -> np.ndarray:
-        """Each document's conversation (Event.source_session) as a number; -1 where it has none."""
-        if index not in self._groups_of:
-            names: dict[str, int] = {}
-            events = session.events
-            out = np.full(len(index), -1, dtype=np.int64)
-            for i, d in enumerate(index.docs):
-                sid = events[d.position].source_session if d.position < len(events) else None
-                if sid is not None:
-                    out[i] = names.setdefault(sid, len(names))
-            self._groups_of[index] = out
-        return self._groups_of[index]
 
     def _interleaved(self, index: CaseIndex, scores, mask, k: int, min_score: float, cos) -> list[tuple[int, float]]:
         """Speaker-neutral query: the user ranking (reply→question credit) and the assistant ranking (own score)
@@ -361,9 +343,6 @@ class SessionTools:
         step (variant merge, `_best`) keeps the alternation; messages of other roles (tool results) follow."""
         cfg = self.config
         user = index.apply_priors(scores, user_weight=1.0, assistant_weight=1.0, propagate=cfg.propagate)
-        if cfg.recency:
-            user = index.apply_recency(user, mask, cfg.recency)
-            scores = index.apply_recency(scores, mask, cfg.recency)
         roles = index.roles
         first = "assistant" if cfg.neutral_ranking == "interleave_assistant" else "user"
         lists = {
@@ -378,13 +357,7 @@ class SessionTools:
     def _score_level(self, mode: str) -> bool:
         """Whether ranking uses whole score vectors (fusion/priors) rather than the reference top-k lists."""
         cfg = self.config
-        priors = (
-            cfg.assistant_weight != 1.0
-            or cfg.propagate != 0.0
-            or cfg.propagate_back != 0.0
-            or cfg.recency != 0.0
-            or cfg.neutral_ranking != "propagate"
-        )
+        priors = cfg.assistant_weight != 1.0 or cfg.propagate != 0.0 or cfg.neutral_ranking != "propagate"
         return (mode == "hybrid" and cfg.fusion == "score") or (priors and not cfg.keyword_require_all)
 
     def _search_with_fallback(self, session, index, mask, query, k, min_score, mode, trace) -> list[_Hit]:
@@ -487,12 +460,9 @@ class SessionTools:
         top_hits = cfg.top_hits
         if cfg.neutral_top_hits is not None:
             uw, aw = self._speaker_weights(query)
-            top_hits = cfg.neutral_top_hits if uw == aw and not self._recall_ranking(query) else top_hits
-        context = None
-        if cfg.recall_window and hits and self._recall(query):
-            context = self._conversation_window(hits[0], cfg.recall_window)
+            top_hits = cfg.neutral_top_hits if uw == aw and not self._recall_prior(query) else top_hits
         return render.compact_hits(
-            rows, terms, budget_chars=budget, hit_chars=hit, top_hit_chars=top, top_hits=top_hits, context=context
+            rows, terms, budget_chars=budget, hit_chars=hit, top_hit_chars=top, top_hits=top_hits
         )
 
     # --- the response budget ---------------------------------------------------------------------------
@@ -586,15 +556,9 @@ class SessionTools:
         for h, r in zip(hits, results):
             d = h.index.docs[h.doc]
             whole = {(h.session.id, d.event_id)} if r.get("snippet") == d.text else set()
-            for m in r.get("context") or ():
-                i = h.index.by_id.get(m["event_id"])
-                if i is not None and m["content"] == h.index.docs[i].text:
-                    whole.add((h.session.id, m["event_id"]))
             text = r.get("snippet") or ""
             short = (
-                {k: v for k, v in r.items() if k != "context"} | {"snippet": tx.excerpt(text, terms, cfg.snippet_chars)}
-                if len(text) > cfg.snippet_chars
-                else None
+                r | {"snippet": tx.excerpt(text, terms, cfg.snippet_chars)} if len(text) > cfg.snippet_chars else None
             )
             own.append(floor.Own((h.session.id, d.event_id), r, frozenset(whole), short))
         composed = floor.compose(
@@ -688,14 +652,6 @@ class SessionTools:
                 )
             )
         return out
-
-    def _conversation_window(self, hit: _Hit, w: int) -> list[int]:
-        """`recall_window`: the indexed turns within ±w of `hit` (render.window) that belong to its conversation
-        (Event.source_session; all of them where the hit has none), the hit itself left out."""
-        win = render.window(hit.index, hit.doc, w, w) or []
-        groups = self._groups(hit.session, hit.index)
-        g = groups[hit.doc]
-        return [i for i in win if i != hit.doc and (g < 0 or groups[i] == g)]
 
     # --- session_load ---------------------------------------------------------------------------------
     def _load(self, arguments: Any, trace: dict[str, Any]) -> ToolOutcome:

@@ -1,5 +1,6 @@
-"""Issue 24: folds for fitting on one half and reporting the other, the budget-matched evidence figure, the
-turn-pair (question→reply) credit and the recency-aware ranking."""
+"""Issue 24: folds for fitting on one half and reporting the other, and the budget-matched evidence figure. (The
+turn-pair question→reply credit and the recency weight, measured by the fold fit and not adopted, were removed from
+the retriever: research/README.md.)"""
 
 from __future__ import annotations
 
@@ -12,12 +13,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from harness.golang import go_json
-from harness.retrieval.config import SearchConfig, preset
 from harness.retrieval.evaluation import evidence_tokens
 from harness.retrieval.folds import assign_folds, select_fold
-from harness.retrieval.retriever import Retriever
-from harness.session.boundary import SummaryBoundary
-from harness.session.events import Event, Session
+from harness.session.events import Event
 from harness.session.tokens import ApproxCounter
 
 QUESTIONS = [(f"q{i:03d}_{t}", t) for t in ("ku", "ms", "ssa", "tr") for i in range(7 + 2 * len(t))]
@@ -126,53 +124,3 @@ def test_retrieval_eval_rejects_a_bad_budget_or_fold_before_writing(tmp_path, wr
     with pytest.raises(ValueError, match=match):
         run_retrieval_eval(cfg, tmp_path / "out")
     assert not (tmp_path / "out" / "retrieval_eval_cases.jsonl").exists()
-
-
-def _session(events):
-    s = Session(id="s", user_id="u")
-    s.extend(events)
-    return s, SummaryBoundary(1, "", events[-1].timestamp, events[-1].id)
-
-
-DAY = 86_400.0
-UPDATE_EVENTS = [
-    ev(0, "user", "My favourite colour is blue.", ts=1_700_000_000.0),
-    ev(1, "assistant", "Noted.", ts=1_700_000_001.0),
-    ev(2, "user", "Something else entirely about gardening.", ts=1_700_000_000.0 + 30 * DAY),
-    ev(3, "user", "These days my favourite colour is green.", ts=1_700_000_000.0 + 60 * DAY),
-]
-
-
-def _top(cfg: SearchConfig, events, query):
-    s, b = _session(events)
-    return Retriever(cfg).tools(s, boundary=b).call("session_search", {"query": query}).trace["hits"][0]["event_id"]
-
-
-def test_recency_ranks_the_later_of_two_near_equal_statements_first():
-    query = "What is my favourite colour?"
-    assert _top(preset("bm25"), UPDATE_EVENTS, query) == "e0000"  # the older, shorter statement scores higher
-    assert _top(preset("bm25", recency=0.0, assistant_weight=1.0), UPDATE_EVENTS, query) == "e0000"
-    assert _top(preset("bm25", recency=0.3), UPDATE_EVENTS, query) == "e0003"
-    # A clearly better match is not overturned by recency alone.
-    far = [*UPDATE_EVENTS[:3], ev(3, "user", "I painted the fence.", ts=1_700_000_000.0 + 60 * DAY)]
-    assert _top(preset("bm25", recency=0.3), far, query) == "e0000"
-
-
-def test_turn_pair_credit_lifts_the_reply_to_a_matching_question():
-    events = [
-        ev(0, "user", "Which knot should I use for climbing rope anchors?"),
-        ev(1, "assistant", "Use a figure-eight follow-through; it is strong and easy to check."),
-        ev(2, "user", "Unrelated: how do I boil an egg?"),
-        ev(3, "assistant", "Boil it for nine minutes, anchors away."),
-    ]
-    query = "knot for climbing rope anchors"
-    s, b = _session(events)
-
-    def ranked(cfg):
-        hits = Retriever(cfg).tools(s, boundary=b).call("session_search", {"query": query}).trace["hits"]
-        return [h["event_id"] for h in hits]
-
-    assert ranked(preset("bm25"))[1] != "e0001"  # the answer shares no query word: BM25 ranks it low
-    assert set(ranked(preset("bm25", propagate_back=1.0))[:2]) == {"e0000", "e0001"}
-    with pytest.raises(ValueError, match="propagate_back must be a number >= 0"):
-        SearchConfig(propagate_back=-1.0)

@@ -45,10 +45,10 @@ def test_a_preset_lists_only_what_it_sets_otherwise(name):
 
 @pytest.mark.parametrize("name", PRESETS)
 def test_any_setting_is_overridden_without_plus_under_any_preset(name):
-    cfg = _compose(f"retrieval={name}", "retrieval.config.rrf_k=31", "retrieval.config.recency=0.25")
+    cfg = _compose(f"retrieval={name}", "retrieval.config.rrf_k=31", "retrieval.config.alpha=0.25")
     built = SearchConfig(**{k: v for k, v in cfg.retrieval.config.items() if k != "_target_"})
-    assert (built.rrf_k, built.recency, built.name) == (31, 0.25, name)
-    assert built == preset(name, rrf_k=31, recency=0.25)  # code reads the same declarations
+    assert (built.rrf_k, built.alpha, built.name) == (31, 0.25, name)
+    assert built == preset(name, rrf_k=31, alpha=0.25)  # code reads the same declarations
 
 
 def test_restating_a_default_is_the_same_run_and_changing_it_is_not():

@@ -14,24 +14,10 @@ from harness.session.events import Event, Session
 
 Turns = list[tuple[str, str, str]]
 
-# A recalled conversation whose answer is in the user's own words (a text the user pasted for the assistant), and a
-# question recalling it: the recall prior (user turns × 0.5) pushes the pasted text below the assistant's reply.
-PASTED: Turns = [
-    (
-        "c1",
-        "user",
-        "Please remember this case: in Bajimaya v Reward Homes the construction of the house began in 2014.",
-    ),
-    ("c1", "assistant", "Acknowledged."),
-    ("c1", "user", "Write three meta titles for the article."),
-    ("c1", "assistant", "Three meta titles for the Bajimaya case article: 1. Your dream house 2. Know the law"),
-]
-PASTED_QUERY = "What year did the construction of the house begin in the Bajimaya case from our previous chat?"
 
-
-def turn_tools(cfg: SearchConfig, turns: Turns, *, embedder: Any = None, conversations: bool = True) -> Any:
-    """The session tools over `turns` (event ids e0000, e0001, ...; one second apart); `conversations=False` leaves
-    the events without their source conversation."""
+def turn_tools(cfg: SearchConfig, turns: Turns, *, embedder: Any = None) -> Any:
+    """The session tools over `turns` (event ids e0000, e0001, ...; one second apart), each event in its turn's
+    conversation."""
     events = [
         Event(
             id=f"e{i:04d}",
@@ -39,7 +25,7 @@ def turn_tools(cfg: SearchConfig, turns: Turns, *, embedder: Any = None, convers
             role=role,
             content=text,
             timestamp=1_700_000_000.0 + i,
-            source_session=conv if conversations else None,
+            source_session=conv,
         )
         for i, (conv, role, text) in enumerate(turns)
     ]

@@ -29,15 +29,13 @@ KEPT_AT_DEFAULT = {
     "snippet_chars": "the reference's snippet cap",
     "budget_chars": "the compact presets' response budget",
     "hit_chars": "the compact presets' per-hit cap",
-    "propagate_back": "a knob of research/retrieval_fold_fit.py's grid, the study that chose the default's settings",
-    "recency": "research/retrieval_fold_fit.py's recency fit (the same study)",
-    "recall_ranking": "the held-out half's candidate, measured by the command docs/retrieval.md gives (issue 24)",
-    "recall_window": "the same candidate",
     "budget_tokens": "the response budget (issue 40)",
     "budget_fill": "the response budget (issue 40)",
 }
-# Measured, adopted by no preset, removed (the studies that measured them run at commit f86b023).
+# Measured, adopted by no preset, removed (research/README.md "Retired studies": the studies that measured them run at
+# the commit named there).
 REMOVED = {
+    # run at commit f86b023 (studies/)
     "context_chars": 100,
     "recall_trigger": "learned",
     "recall_trigger_file": "/tmp/trigger.json",
@@ -50,6 +48,11 @@ REMOVED = {
     "session_boost_top": 3,
     "bm25_fusion": 1.0,
     "recall_top_hits": 3,
+    # run at commit e9dfdf3 (research/): the fold fit's turn-pair credit and recency weight, the held-out candidate
+    "propagate_back": 0.5,
+    "recency": 0.1,
+    "recall_ranking": "keyword",
+    "recall_window": 1,
 }
 
 
