@@ -90,9 +90,11 @@ RAY_TESTS = $(shell grep -rl --include='test_*.py' 'mark\.ray' tests)
 # The fast selection, for a contributor's loop (under two minutes on 2 cores; tests/README.md): every test but those
 # that start a process, run a whole lme-harness command in process, read the large real data files, run mem0 or draw
 # the figures (markers in pyproject.toml, enforced by tests/support/marker_guard.py). CI and `make test` run them all.
+# Two xdist workers a core: many of these tests wait (a fake server's delay, a timeout being proven), and a second
+# worker on the core runs while one waits (measured: tests/README.md "The fast selection").
 FAST_TESTS = not (process or slow or postgres or ray or e2e or real_data or mem0 or figures)
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "$(FAST_TESTS)" -n $${LME_TEST_WORKERS:-auto} --dist loadfile --durations=10 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m "$(FAST_TESTS)" -n $${LME_TEST_WORKERS:-$$((2 * $$(nproc)))} --dist loadfile --durations=10 $(PYTEST_ARGS)
 
 $(RAY_STAMP): $(STAMP) $(RAY_PKGS) scripts/ray_venv.sh
 	scripts/ray_venv.sh $(VENV) $(RAY_VENV)

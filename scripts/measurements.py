@@ -1,7 +1,7 @@
 """Measurements kept as data (docs/measurements/*.measurement.json); their tables in the docs are generated from it.
 
-    python -m scripts.measurements write    # regenerate every marked table in README.md and docs/**/*.md, and the
-                                            # index docs/measurements/README.md
+    python -m scripts.measurements write    # regenerate every marked table in README.md, docs/**/*.md and
+                                            # tests/README.md, and the index docs/measurements/README.md
     python -m scripts.measurements check    # exit 1 naming every stale table, every record missing a required field,
                                             # every marker not in the block syntax below
                                             # and every file under docs/measurements/ that no record accounts for
@@ -475,7 +475,9 @@ VIEWS: dict[str, Callable[..., tuple[list[str], list[list[str]]]]] = {
 
 
 def doc_files(root: Path = ROOT) -> list[Path]:
-    return [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    """The docs that may hold a generated table: README.md, docs/**/*.md and tests/README.md (the contributor's)."""
+    tests = [root / "tests" / "README.md"] if (root / "tests" / "README.md").exists() else []
+    return [root / "README.md", *sorted((root / "docs").rglob("*.md")), *tests]
 
 
 def render_doc(text: str, doc: Path, records: dict[str, Record]) -> str:
