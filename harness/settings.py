@@ -17,6 +17,7 @@ fingerprint's non-result keys and the run directory's name exclusions are comput
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import math
@@ -83,6 +84,16 @@ def group_default(group: str, option: str, key: str) -> Any:
         return _group_option(group, option)[key]
     except KeyError:
         raise KeyError(f"configs/{group}/{option}.yaml has no {key!r}") from None
+
+
+def group_options(group: str) -> tuple[str, ...]:
+    """The options configs/<group>/ ships (its files' names, sorted)."""
+    return tuple(sorted(p.stem for p in (CONFIG_FILE.parent / group).glob("*.yaml")))
+
+
+def group_file(group: str, option: str) -> dict[str, Any]:
+    """configs/<group>/<option>.yaml as written (interpolations such as `${retrieval.embedder}` unresolved); a copy."""
+    return copy.deepcopy(_group_option(group, option))
 
 
 def yaml_field(group: str, option: str, key: str) -> Any:

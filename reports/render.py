@@ -133,7 +133,7 @@ def _memory(fig: RunFigures, results: Results, run_dir: Path, out: dict[str, Pat
     tables = memory.memory_tables(fig.run.records, lead, memory.costs_of(frame.df))
     if not tables:
         return None
-    found = C.name_contestants(C.contestants_from_results(results, lead))
+    found = C.name_contestants(C.contestants_from_results(results, lead), [fig.run.meta], [run_dir])
     hib = frame.metrics.higher_is_better(lead) is not False if lead else True
     on = C.frontier(found, higher_is_better=hib)
     label = frame.metrics.label(lead) if lead else "quality"

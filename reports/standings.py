@@ -1,9 +1,12 @@
 """Every contestant of one run or of several (`lme-harness compare`) in one table, ranked by the headline quality metric.
 
 A contestant is named as a reader knows it: a memory provider by its own name (`mem0`, `bm25`, `my-service`: what its
-`capabilities` said), any other contestant by its mode (`long_context`, `summary`). Only names that would read alike
-get a qualifier, the fewest config entries that tell their runs apart (`mem0 (memory.top_k=20)`), else the mode's
-key within one run, else the run's place in the command line: deterministic, and never a whole config diff.
+`capabilities` said), any other contestant by its mode (`long_context`, `summary`). A memory provider run at settings
+of its own other than its shipped config file's always carries them (`mem0 (turns_per_add=12)`: the result-bearing
+ones, reports/provider_config.py). Only names that would still read alike get a qualifier, the fewest config entries
+that tell their runs apart (`mem0 (memory.top_k=20)`; a provider's `_target_` by the file it was selected by,
+`full_context (memory=http)`, else by its class, `memory._target_=HttpProvider`), else the mode's key within one
+run, else the run's place in the command line: deterministic, never a whole config diff, and no entry twice.
 
 Per contestant, means per question over its scored cases: the headline metric (95 % bootstrap CI), USD and LLM tokens
 by phase, answer + ingest + retrieve (reports/phases.py: ingest counted, the judge apart), and the median ingest and
@@ -33,6 +36,7 @@ from reports.cost import PHASES
 from reports.memory_systems import Table, cell_text
 from reports.metrics import MetricCatalog
 from reports.phases import provider_ingest, provider_query
+from reports.provider_config import GROUP, provider_config, target_option, unnamed
 from reports.results_file import Results
 from reports.run_frame import RunFrame
 from reports.safe import md_cell
@@ -62,6 +66,14 @@ class Contestant:
     spend_reported: bool = True  # False: a remote service that reported neither tokens nor cost
     failed: int = 0  # its cases not scored (a provider's failures among them): never counted in the means above
     provider: str | None = None  # the memory provider it drove (its traces' name); None for any other contestant
+    # its provider's result-bearing settings changed from its shipped config file (`turns_per_add=12`), set when it is
+    # named (`name_contestants`); "" for none, or for any other contestant
+    config: str = ""
+
+    @property
+    def own_name(self) -> str:
+        """Its base name with its provider's own changed settings: `mem0 (turns_per_add=12)`, `mem0` at its file's."""
+        return f"{self.base} ({self.config})" if self.config else self.base
 
     @property
     def total_tokens(self) -> float:
@@ -237,17 +249,34 @@ def _value(key: str, v: Any) -> str:
     return text if len(text) <= 24 else text[:23] + "…"
 
 
+def _at(items: Sequence[Any], i: int) -> Any:
+    return items[i] if i < len(items) else None
+
+
+def _entry(key: str, short: str, flat: Mapping[str, Any], config: Mapping[str, Any] | None, run_dir: Any) -> str:
+    """One qualifier entry, `short=value`; a provider's `_target_` by the shipped file it was selected by
+    (`memory=http`), else by its class (`memory._target_=HttpProvider`)."""
+    if key.endswith("._target_") and (option := target_option(config, key.removesuffix("._target_"), run_dir)):
+        return f"{GROUP}={option}"
+    return f"{short}={_value(key, flat.get(key))}"
+
+
 def _run_qualifiers(runs: Sequence[int], metas: Sequence[Any], paths: Sequence[Path]) -> dict[int, str]:
-    """The fewest config entries that tell `runs` apart, each `key=value` (short key, short value); else their
-    directory names; else their places on the command line. Deterministic: sorted keys, argument order."""
-    flat = [flatten(getattr(metas[i], "config", None) or {}) for i in runs]
+    """The fewest config entries that tell `runs` apart, each `key=value` (short key, short value; never a secret, an
+    endpoint or a provider's setting declared not to change results: reports/provider_config.py `unnamed`); else
+    their directory names; else their places on the command line. Deterministic: sorted keys, argument order."""
+    configs = [getattr(_at(metas, i), "config", None) or {} for i in runs]
+    flat = [flatten(c) for c in configs]
     keys: list[str] = []
     for i in runs[1:]:
         keys += [k for k, _, _ in config_diff(metas[runs[0]], metas[i]) if k not in keys]
+    keys = [k for k in keys if not unnamed(k, [f.get(k) for f in flat])]  # never a key, an endpoint, a timeout
     if keys:
         chosen = fewest_keys(keys, flat)
         short = _short_keys(chosen)
-        labels = [", ".join(f"{short[k]}={_value(k, f.get(k))}" for k in chosen) for f in flat]
+        labels = [
+            ", ".join(_entry(k, short[k], f, c, _at(paths, i)) for k in chosen) for i, f, c in zip(runs, flat, configs)
+        ]
         if len(set(labels)) == len(labels):
             return dict(zip(runs, labels))
     names = [paths[i].name for i in runs]
@@ -256,16 +285,29 @@ def _run_qualifiers(runs: Sequence[int], metas: Sequence[Any], paths: Sequence[P
     return {i: f"run {i + 1}" for i in runs}
 
 
+def _provider_qualifier(c: Contestant, metas: Sequence[Any], paths: Sequence[Path]) -> str:
+    """A memory contestant's own settings changed from its shipped config file, as a qualifier (`turns_per_add=12`;
+    reports/provider_config.py); "" when none, when it drives no provider, or when its run's config is not given."""
+    meta = _at(metas, c.run)
+    if c.provider is None or meta is None:
+        return ""
+    found = provider_config(getattr(meta, "config", None), c.mode, _at(paths, c.run))
+    return ", ".join(f"{k}={_value(k, v)}" for k, v in found.changed) if found else ""
+
+
 def name_contestants(
     found: Sequence[Contestant], metas: Sequence[Any] = (), paths: Sequence[Path] = ()
 ) -> list[Contestant]:
-    """`found` with every name distinct: a base name met once stays as it is; names met more than once get the
-    fewest qualifiers that tell them apart (their runs' config entries, then the mode within a run)."""
+    """`found` with every name distinct: a memory contestant carries its provider's own changed settings
+    (`own_name`: its base name, qualified by them); a name met once stays as it is; names met more than once get
+    the fewest qualifiers that tell them apart (their runs' config entries, then the mode within a run), after
+    those settings, in the same parentheses. `metas` and `paths`: each run's run.json and directory, by its place."""
+    found = [replace(c, config=_provider_qualifier(c, metas, paths)) for c in found]
     groups: dict[str, list[int]] = {}
     for i, c in enumerate(found):
-        groups.setdefault(c.base, []).append(i)
-    names = [c.base for c in found]
-    for base, idx in groups.items():
+        groups.setdefault(c.own_name, []).append(i)
+    names = [c.own_name for c in found]
+    for idx in groups.values():
         if len(idx) < 2:
             continue
         runs = list(dict.fromkeys(found[i].run for i in idx))
@@ -273,10 +315,12 @@ def name_contestants(
         per_run = {r: sum(found[i].run == r for i in idx) for r in runs}
         for i in idx:
             c = found[i]
-            parts = [by_run[c.run]] if by_run else []
+            parts = [c.config] if c.config else []
+            if by_run:
+                parts.append(by_run[c.run])
             if per_run[c.run] > 1:  # two contestants of one run with the same provider: their config keys differ
                 parts.append(c.mode)
-            names[i] = f"{base} ({', '.join(parts)})"
+            names[i] = f"{c.base} ({', '.join(parts)})"
     alike = {n for n in names if names.count(n) > 1}  # left only by a qualifier cut short: numbered in order
     seen: dict[str, int] = {}
     for i, n in enumerate(names):
@@ -303,15 +347,16 @@ def of_runs(runs: Sequence[Run], lead: str | None) -> list[Contestant]:
 
 def run_labels(runs: Sequence[Run], contestants: Sequence[Contestant]) -> list[str] | None:
     """Each run labelled by its contestants when the runs pit different contestants against each other: their own
-    names (`mem0`, `long_context, summary`), or for runs of one contestant each its name as the table shows it
-    (`mem0 (memory.top_k=20)` beside `mem0 (memory.top_k=10)`). None when every run holds the same contestants (a
-    sweep: what differs is the config, and the config-entry labels say it) or the names cannot tell the runs apart."""
+    names with their providers' own changed settings (`mem0`, `mem0 (turns_per_add=12)`, `long_context, summary`),
+    or for runs of one contestant each its name as the table shows it (`mem0 (memory.top_k=20)` beside
+    `mem0 (memory.top_k=10)`). None when every run holds the same contestants (a sweep: what differs is the config,
+    and the config-entry labels say it) or the names cannot tell the runs apart."""
     mine = [[c for c in contestants if c.run == i] for i in range(len(runs))]
     bases = [", ".join(c.base for c in cs) for cs in mine]
     if len(set(bases)) < 2 or not all(bases):
         return None
     if len(set(bases)) == len(bases):
-        return bases
+        return [", ".join(c.own_name for c in cs) for cs in mine]
     names = [cs[0].name if len(cs) == 1 else "" for cs in mine]
     return names if all(names) and len(set(names)) == len(names) else None
 

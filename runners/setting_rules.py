@@ -11,6 +11,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from harness.memory.settings import PROVIDER_SETTINGS
 from harness.retrieval.config import SearchConfig
 from harness.scoring.votes import VotesConfigError, check_votes
 from harness.settings import TEMPERATURE_MAX, ClientSettings, RunConfigError, RunSettings, Setting, declared
@@ -66,25 +67,7 @@ UNDECLARED_COMPONENTS: tuple[Setting, ...] = (
     Setting("mode.memory.context_tokens", int, 1),
     Setting("mode.memory.native_answer", bool),
     Setting("mode.memory.ready_timeout_s", float, 0, exclusive_min=True),
-    Setting("memory.timeout_s", float, 0, exclusive_min=True),  # configs/memory/http.yaml
-    Setting("memory.turns_per_add", int, 1),  # configs/memory/mem0.yaml (harness/memory/mem0_provider.py)
-    Setting("memory.threshold", float, 0),
-    Setting("memory.date_instructions", bool),
-    Setting("memory.json_mode", bool),
-    Setting("memory.generation.max_tokens", int, 1),
-    Setting("memory.generation.temperature", float, **_TEMPERATURE),
-    Setting("memory.search", bool),
-    # configs/memory/{mem0_platform,zep,supermemory,letta}.yaml (harness/memory/hosted.py)
-    Setting("memory.concurrency", int, 1, results=False),
-    Setting("memory.max_retries", int, 0, results=False),  # configs/memory/letta.yaml
-    Setting("memory.agent_model", str),  # Letta's agent handles (harness/memory/letta.py)
-    Setting("memory.agent_embedding", str),
-    Setting(
-        "memory.reranker", str, choices=("rrf", "episode_mentions", "cross_encoder")
-    ),  # configs/memory/zep.yaml (harness/memory/zep.py)
-    Setting(
-        "memory.scope_prefix", str, results=False
-    ),  # configs/memory/summary*.yaml (harness/memory/summary_provider.py)
+    *PROVIDER_SETTINGS,  # memory.*: harness/memory/settings.py
     Setting("retrieval.max_embed_tokens", int, 1),
     Setting("retrieval.embedder.dimensions", int, 1),
     Setting("cache.enabled", bool, results=False, named=True),

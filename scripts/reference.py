@@ -85,7 +85,9 @@ def settings_md() -> str:
         "KEY=VALUE`. *Default*: the default configuration's value (`component`: not in the composed default config;",
         "the component's own default applies, see its config group in [configs.md](configs.md)). *Results*: whether",
         "the records depend on it (a setting that does not is left out of the run's fingerprint, and changing it",
-        "resumes the same run directory). A value outside *Valid* is one error naming the key, before anything runs.",
+        "resumes the same run directory; *no, in the fingerprint*: kept in it as earlier releases had it, so a run",
+        "directory resumes only under the same value). A value outside *Valid* is one error naming the key, before",
+        "anything runs.",
         "",
         "| key | valid | default | results | note |",
         "|---|---|---|---|---|",
@@ -97,7 +99,7 @@ def settings_md() -> str:
         shown = "component" if value == "<absent>" else f"`{OmegaConf.to_yaml({'v': value}).strip()[3:]}`"
         if value is None:
             shown = "`null`"
-        results = "yes" if s.results else "no"
+        results = "yes" if s.results else "no, in the fingerprint" if s.in_fingerprint else "no"
         lines.append(f"| `{s.key}` | {_md(s.describe())} | {_md(shown)} | {results} | {_md(comments.get(s.key, ''))} |")
     return HEADER + "\n".join(lines) + "\n"
 

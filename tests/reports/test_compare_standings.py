@@ -179,11 +179,12 @@ def test_names_are_the_contestants_own_and_only_names_that_collide_are_qualified
         "bm25 (run 1)",
         "bm25 (run 2)",
     ]
-    # a service that calls itself bm25 cannot pass for the built-in: both are qualified, by what they are
+    # a service that calls itself bm25 cannot pass for the built-in: both are qualified, by what they are (the
+    # shipped provider config each was selected by, configs/memory/bm25.yaml and http.yaml, not its class's path)
     twin = [_c("bm25", 0.5, 1, run=0), _c("bm25", 0.5, 1, run=1)]
     assert [c.name for c in name_contestants(twin, [metas[0], metas[3]], paths[:2])] == [
-        "bm25 (memory._target_=IndexProvider)",
-        "bm25 (memory._target_=HttpProvider)",
+        "bm25 (memory=bm25)",
+        "bm25 (memory=http)",
     ]
     # two contestants of one run with the same provider (two memory modes): their mode keys
     one_run = [_c("bm25", 0.5, 1, mode="memory"), _c("bm25", 0.5, 1, mode="memory_k20")]
@@ -294,35 +295,38 @@ def test_compare_ranks_every_contestant_in_one_table_named_by_the_contestant(tmp
     md = (tmp_path / "cmp" / "compare.md").read_text()
     assert md.index("## Contestants") < md.index("Paired by question_id")  # the table a reader sees first
     rows = {r[1]: r for r in _rows(md)}
+    # both mem0 runs add 12 turns at a time, not their file's 2 (configs/memory/mem0.yaml): said once, before what
+    # tells the two apart
     assert [r[1] for r in _rows(md)] == [
         "full_context",
-        "mem0 (memory.top_k=20)",
+        "mem0 (turns_per_add=12, memory.top_k=20)",
         "bm25",
-        "mem0 (memory.top_k=10)",
+        "mem0 (turns_per_add=12, memory.top_k=10)",
         "my-service",
     ]
     assert [r[0] for r in _rows(md)] == ["1", "1", "3", "3", "5"]
     assert rows["bm25"][3] == "4" and rows["full_context"][3] == "4 (1 failed)"  # a failure is shown, not hidden
-    assert rows["mem0 (memory.top_k=20)"][2] == "settings (top_k=20)" and rows["bm25"][2] == ""
+    k10, k20 = rows["mem0 (turns_per_add=12, memory.top_k=10)"], rows["mem0 (turns_per_add=12, memory.top_k=20)"]
+    assert k20[2] == "settings (top_k=20)" and rows["bm25"][2] == ""
     # tokens per question include ingest: mem0's 15,600 extraction tokens a question
-    assert rows["mem0 (memory.top_k=10)"][7] == "16,410" and rows["mem0 (memory.top_k=10)"][8] == "810 / 15,600 / 0"
+    assert k10[7] == "16,410" and k10[8] == "810 / 15,600 / 0"
     assert rows["bm25"][7] == "3,010"
     mem0_usd = ((15000 + 800) * 0.15 + (600 + 10) * 0.60) * 1e-6
-    assert float(rows["mem0 (memory.top_k=10)"][5]) == pytest.approx(mem0_usd, abs=1e-6)
+    assert float(k10[5]) == pytest.approx(mem0_usd, abs=1e-6)
     service_usd = (2000 * 0.15 + 10 * 0.60) * 1e-6 + 0.01 + 0.001  # its own cost_usd kept, ingest and retrieve
     assert float(rows["my-service"][5]) == pytest.approx(service_usd, abs=1e-6)
-    assert rows["mem0 (memory.top_k=10)"][9] == "60,000" and rows["bm25"][9] == "100"  # ingest latency apart
+    assert k10[9] == "60,000" and rows["bm25"][9] == "100"  # ingest latency apart
     frontier_names = {name for name, r in rows.items() if r[-1] == "yes"}
     # mem0 as good as bm25 at 5x the tokens: dominated; my-service is the cheapest (its own cost reported)
     assert frontier_names == {"my-service", "bm25", "full_context"}
-    assert not any(len(name) > 30 for name in rows)
+    assert not any(len(name) > 40 for name in rows)
     # the runs are named by their contestants in the paired sections too, not by a config diff
     assert (
-        "## B = `mem0 (memory.top_k=10)` vs A = `bm25`" in md
+        "## B = `mem0 (turns_per_add=12, memory.top_k=10)` vs A = `bm25`" in md
         and "memory._target_" not in md.split("## B =")[1].split("\n")[0]
     )
     side = md[md.index("## Memory systems") :]  # the memory tables name their rows the same way
-    assert "| mem0 (memory.top_k=20) (settings) |" in side
+    assert "| mem0 (turns_per_add=12, memory.top_k=20) (settings) |" in side
     assert "| bm25 (fair) |" in side and "| my-service (fair) |" in side
 
 
@@ -440,7 +444,13 @@ def test_html_view_of_compare_in_chromium(tmp_path):
     dom = Dom()
     dom.feed(dump_dom(measured, tmp_path, (1366, 768)))
     got = json.loads(dom.tags("body")[0]["data-test"])
-    assert got["names"] == ["full_context", "mem0 (memory.top_k=20)", "bm25", "mem0 (memory.top_k=10)", "my-service"]
+    assert got["names"] == [
+        "full_context",
+        "mem0 (turns_per_add=12, memory.top_k=20)",
+        "bm25",
+        "mem0 (turns_per_add=12, memory.top_k=10)",
+        "my-service",
+    ]
     assert got["ranks"] == ["1", "1", "3", "3", "5"]
     assert got["loaded"] and got["natural"] > 0
     assert got["shown"] >= min(got["natural"], 0.9 * got["w"]) * 0.8  # not shrunk to an unreadable size
