@@ -141,12 +141,17 @@ def fewest_keys(keys: Sequence[str], flat: Sequence[Mapping[str, Any]]) -> list[
 
 def _labels(paths: Sequence[Path], metas: Sequence[RunMeta]) -> list[str]:
     """Name runs by the config entries that tell them apart (e.g. `prompt.name=state_recovery`), else by directory
-    (a Hydra sweep names its run directories after every override, which is long)."""
+    (a Hydra sweep names its run directories after every override, which is long). Where a service is served, its
+    key variable and a provider's timeout or concurrency never name a run: they say nothing of its results."""
+    from reports.provider_config import unnamed  # it builds on this module's `flatten`
+
     keys: list[str] = []
     for m in metas[1:]:
         keys += [k for k, _, _ in config_diff(metas[0], m) if k not in keys]
-    named = [k for k in keys if k.split(".")[-1] == "name"]  # e.g. prompt.name says it all for a prompt variant
     flat = [flatten(m.config or {}) for m in metas]
+    # never named by a secret, an endpoint or a provider setting that changes no result (as the ranked table)
+    keys = [k for k in keys if not unnamed(k, [f.get(k) for f in flat])]
+    named = [k for k in keys if k.split(".")[-1] == "name"]  # e.g. prompt.name says it all for a prompt variant
     keys = fewest_keys(named, flat) or keys[:3]
     if keys:
         labels = [",".join(_entry(k, f) for k in keys) for f in flat]

@@ -40,3 +40,16 @@ def test_a_provider_config_without_a_name_is_labelled_by_its_target_class() -> N
     ]
     labels = _labels([Path(f"r{i}") for i in range(3)], [_meta(c) for c in configs])
     assert labels == ["memory.name=bm25", "memory._target_=FullContextProvider", "memory.name=null"]
+
+
+def test_an_endpoint_a_key_variable_or_a_timeout_never_names_a_run() -> None:
+    """Runs told apart only by where the model is served, its key variable or a provider's timeout are named by
+    their directories; a result-bearing entry beside them still names them alone."""
+    configs = [
+        {"model": {"base_url": "https://llm-a.example.com/v1", "api_key_env": "KEY_A"}, "memory": {"timeout_s": 5}},
+        {"model": {"base_url": "https://llm-b.example.com/v1", "api_key_env": "KEY_B"}, "memory": {"timeout_s": 9}},
+    ]
+    paths = [Path("runs/x/a"), Path("runs/x/b")]
+    assert _labels(paths, [_meta(c) for c in configs]) == ["a", "b"]
+    with_prompt = [{**c, "prompt": {"name": n}} for c, n in zip(configs, ("default", "terse"))]
+    assert _labels(paths, [_meta(c) for c in with_prompt]) == ["prompt.name=default", "prompt.name=terse"]
