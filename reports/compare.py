@@ -19,8 +19,10 @@ import pandas as pd
 from harness.records import RECORDS_FILE
 from harness.run_meta import RunMeta
 from reports.aggregate import modes, read_run
+from reports.config_keys import flatten
 from reports.cost import PriceTable
 from reports.metrics import BUILTIN, MetricCatalog, catalog_of
+from reports.provider_config import unnamed
 from reports.results_file import Results
 from reports.run_frame import RunFrame
 from reports.stats import DEFAULT_N_BOOT, DEFAULT_SEED, mcnemar, paired_bootstrap_ci, win_loss_tie
@@ -95,15 +97,6 @@ def expand_run_dirs(paths: Iterable[str | Path]) -> tuple[list[Path], list[str]]
     return unique, notes
 
 
-def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(obj, Mapping):
-        out: dict[str, Any] = {}
-        for k, v in obj.items():
-            out.update(flatten(v, f"{prefix}{k}."))
-        return out
-    return {prefix[:-1]: obj}
-
-
 def config_diff(a: RunMeta | Mapping[str, Any], b: RunMeta | Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
     """(key, value in A, value in B) for every result-relevant config entry that differs."""
     fa, fb = flatten(RunMeta.of(a).config or {}), flatten(RunMeta.of(b).config or {})
@@ -143,8 +136,6 @@ def _labels(paths: Sequence[Path], metas: Sequence[RunMeta]) -> list[str]:
     """Name runs by the config entries that tell them apart (e.g. `prompt.name=state_recovery`), else by directory
     (a Hydra sweep names its run directories after every override, which is long). Where a service is served, its
     key variable and a provider's timeout or concurrency never name a run: they say nothing of its results."""
-    from reports.provider_config import unnamed  # it builds on this module's `flatten`
-
     keys: list[str] = []
     for m in metas[1:]:
         keys += [k for k, _, _ in config_diff(metas[0], m) if k not in keys]

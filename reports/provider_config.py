@@ -27,7 +27,7 @@ import yaml
 from harness import secrets
 from harness.memory.settings import PREFIX, provider_setting
 from harness.settings import group_file, group_options
-from reports.compare import flatten
+from reports.config_keys import flatten
 
 GROUP = PREFIX  # the config group of the providers: configs/memory/
 # The Hydra job's own configuration in a run's snapshot (runners/snapshot.py SNAPSHOT_DIR; reports sit below runners).

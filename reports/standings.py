@@ -31,7 +31,8 @@ import pandas as pd
 
 from harness.settings import group_default
 from reports import html as H
-from reports.compare import Run, config_diff, fewest_keys, flatten
+from reports.compare import Run, config_diff, fewest_keys
+from reports.config_keys import flatten
 from reports.cost import PHASES
 from reports.memory_systems import Table, cell_text
 from reports.metrics import MetricCatalog

@@ -16,7 +16,7 @@ import pytest
 from commands.compare_runs import compare_main
 from harness.memory.settings import PROVIDER_SETTINGS, provider_setting
 from harness.settings import group_file, group_options
-from reports.compare import flatten
+from reports.config_keys import flatten
 from reports.provider_config import ProviderConfig, changed_settings, option_of, provider_config
 from reports.render import build_report
 from runners.setting_rules import ENDPOINT_KEYS, SECRET_KEYS
