@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,15 +116,17 @@ def _short(v: Any, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def fewest_keys(keys: Sequence[str], flat: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The fewest of `keys` (shallowest first) that tell the runs apart: a provider's name repeated under the
-    contestant (`mode.memory.provider.name`) adds nothing to `memory.name`. All of them when none suffice."""
+def fewest_keys(
+    keys: Sequence[str], flat: Sequence[Mapping[str, Any]], *, order: Callable[[str], Any] | None = None
+) -> list[str]:
+    """The fewest of `keys` (shallowest first, or in `order`) that tell the runs apart: a provider's name repeated
+    under the contestant (`mode.memory.provider.name`) adds nothing to `memory.name`. All of them when none suffice."""
 
     def distinct(ks: Sequence[str]) -> int:
         return len({tuple(f.get(k) for k in ks) for f in flat})
 
     chosen: list[str] = []
-    for k in sorted(keys, key=lambda k: (k.count("."), k)):
+    for k in sorted(keys, key=order or (lambda k: (k.count("."), k))):
         if distinct([*chosen, k]) > distinct(chosen):
             chosen.append(k)
         if distinct(chosen) == len(flat):
@@ -142,16 +144,22 @@ def _labels(paths: Sequence[Path], metas: Sequence[RunMeta]) -> list[str]:
     flat = [flatten(m.config or {}) for m in metas]
     # never named by a secret, an endpoint or a provider setting that changes no result (as the ranked table)
     keys = [k for k in keys if not unnamed(k, [f.get(k) for f in flat])]
-    named = [k for k in keys if k.split(".")[-1] == "name"]  # e.g. prompt.name says it all for a prompt variant
-    keys = fewest_keys(named, flat) or keys[:3]
-    if keys:
-        labels = [",".join(_entry(k, f) for k in keys) for f in flat]
-        if len(set(labels)) == len(labels):
+    # the `name`s that tell the runs apart (prompt.name says it all for a prompt variant), else the fewest entries
+    # that do, a `name` first, then the shallowest
+    named = [k for k in keys if k.split(".")[-1] == "name"]
+    for chosen in (fewest_keys(named, flat), fewest_keys(keys, flat, order=_names_first)):
+        labels = [",".join(_entry(k, f) for k in chosen) for f in flat]
+        if chosen and len(set(labels)) == len(labels):
             return labels
     names = [p.name for p in paths]
     if len(set(names)) == len(names):
         return names
     return [f"{p.parent.name}/{p.name}" for p in paths]
+
+
+def _names_first(key: str) -> tuple[bool, int, str]:
+    """A `name` entry before any other, then the shallowest."""
+    return key.split(".")[-1] != "name", key.count("."), key
 
 
 def _entry(key: str, flat: Mapping[str, Any]) -> str:
