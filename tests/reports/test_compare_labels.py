@@ -7,6 +7,7 @@ import pytest
 
 from harness.run_meta import RunMeta
 from reports.compare import _labels
+from tests.support.report_fixtures import set_dotted
 
 
 def _meta(config: dict) -> RunMeta:
@@ -79,11 +80,7 @@ NEVER = {
 def _nested(flat: dict[str, object]) -> dict:
     out: dict = {}
     for key, value in flat.items():
-        node = out
-        *parents, leaf = key.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
+        set_dotted(out, key, value)
     return out
 
 

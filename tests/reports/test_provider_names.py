@@ -21,7 +21,7 @@ from reports.provider_config import ProviderConfig, changed_settings, option_of,
 from reports.render import build_report
 from runners.setting_rules import ENDPOINT_KEYS, SECRET_KEYS
 from tests.reports.test_cost_views import MEM0_INGEST, memory_rec
-from tests.support.report_fixtures import meta, write_run
+from tests.support.report_fixtures import meta, set_dotted, write_run
 
 EMBEDDER = {"_target_": "harness.retrieval.embedders.StaticEmbedder", "name": "potion-base-8M"}
 
@@ -33,11 +33,7 @@ def _node(option: str, **changes: Any) -> dict[str, Any]:
         if isinstance(value, str) and "${" in value:
             node[key] = copy.deepcopy(EMBEDDER) if key == "embedder" else {"name": "default"}
     for key, value in changes.items():
-        *parents, last = key.split(".")
-        at = node
-        for p in parents:
-            at = at.setdefault(p, {})
-        at[last] = value
+        set_dotted(node, key, value)
     return node
 
 

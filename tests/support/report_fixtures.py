@@ -148,6 +148,17 @@ def summary_block(
     }
 
 
+def set_dotted(node: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
+    """`node` with `value` at the dotted `key` (`memory.generation.max_tokens`), the dicts on the way made as needed:
+    a composed config as run.json holds it, built from the dotted keys the reports compare."""
+    *parents, leaf = key.split(".")
+    at = node
+    for p in parents:
+        at = at.setdefault(p, {})
+    at[leaf] = value
+    return node
+
+
 def meta(
     *,
     kind: str = "remote",
