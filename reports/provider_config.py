@@ -17,6 +17,7 @@ requires (`url: ???`), nor a secret's name, a masked value or a URL whatever the
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,17 +62,23 @@ def _target(node: Mapping[str, Any]) -> Any:
     return node.get("_target_")
 
 
+@functools.cache
+def _shipped() -> dict[str, tuple[Any, Any]]:
+    """Each shipped provider file's (`_target_`, `name`), read once: the files ship with the package."""
+    return {o: (_target(f), f.get("name")) for o in group_options(GROUP) for f in [group_file(GROUP, o)]}
+
+
 def option_of(node: Mapping[str, Any], choice: str | None = None) -> str | None:
     """The shipped file `node` was selected by: `choice` (the run's Hydra choice) when it ships one with the node's
     `_target_`, else the one file with that `_target_` (and that `name`, where several share it), else None."""
-    shipped = group_options(GROUP)
-    if choice in shipped and _target(group_file(GROUP, choice)) == _target(node):
+    shipped = _shipped()
+    if choice in shipped and shipped[choice][0] == _target(node):
         return choice
     if _target(node) is None:
         return None
-    same = [o for o in shipped if _target(group_file(GROUP, o)) == _target(node)]
+    same = [o for o, (target, _) in shipped.items() if target == _target(node)]
     if len(same) > 1:
-        same = [o for o in same if group_file(GROUP, o).get("name") == node.get("name")]
+        same = [o for o in same if shipped[o][1] == node.get("name")]
     return same[0] if len(same) == 1 else None
 
 
