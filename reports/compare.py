@@ -134,16 +134,22 @@ def fewest_keys(
     return list(keys)
 
 
+def naming_keys(metas: Sequence[RunMeta | Mapping[str, Any]], flat: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The config entries that differ between the runs (`metas`, `flat` their configs as dotted keys) and may name
+    them: never a secret, an endpoint or a provider's setting declared not to change results (provider_config
+    `unnamed`). Read by the run labels here and by the ranked table's qualifiers (reports/standings.py)."""
+    keys: list[str] = []
+    for m in metas[1:]:
+        keys += [k for k, _, _ in config_diff(metas[0], m) if k not in keys]
+    return [k for k in keys if not unnamed(k, [f.get(k) for f in flat])]
+
+
 def _labels(paths: Sequence[Path], metas: Sequence[RunMeta]) -> list[str]:
     """Name runs by the config entries that tell them apart (e.g. `prompt.name=state_recovery`), else by directory
     (a Hydra sweep names its run directories after every override, which is long). Where a service is served, its
     key variable and a provider's timeout or concurrency never name a run: they say nothing of its results."""
-    keys: list[str] = []
-    for m in metas[1:]:
-        keys += [k for k, _, _ in config_diff(metas[0], m) if k not in keys]
     flat = [flatten(m.config or {}) for m in metas]
-    # never named by a secret, an endpoint or a provider setting that changes no result (as the ranked table)
-    keys = [k for k in keys if not unnamed(k, [f.get(k) for f in flat])]
+    keys = naming_keys(metas, flat)
     # the `name`s that tell the runs apart (prompt.name says it all for a prompt variant), else the fewest entries
     # that do, a `name` first, then the shallowest
     named = [k for k in keys if k.split(".")[-1] == "name"]

@@ -31,13 +31,13 @@ import pandas as pd
 
 from harness.settings import group_default
 from reports import html as H
-from reports.compare import Run, config_diff, fewest_keys
+from reports.compare import Run, fewest_keys, naming_keys
 from reports.config_keys import flatten
 from reports.cost import PHASES
 from reports.memory_systems import Table, cell_text
 from reports.metrics import MetricCatalog
 from reports.phases import provider_ingest, provider_query
-from reports.provider_config import GROUP, provider_config, target_option, unnamed
+from reports.provider_config import GROUP, provider_config, target_option
 from reports.results_file import Results
 from reports.run_frame import RunFrame
 from reports.safe import md_cell
@@ -268,10 +268,7 @@ def _run_qualifiers(runs: Sequence[int], metas: Sequence[Any], paths: Sequence[P
     their directory names; else their places on the command line. Deterministic: sorted keys, argument order."""
     configs = [getattr(_at(metas, i), "config", None) or {} for i in runs]
     flat = [flatten(c) for c in configs]
-    keys: list[str] = []
-    for i in runs[1:]:
-        keys += [k for k, _, _ in config_diff(metas[runs[0]], metas[i]) if k not in keys]
-    keys = [k for k in keys if not unnamed(k, [f.get(k) for f in flat])]  # never a key, an endpoint, a timeout
+    keys = naming_keys([metas[i] for i in runs], flat)
     if keys:
         chosen = fewest_keys(keys, flat)
         short = _short_keys(chosen)
